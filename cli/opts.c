@@ -1,0 +1,176 @@
+/* opts.c — see opts.h. */
+#include "cli/opts.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void kvv_opts_init(kvv_opts *o, const char *cmd, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->argc = argc;
+    o->argv = argv;
+    o->i = 1;
+    o->cmd = cmd;
+}
+
+bool kvv_opts_next(kvv_opts *o)
+{
+    if (o->failed || o->i >= o->argc)
+        return false;
+    o->arg = o->argv[o->i++];
+    o->value = NULL;
+    return true;
+}
+
+bool kvv_opts_flag(kvv_opts *o, const char *name)
+{
+    return strcmp(o->arg, name) == 0;
+}
+
+bool kvv_opts_value(kvv_opts *o, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(o->arg, name, n) != 0)
+        return false;
+    if (o->arg[n] == '=') {
+        o->value = o->arg + n + 1;
+        return true;
+    }
+    if (o->arg[n] != '\0')
+        return false;
+    if (o->i >= o->argc) {
+        kvv_opts_error(o, "option %s needs a value", name);
+        return true;
+    }
+    o->value = o->argv[o->i++];
+    return true;
+}
+
+bool kvv_opts_positional(const kvv_opts *o)
+{
+    return o->arg[0] != '-' || o->arg[1] == '\0';
+}
+
+void kvv_opts_error(kvv_opts *o, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "kvverify %s: ", o->cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see kvverify %s --help)\n", o->cmd);
+    o->failed = true;
+}
+
+void kvv_opts_unknown(kvv_opts *o)
+{
+    if (kvv_opts_positional(o))
+        kvv_opts_error(o, "unexpected argument '%s'", o->arg);
+    else
+        kvv_opts_error(o, "unknown option '%s'", o->arg);
+}
+
+bool kvv_opts_int(kvv_opts *o, const char *name, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno) {
+        kvv_opts_error(o, "option %s: '%s' is not an integer", name, s ? s : "");
+        return false;
+    }
+    if (v < lo || v > hi) {
+        kvv_opts_error(o, "option %s: %ld is outside %ld..%ld", name, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool kvv_opts_u64(kvv_opts *o, const char *name, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || s[0] == '-') {
+        kvv_opts_error(o, "option %s: '%s' is not a non-negative integer", name, s ? s : "");
+        return false;
+    }
+    *out = (uint64_t)v;
+    return true;
+}
+
+bool kvv_opts_double(kvv_opts *o, const char *name, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno) {
+        kvv_opts_error(o, "option %s: '%s' is not a number", name, s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool kvv_opts_int_list(kvv_opts *o, const char *name, const char *s, int32_t **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!s || !*s) {
+        kvv_opts_error(o, "option %s: empty list", name);
+        return false;
+    }
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += (*p == ',');
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        kvv_opts_error(o, "option %s: out of memory", name);
+        return false;
+    }
+    const char *p = s;
+    int k = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < INT32_MIN || x > INT32_MAX || (*end && *end != ',')) {
+            kvv_opts_error(o, "option %s: item %d of '%s' is not an integer", name, k + 1, s);
+            free(v);
+            return false;
+        }
+        v[k++] = (int32_t)x;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    *out = v;
+    *n = k;
+    return true;
+}
+
+int kvv_cli_fail(const kvv_error *err)
+{
+    fprintf(stderr, "kvverify: %s\n", err->msg[0] ? err->msg : kvv_strerror(err->status));
+    return kvv_exit_code(err->status);
+}
+
+void kvv_progress(const char *label, long done, long total)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *e = getenv("KVV_PROGRESS");
+        enabled = e ? strcmp(e, "0") != 0 : isatty(2);
+    }
+    if (!enabled)
+        return;
+    fprintf(stderr, "\r[%s] %ld/%ld", label, done, total);
+    if (done >= total)
+        fputc('\n', stderr);
+    fflush(stderr);
+}

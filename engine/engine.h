@@ -1,0 +1,93 @@
+/*
+ * engine.h — the engine interface: one small vtable every engine implements,
+ * so verify/ can certify the reference, the cpu engine (and later a GPU or a
+ * third-party engine) the same way. DESIGN.md §2.
+ *
+ *   kvv_engine_opts o = kvv_engine_opts_default();
+ *   o.name = "cpu"; o.mode = KVV_MODE_INVARIANT; o.n_threads = 2;
+ *   kvv_engine *e;
+ *   if (kvv_engine_open(model, &o, &e, &err)) ...
+ *   kvv_engine_forward(e, n, tokens, pos, &hooks, KVV_LOGITS_LAST, logits, &err);
+ *   kvv_engine_close(e);
+ */
+#ifndef KVV_ENGINE_H
+#define KVV_ENGINE_H
+
+#include <stdint.h>
+
+#include "model/arch.h"
+#include "model/error.h"
+#include "reference/kv_cache.h"
+#include "reference/ref.h"      /* KVV_CTL_* control flags */
+#include "reference/runtime.h"
+
+typedef enum {
+    KVV_MODE_EXACT = 0,     /* the reference engine's only mode */
+    KVV_MODE_FAST = 1,      /* cpu: whatever is fastest */
+    KVV_MODE_INVARIANT = 2  /* cpu: batch-invariant kernels */
+} kvv_mode;
+
+const char *kvv_mode_name(kvv_mode m);                 /* "exact", "fast", "invariant" */
+int kvv_mode_from_name(const char *s, kvv_mode *out);  /* 1 on success */
+
+typedef struct {
+    const char *name;           /* "ref" (default) or "cpu" */
+    kvv_mode mode;              /* ref: EXACT; cpu: FAST or INVARIANT (default INVARIANT) */
+    int n_threads;              /* cpu only; default 1 */
+    kvv_cache_type cache_type;  /* default f32 */
+    int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
+    unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
+} kvv_engine_opts;
+
+kvv_engine_opts kvv_engine_opts_default(void);
+
+/* What every report records about the engine. */
+typedef struct {
+    char name[16];          /* "ref", "cpu" */
+    char mode[16];          /* "exact", "fast", "invariant" */
+    char cache_type[8];     /* "f32", "f16", "bf16" */
+    int n_threads;
+    unsigned control;       /* KVV_CTL_* flags in force */
+    char kernels[192];      /* e.g. "gemm=openblas gemv=avx2 attn=avx2" */
+} kvv_engine_desc;
+
+typedef struct kvv_engine kvv_engine;
+
+/* Each slot is required unless marked optional. */
+typedef struct {
+    void (*close)(kvv_engine *e);
+    kvv_status (*forward)(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                          const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                          kvv_error *err);
+    kvv_status (*kv_from_residual)(kvv_engine *e, int layer, int n, const float *h,
+                                   const int32_t *pos, float *k, float *v, kvv_error *err);
+    kvv_kv_cache *(*cache)(kvv_engine *e);
+    void (*describe)(kvv_engine *e, kvv_engine_desc *d);
+} kvv_engine_vtable;
+
+struct kvv_engine {
+    const kvv_engine_vtable *vt;
+    const kvv_model *model;     /* borrowed */
+    kvv_engine_opts opts;
+    void *impl;                 /* the engine's own state */
+};
+
+/* Open the engine named by o->name for model m (borrowed; must outlive the
+ * engine). KVV_ERR_USAGE for an unknown name or a mode the engine lacks. */
+kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
+                           kvv_error *err);
+void kvv_engine_close(kvv_engine *e); /* accepts NULL */
+
+/* Thin wrappers over the vtable (see reference/ref.h for the semantics). */
+kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                              const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                              kvv_error *err);
+kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const float *h,
+                                       const int32_t *pos, float *k, float *v, kvv_error *err);
+kvv_kv_cache *kvv_engine_cache(kvv_engine *e);
+void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
+
+/* Convenience: clear the cache (a new sequence). */
+void kvv_engine_reset(kvv_engine *e);
+
+#endif

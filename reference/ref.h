@@ -1,0 +1,70 @@
+/*
+ * ref.h — the deterministic reference engine (kvverify's oracle).
+ *
+ * Scalar, single-threaded, fp32 activations, every weight dequantized exactly
+ * at open. Every reduction runs in one documented order that depends only on
+ * its length (see reference/README or the comments in ref_forward.c), the
+ * build uses -ffp-contract=off, and no libm transcendental is on the computed
+ * path (reference/kmath.h). So: the same model and inputs give the same bits
+ * on any machine, compiler and -O level, and a prompt processed in one batch,
+ * in chunks or token by token gives the same bits by construction.
+ *
+ *   kvv_ref *r; kvv_ref_opts o = kvv_ref_opts_default();
+ *   kvv_ref_open(model, &o, &r, &err);
+ *   int32_t tok[3] = {1, 403, 407}, pos[3] = {0, 1, 2};
+ *   kvv_ref_forward(r, 3, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err);
+ *   kvv_ref_close(r);
+ */
+#ifndef KVV_REF_H
+#define KVV_REF_H
+
+#include <stdint.h>
+
+#include "model/arch.h"
+#include "model/error.h"
+#include "reference/kv_cache.h"
+#include "reference/runtime.h"
+
+/* Negative-control switches (bit flags) a check may turn on to prove it can
+ * fail. Never set in normal runs; recorded in the engine description. */
+enum {
+    KVV_CTL_KV_REVERSED_SUM = 1u << 0, /* kv_from_residual sums its dot products in reverse order */
+    KVV_CTL_PERTURB_WEIGHT  = 1u << 1, /* flip the lowest mantissa bit of one weight (output_norm[0]) */
+};
+
+typedef struct {
+    kvv_cache_type cache_type;  /* default f32 */
+    int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
+    unsigned control;           /* KVV_CTL_* flags, 0 normally */
+} kvv_ref_opts;
+
+kvv_ref_opts kvv_ref_opts_default(void);
+
+typedef struct kvv_ref kvv_ref;
+
+/* Dequantizes all weights (the model must outlive the engine).
+ * Errors: KVV_ERR_UNSUPPORTED for a tensor type it cannot dequantize,
+ * KVV_ERR_NOMEM. */
+kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out, kvv_error *err);
+void kvv_ref_close(kvv_ref *r); /* accepts NULL */
+
+/* Process n tokens at positions pos[] (each < n_ctx, not already cached)
+ * against the current cache: their K/V are stored, then every token attends
+ * to the present cache entries at positions <= its own (and inside the
+ * sliding window on local layers). Hooks may be NULL. logits: rows per mode
+ * × n_vocab. */
+kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
+                           const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                           kvv_error *err);
+
+/* Recompute K and V of layer `layer` from residuals h [n][n_embd] entering
+ * that layer, exactly as forward does (attn_norm, projections, biases, q/k
+ * norm, RoPE at pos[i], rounding to the cache dtype): k [n][n_head_kv*head_dim],
+ * v [n][n_head_kv*head_dim_v]. Does not touch the cache. */
+kvv_status kvv_ref_kv_from_residual(kvv_ref *r, int layer, int n, const float *h,
+                                    const int32_t *pos, float *k, float *v, kvv_error *err);
+
+/* The engine's cache (borrowed; policies evict/insert through it). */
+kvv_kv_cache *kvv_ref_cache(kvv_ref *r);
+
+#endif

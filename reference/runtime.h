@@ -1,0 +1,55 @@
+/*
+ * runtime.h — types every engine shares: KV cache storage types, forward-pass
+ * hooks, which logits to return. The engine interface (engine/engine.h) and
+ * the reference engine (reference/ref.h) both use these.
+ */
+#ifndef KVV_RUNTIME_H
+#define KVV_RUNTIME_H
+
+#include <stdint.h>
+
+/* Storage dtype of the KV cache (llama.cpp's -ctk/-ctv): values are rounded
+ * (nearest even) when stored and read back as the rounded fp32 value. */
+typedef enum {
+    KVV_CACHE_F32 = 0,
+    KVV_CACHE_F16 = 1,
+    KVV_CACHE_BF16 = 2
+} kvv_cache_type;
+
+const char *kvv_cache_type_name(kvv_cache_type t);          /* "f32" ... */
+int kvv_cache_type_from_name(const char *s, kvv_cache_type *out); /* 1 on success */
+
+/* Which rows of logits forward() writes. */
+typedef enum {
+    KVV_LOGITS_NONE = 0, /* no logits (logits may be NULL) */
+    KVV_LOGITS_LAST = 1, /* one row: the last token of the batch */
+    KVV_LOGITS_ALL = 2   /* n rows, one per token of the batch */
+} kvv_logits_mode;
+
+/*
+ * Hooks, all optional (NULL = not called), called during forward() in layer
+ * order. Arrays are row-major, one row per token of the current batch, and
+ * valid only during the call. `pos` are the batch's positions.
+ */
+typedef struct {
+    void *user;
+    /* Residual stream h_l ENTERING layer `layer` (layer 0 = scaled token
+     * embeddings), [n][n_embd]. Writable: an overwrite is patching and the
+     * pass continues from the new values. Also called once with layer ==
+     * n_layer for the final residual before the output norm. */
+    void (*residual)(void *user, int layer, int n, const int32_t *pos, float *h);
+    /* K and V of the batch exactly as stored in the cache (after q/k norm,
+     * RoPE and rounding to the cache dtype, widened back to fp32),
+     * k: [n][n_head_kv*head_dim], v: [n][n_head_kv*head_dim_v]. */
+    void (*kv)(void *user, int layer, int n, const int32_t *pos, const float *k, const float *v);
+    /* Attention probabilities after softmax: p[(i*n_head + h)*n_keys + j] for
+     * query i, head h, over the n_keys cache entries key_pos[0..n_keys) (all
+     * positions the batch could see, ascending); masked or evicted entries
+     * are exactly 0. */
+    void (*attn)(void *user, int layer, int n, const int32_t *pos, int n_keys,
+                 const int32_t *key_pos, const float *p);
+    /* Attention output before the output projection, [n][n_head*head_dim_v]. */
+    void (*attn_out)(void *user, int layer, int n, const int32_t *pos, const float *o);
+} kvv_hooks;
+
+#endif
