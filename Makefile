@@ -60,7 +60,7 @@ TEST_SRC := $(wildcard tests/model/test_*.c tests/reference/test_*.c tests/engin
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
 
-.PHONY: all test test-asan test-slow fuzz bench vectors-update clean
+.PHONY: all test test-asan test-slow fuzz fuzz-one bench vectors-update clean
 all: $(BIN) kvverify
 
 kvverify: $(BIN)
@@ -114,18 +114,24 @@ test-slow: $(BIN) $(TEST_BIN)
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+# Layers each fuzz target links (default: all); building only those keeps a
+# target usable while an unrelated layer does not compile with clang.
+FUZZ_LAYERS_fuzz_gguf := model
+FUZZ_LAYERS_fuzz_kvv  := vectors model
+FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
+FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference model),build-fuzz/libkvv_$(l).a)
 fuzz:
-	$(MAKE) O=build-fuzz CC=$(FUZZ_CC) OPT="-O1 -g" \
-	  SAN="-fsanitize=fuzzer-no-link,address,undefined" $(O:build=build-fuzz)/libkvv_verify.a \
-	  build-fuzz/libkvv_vectors.a build-fuzz/libkvv_engine.a build-fuzz/libkvv_reference.a build-fuzz/libkvv_model.a
-	@set -e; for f in $(FUZZ_SRC); do \
-	  n=$$(basename $$f .c); \
-	  $(FUZZ_CC) -std=c11 -I. -O1 -g -fsanitize=fuzzer,address,undefined -o build-fuzz/$$n $$f \
-	    build-fuzz/libkvv_verify.a build-fuzz/libkvv_vectors.a build-fuzz/libkvv_engine.a \
-	    build-fuzz/libkvv_reference.a build-fuzz/libkvv_model.a $(LIBS); \
-	  mkdir -p build-fuzz/corpus-$$n; \
-	  ./build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_}; \
-	done
+	@set -e; for n in $(FUZZ_NAMES); do $(MAKE) --no-print-directory fuzz-one FUZZ_TARGET=$$n; done
+
+# One target: FUZZ_TARGET=fuzz_gguf. New inputs go to build-fuzz/corpus-NAME.
+fuzz-one:
+	$(MAKE) --no-print-directory O=build-fuzz CC=$(FUZZ_CC) OPT="-O1 -g" SAN="$(FUZZ_SAN)" $(FUZZ_LIBS)
+	$(FUZZ_CC) -std=c11 -I. -O1 -g -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o build-fuzz/$(FUZZ_TARGET) tests/fuzz/$(FUZZ_TARGET).c $(FUZZ_LIBS) $(LIBS)
+	mkdir -p build-fuzz/corpus-$(FUZZ_TARGET)
+	./build-fuzz/$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  build-fuzz/corpus-$(FUZZ_TARGET) tests/fuzz/corpus/$(FUZZ_TARGET:fuzz_%=%)
 
 bench: $(BIN)
 	sh bench/run.sh

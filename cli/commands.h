@@ -13,6 +13,15 @@ typedef struct {
 } kvv_command;
 
 int kvv_cmd_info(int argc, char **argv);
+int kvv_cmd_audit(int argc, char **argv);
+int kvv_cmd_kv(int argc, char **argv);
+int kvv_cmd_patch(int argc, char **argv);
+int kvv_cmd_greedy(int argc, char **argv);
+int kvv_cmd_invariance(int argc, char **argv);
+int kvv_cmd_run(int argc, char **argv);
 int kvv_cmd_synth(int argc, char **argv);
+int kvv_cmd_tokenize(int argc, char **argv);
+int kvv_cmd_vectors(int argc, char **argv);
+int kvv_cmd_suite(int argc, char **argv);
 
 #endif

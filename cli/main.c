@@ -13,8 +13,17 @@
 
 /* The table `kvverify --help` prints, in this order. */
 static const kvv_command commands[] = {
+    {"audit", kvv_cmd_audit, "one-shot audit: kv, patch, greedy, invariance (also: kvverify MODEL)"},
     {"info", kvv_cmd_info, "metadata, tensors, architecture and per-token memory of a model"},
+    {"kv", kvv_cmd_kv, "cached K/V bit-equal to K/V recomputed from the residual stream"},
+    {"patch", kvv_cmd_patch, "residual patching at every layer gives KL exactly 0"},
+    {"greedy", kvv_cmd_greedy, "greedy decoding with and without a KV cache, bit for bit"},
+    {"invariance", kvv_cmd_invariance, "chunking, prefill vs decode, threads: same bits"},
+    {"run", kvv_cmd_run, "greedy decoding or a teacher-forced pass: token ids, text, logits"},
     {"synth", kvv_cmd_synth, "write a random-weight GGUF model of a supported architecture"},
+    {"tokenize", kvv_cmd_tokenize, "text to token ids (and --decode ids to text), as llama.cpp"},
+    {"vectors", kvv_cmd_vectors, "golden vectors: gen, check (bit for bit) and show .kvv files"},
+    {"suite", kvv_cmd_suite, "run a nightly manifest of cases, or one --shard I/N of it"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -42,6 +42,12 @@ const char *kvv_tokenizer_model(const kvv_tokenizer *t); /* "llama", "gpt2", "be
 kvv_status kvv_tokenize(const kvv_tokenizer *t, const char *text, size_t len, bool add_special,
                         int32_t **ids, int *n, kvv_error *err);
 
+/* As kvv_tokenize; with parse_special, control and unknown token texts in
+ * the input ("<s>", "<|endoftext|>") become those tokens, like llama.cpp's
+ * parse_special=true (user-defined tokens are always recognised). */
+kvv_status kvv_tokenize_ex(const kvv_tokenizer *t, const char *text, size_t len, bool add_special,
+                           bool parse_special, int32_t **ids, int *n, kvv_error *err);
+
 /* Decode ids to UTF-8 bytes (*out malloc'ed and NUL-terminated, caller
  * frees). Control tokens (BOS/EOS) produce no text; SPM's leading space
  * added by encoding is removed, as llama.cpp's detokenize does. */
@@ -50,7 +56,7 @@ kvv_status kvv_detokenize(const kvv_tokenizer *t, const int32_t *ids, int n, cha
 
 /* The bytes one token stands for (as printed during generation), into buf;
  * @return the byte count (may exceed size: then output is truncated), or -1
- * for an id out of range. */
+ * for an id out of range. buf is NUL-terminated when the count is < size. */
 int kvv_token_piece(const kvv_tokenizer *t, int32_t id, char *buf, size_t size);
 
 #endif

@@ -50,6 +50,14 @@ typedef struct {
                  const int32_t *key_pos, const float *p);
     /* Attention output before the output projection, [n][n_head*head_dim_v]. */
     void (*attn_out)(void *user, int layer, int n, const int32_t *pos, const float *o);
+    /* Per-query key selection (non-evicting policies such as Quest): called
+     * for query position qpos and query head `head` after its q is final
+     * (q/k norm and RoPE applied; q: [head_dim]) and before the scores, with
+     * the n_keys candidate positions key_pos[] (present, causal, inside the
+     * window; ascending). Clearing keep[j] (all 1 on entry) excludes key j
+     * from this query's softmax, exactly as if it were absent. */
+    void (*select)(void *user, int layer, int qpos, int head, const float *q, int n_keys,
+                   const int32_t *key_pos, uint8_t *keep);
 } kvv_hooks;
 
 #endif

@@ -1,0 +1,112 @@
+/*
+ * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit FILE]
+ * [--json FILE] [--quiet]`: run a nightly manifest (verify/suite.h,
+ * docs/nightly.md), or a deterministic 1/N share of it.
+ *
+ * Exit codes: 0 every testcase of the shard passed; 1 one failed; 2 bad
+ * manifest or usage, or a case could not run; 77 nothing ran (empty shard,
+ * everything skipped).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "verify/suite.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE] [--quiet]\n\n"
+            "Run every case of MANIFEST (model, engine, mode, cache type, checks or a golden\n"
+            "vector; syntax in docs/nightly.md).\n\n"
+            "  --shard I/N    run only cases whose 0-based index i has i %% N == I-1, so N\n"
+            "                 machines (a CI matrix, a Slurm array) together run each case once\n"
+            "  --junit FILE   JUnit XML, one testcase per check (shards merge by concatenating\n"
+            "                 their <testsuite> elements)\n"
+            "  --json FILE    JSON results (every check's full report object)\n"
+            "  --list         print the shard's cases and exit\n"
+            "  --quiet        no per-testcase lines, only the summary\n\n"
+            "exit codes: 0 all passed, 1 a check failed, 2 bad manifest/usage or a case could\n"
+            "not run, 77 nothing ran.\n");
+}
+
+int kvv_cmd_suite(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "suite", argc, argv);
+    const char *manifest = NULL, *junit = NULL, *json = NULL;
+    int si = 1, sn = 1;
+    bool quiet = false, list = false;
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (kvv_opts_value(&o, "--shard")) {
+            if (o.value && !kvv_suite_parse_shard(o.value, &si, &sn))
+                kvv_opts_error(&o, "option --shard: '%s' is not I/N with 1 <= I <= N", o.value);
+        } else if (kvv_opts_value(&o, "--junit")) {
+            junit = o.value;
+        } else if (kvv_opts_value(&o, "--json")) {
+            json = o.value;
+        } else if (kvv_opts_flag(&o, "--quiet")) {
+            quiet = true;
+        } else if (kvv_opts_flag(&o, "--list")) {
+            list = true;
+        } else if (kvv_opts_positional(&o) && !manifest) {
+            manifest = o.arg;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (!o.failed && !manifest)
+        kvv_opts_error(&o, "needs a MANIFEST");
+    if (o.failed)
+        return KVV_EXIT_BAD_INPUT;
+    kvv_error err = {0};
+    kvv_suite *s = NULL;
+    if (kvv_suite_load(manifest, &s, &err))
+        return kvv_cli_fail(&err);
+    if (list) {
+        for (int i = 0; i < s->n_cases; i++)
+            if (kvv_suite_in_shard(i, si, sn))
+                printf("%d %s\n", i, s->cases[i].name);
+        kvv_suite_free(s);
+        return 0;
+    }
+    kvv_suite_results res;
+    kvv_suite_run_opts ro = {quiet ? NULL : stdout};
+    if (kvv_suite_run(s, si, sn, &ro, &res, &err)) {
+        kvv_suite_results_free(&res);
+        kvv_suite_free(s);
+        return kvv_cli_fail(&err);
+    }
+    int rc = kvv_suite_exit_code(&res);
+    int n[4] = {0, 0, 0, 0};
+    for (int i = 0; i < res.n_out; i++)
+        n[res.out[i].r.verdict]++;
+    printf("suite %s shard %d/%d: %d cases, %d testcases: %d passed, %d failed, %d errors, "
+           "%d skipped (%.2f s)\n", manifest, si, sn, res.n_cases_run, res.n_out, n[0], n[1], n[2],
+           n[3], res.seconds);
+    if (junit && kvv_suite_write_junit(&res, junit, &err))
+        rc = kvv_cli_fail(&err);
+    if (json) {
+        json_t *j = kvv_suite_results_to_json(&res);
+        char *txt = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+        if (!txt) {
+            fprintf(stderr, "kvverify: %s: out of memory building JSON\n", json);
+            rc = KVV_EXIT_BAD_INPUT;
+        } else {
+            size_t len = strlen(txt);
+            txt[len] = '\n';
+            if (kvv_write_file_atomic(json, txt, len + 1, &err))
+                rc = kvv_cli_fail(&err);
+            free(txt);
+        }
+    }
+    kvv_suite_results_free(&res);
+    kvv_suite_free(s);
+    return rc;
+}

@@ -1,0 +1,154 @@
+/*
+ * cmd_synth.c — `kvverify synth`: write a random-weight GGUF model.
+ *
+ *   kvverify synth --arch ARCH [--shape NAME] [--type T] [--seed N] [--vocab N] -o FILE
+ *   kvverify synth --list-shapes
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "model/shapes.h"
+#include "model/synth.h"
+
+static void synth_usage(FILE *f)
+{
+    char list[1024];
+    kvv_shape_list(list, sizeof list);
+    fprintf(f,
+            "usage: kvverify synth --arch ARCH [--shape NAME] [--type TYPE] [--seed N]\n"
+            "                      [--vocab N] -o FILE\n"
+            "       kvverify synth --list-shapes\n\n"
+            "Write a GGUF v3 model with random weights and a synthetic SentencePiece\n"
+            "vocabulary, with the tensor names and metadata keys llama.cpp's converter\n"
+            "writes, so llama.cpp loads it. The same options give a byte-identical file.\n\n"
+            "options:\n"
+            "  --arch ARCH     llama, qwen2, qwen3, gemma2, gemma3 or phi3 (implied by --shape)\n"
+            "  --shape NAME    layer shape (default: ARCH-tiny); one of:\n"
+            "                  %s\n"
+            "  --type TYPE     f32 (default), f16, bf16, q8_0 or q4_0: the type of the embedding,\n"
+            "                  output and projection weights; norms and biases stay F32, and\n"
+            "                  rows not a multiple of 32 stay F16 in q8_0/q4_0 (like llama-quantize)\n"
+            "  --seed N        random seed (default 1)\n"
+            "  --vocab N       vocabulary size (%d..%d). Default: 512 for tiny shapes; real\n"
+            "                  shapes keep at most %d tokens (their real vocabularies of up to\n"
+            "                  262144 would make the embedding alone gigabytes), except\n"
+            "                  smollm2-135m, which keeps its real 49152\n"
+            "  -o, --output FILE  where to write (atomically: an existing file is replaced only\n"
+            "                  when the write succeeds)\n"
+            "  --list-shapes   print every shape with its geometry and exit\n"
+            "  -h, --help      this help\n\n"
+            "exit codes: 0 written, 2 bad option or write error\n",
+            list, KVV_SYNTH_MIN_VOCAB, KVV_SYNTH_MAX_VOCAB, KVV_SHAPE_VOCAB_CAP);
+}
+
+static void list_shapes(void)
+{
+    printf("%-14s %-7s %6s %6s %9s %7s %7s %9s  %s\n", "shape", "arch", "layers", "n_embd",
+           "heads/kv", "head_dim", "n_ff", "vocab", "about");
+    for (int i = 0; i < kvv_shape_count(); i++) {
+        const kvv_shape *s = kvv_shape_at(i);
+        char heads[32];
+        snprintf(heads, sizeof heads, "%d/%d", s->n_head, s->n_head_kv);
+        printf("%-14s %-7s %6d %6d %9s %7d %7d %9d  %s\n", s->name, kvv_arch_name(s->arch),
+               s->n_layer, s->n_embd, heads, s->head_dim, s->n_ff, s->n_vocab, s->about);
+    }
+}
+
+static void on_progress(void *ctx, int done, int total)
+{
+    (void)ctx;
+    kvv_progress("synth", done, total);
+}
+
+int kvv_cmd_synth(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "synth", argc, argv);
+    const char *arch = NULL, *shape = NULL, *type = "f32", *out = NULL;
+    uint64_t seed = 1;
+    long vocab = 0;
+    bool list = false;
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            synth_usage(stdout);
+            return 0;
+        } else if (kvv_opts_flag(&o, "--list-shapes")) {
+            list = true;
+        } else if (kvv_opts_value(&o, "--arch")) {
+            arch = o.value;
+        } else if (kvv_opts_value(&o, "--shape")) {
+            shape = o.value;
+        } else if (kvv_opts_value(&o, "--type")) {
+            type = o.value;
+        } else if (kvv_opts_value(&o, "--seed")) {
+            if (o.value)
+                kvv_opts_u64(&o, "--seed", o.value, &seed);
+        } else if (kvv_opts_value(&o, "--vocab")) {
+            if (o.value)
+                kvv_opts_int(&o, "--vocab", o.value, KVV_SYNTH_MIN_VOCAB, KVV_SYNTH_MAX_VOCAB, &vocab);
+        } else if (kvv_opts_value(&o, "--output") || kvv_opts_value(&o, "-o")) {
+            out = o.value;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (o.failed)
+        return KVV_EXIT_BAD_INPUT;
+    if (list) {
+        list_shapes();
+        return 0;
+    }
+
+    const kvv_shape *s = NULL;
+    kvv_arch_id id = KVV_ARCH_LLAMA;
+    if (arch && !kvv_arch_from_name(arch, &id)) {
+        kvv_opts_error(&o, "option --arch: unknown architecture '%s' (valid: llama, qwen2, qwen3, "
+                           "gemma2, gemma3, phi3)", arch);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (shape) {
+        s = kvv_shape_find(shape);
+        if (!s) {
+            char names[1024];
+            kvv_shape_list(names, sizeof names);
+            kvv_opts_error(&o, "option --shape: unknown shape '%s' (valid: %s)", shape, names);
+            return KVV_EXIT_BAD_INPUT;
+        }
+        if (arch && s->arch != id) {
+            kvv_opts_error(&o, "option --shape: shape '%s' is a %s model, not %s", shape,
+                           kvv_arch_name(s->arch), arch);
+            return KVV_EXIT_BAD_INPUT;
+        }
+    } else if (arch) {
+        s = kvv_shape_default(id);
+    } else {
+        kvv_opts_error(&o, "give --arch ARCH or --shape NAME");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    kvv_type t;
+    if (!kvv_type_from_name(type, &t) || !kvv_synth_type_ok(t)) {
+        kvv_opts_error(&o, "option --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0", type);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (!out) {
+        kvv_opts_error(&o, "missing -o FILE");
+        return KVV_EXIT_BAD_INPUT;
+    }
+
+    kvv_synth_opts so = {.shape = s, .type = t, .seed = seed, .n_vocab = (int)vocab,
+                         .progress = on_progress};
+    uint64_t bytes = kvv_synth_size(&so);
+    if (bytes > (64u << 20))
+        fprintf(stderr, "kvverify synth: %s %s: %.0f MiB of weights to generate\n", s->name,
+                kvv_type_name(t), (double)bytes / 1048576.0);
+    kvv_error err = {0};
+    if (kvv_synth_write(&so, out, &err))
+        return kvv_cli_fail(&err);
+    printf("wrote %s: %s shape %s, %s, seed %llu, vocabulary %d, %.1f MiB of weights\n", out,
+           kvv_arch_name(s->arch), s->name, kvv_type_name(t), (unsigned long long)seed,
+           vocab ? (int)vocab : s->n_vocab, (double)bytes / 1048576.0);
+    return 0;
+}

@@ -1,0 +1,303 @@
+/*
+ * cmd_tokenize.c — `kvverify tokenize`: text to token ids (and back) with a
+ * model's own tokenizer, the same ids llama.cpp's llama_tokenize gives.
+ *
+ *   kvverify tokenize MODEL.gguf TEXT [--raw] [--special] [--json]
+ *   kvverify tokenize MODEL.gguf -f FILE [...]        (FILE "-" = stdin)
+ *   kvverify tokenize MODEL.gguf --decode "1,403,407" [--json]
+ *
+ * Text output: the ids on one line, separated by spaces. --decode prints the
+ * decoded text instead (no newline added). --json: one object
+ *   {"model": PATH, "tokenizer": "llama", "tokens": [...], "pieces": [...]}
+ * (--decode adds "text"). A piece that is not valid UTF-8 (a lone byte
+ * token) is written with each byte >= 0x80 as the code point U+00XX.
+ *
+ * Errors: a bad option, an unreadable file or a malformed model exit 2 with a
+ * one-line message; a tokenizer kvverify does not implement exits 77.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+
+static void tokenize_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special] [--json]\n"
+            "       kvverify tokenize MODEL.gguf --decode IDS [--json]\n\n"
+            "Tokenize TEXT (or the bytes of FILE; '-' reads stdin) with the model's\n"
+            "tokenizer (tokenizer.ggml.*: SentencePiece 'llama', byte-level BPE 'gpt2' with\n"
+            "its pre-tokenizer, WordPiece 'bert') and print the token ids on one line,\n"
+            "separated by spaces. BOS/EOS are added as the vocabulary's metadata says\n"
+            "(tokenizer.ggml.add_bos_token, add_eos_token and llama.cpp's defaults).\n\n"
+            "options:\n"
+            "  -f, --file FILE   tokenize the contents of FILE instead of TEXT\n"
+            "  --raw             add no BOS/EOS (llama.cpp's add_special=false)\n"
+            "  --special         turn control-token texts such as <s> into those tokens\n"
+            "                    (llama.cpp's parse_special=true)\n"
+            "  --decode IDS      decode comma- or space-separated ids to text instead\n"
+            "  --json            one JSON object: model, tokenizer, tokens, pieces (and\n"
+            "                    text with --decode)\n"
+            "  -h, --help        this help\n\n"
+            "exit codes: 0 done, 2 bad usage or unreadable/malformed file,\n"
+            "77 the model's tokenizer is not supported\n");
+}
+
+/* Whole file (or stdin) into a malloc'ed buffer. */
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "kvverify tokenize: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0)
+            break;
+    }
+    bool bad = !buf || ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (bad) {
+        fprintf(stderr, "kvverify tokenize: %s: %s\n", path, buf ? "read error" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* Ids separated by commas and/or spaces. */
+static bool parse_ids(kvv_opts *o, const char *s, int32_t **ids, int *n)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += (*p == ',' || *p == ' ');
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    if (!*ids) {
+        kvv_opts_error(o, "option --decode: out of memory");
+        return false;
+    }
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX ||
+            (*end && *end != ',' && *end != ' ' && *end != '\n' && *end != '\t')) {
+            kvv_opts_error(o, "option --decode: item %d of '%s' is not an integer", *n + 1, s);
+            free(*ids);
+            *ids = NULL;
+            return false;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        p = end;
+    }
+    return true;
+}
+
+static bool valid_utf8(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (k == 0 || i + k > n || (k == 2 && c < 0xC2))
+            return false;
+        for (size_t j = 1; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80)
+                return false;
+        i += k;
+    }
+    return true;
+}
+
+/* A JSON string of arbitrary bytes: as is when valid UTF-8, else each byte
+ * >= 0x80 as U+00XX. */
+static json_t *json_bytes(const char *s, size_t n)
+{
+    if (valid_utf8((const unsigned char *)s, n))
+        return json_stringn(s, n);
+    char *u = malloc(2 * n + 1);
+    if (!u)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x80) {
+            u[k++] = (char)c;
+        } else {
+            u[k++] = (char)(0xC0 | (c >> 6));
+            u[k++] = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    json_t *j = json_stringn(u, k);
+    free(u);
+    return j;
+}
+
+static int print_json(const char *model, const kvv_tokenizer *t, const int32_t *ids, int n,
+                      const char *text, size_t text_len)
+{
+    json_t *root = json_object(), *toks = json_array(), *pieces = json_array();
+    if (!root || !toks || !pieces)
+        return KVV_EXIT_BAD_INPUT;
+    json_object_set_new(root, "model", json_string(model));
+    json_object_set_new(root, "tokenizer", json_string(kvv_tokenizer_model(t)));
+    json_object_set_new(root, "n_tokens", json_integer(n));
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(toks, json_integer(ids[i]));
+        char small[256];
+        int k = kvv_token_piece(t, ids[i], small, sizeof small);
+        if (k < 0) {
+            json_array_append_new(pieces, json_null());
+        } else if ((size_t)k <= sizeof small) {
+            json_array_append_new(pieces, json_bytes(small, (size_t)k));
+        } else {
+            char *big = malloc((size_t)k);
+            if (big && kvv_token_piece(t, ids[i], big, (size_t)k) == k)
+                json_array_append_new(pieces, json_bytes(big, (size_t)k));
+            else
+                json_array_append_new(pieces, json_null());
+            free(big);
+        }
+    }
+    json_object_set_new(root, "tokens", toks);
+    json_object_set_new(root, "pieces", pieces);
+    if (text)
+        json_object_set_new(root, "text", json_bytes(text, text_len));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (!s) {
+        fprintf(stderr, "kvverify tokenize: out of memory writing JSON\n");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    puts(s);
+    free(s);
+    return KVV_EXIT_PASS;
+}
+
+int kvv_cmd_tokenize(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "tokenize", argc, argv);
+    const char *model = NULL, *text = NULL, *file = NULL, *decode = NULL;
+    bool raw = false, json = false, special = false;
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "-h") || kvv_opts_flag(&o, "--help")) {
+            tokenize_usage(stdout);
+            return KVV_EXIT_PASS;
+        } else if (kvv_opts_flag(&o, "--raw")) {
+            raw = true;
+        } else if (kvv_opts_flag(&o, "--json")) {
+            json = true;
+        } else if (kvv_opts_flag(&o, "--special")) {
+            special = true;
+        } else if (kvv_opts_value(&o, "-f") || kvv_opts_value(&o, "--file")) {
+            file = o.value;
+        } else if (kvv_opts_value(&o, "--decode")) {
+            decode = o.value;
+        } else if (kvv_opts_positional(&o) && !model) {
+            model = o.arg;
+        } else if (kvv_opts_positional(&o) && !text) {
+            text = o.arg;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (o.failed)
+        return KVV_EXIT_BAD_INPUT;
+    if (!model) {
+        kvv_opts_error(&o, "missing MODEL.gguf");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    int sources = (text != NULL) + (file != NULL) + (decode != NULL);
+    if (sources != 1) {
+        kvv_opts_error(&o, sources ? "give only one of TEXT, -f FILE and --decode IDS"
+                                   : "missing TEXT (or -f FILE, or --decode IDS)");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    if (decode && !parse_ids(&o, decode, &ids, &n))
+        return KVV_EXIT_BAD_INPUT;
+
+    kvv_error err = {0};
+    kvv_gguf *g = NULL;
+    kvv_tokenizer *t = NULL;
+    char *buf = NULL, *out = NULL;
+    size_t len = 0, out_len = 0;
+    int rc = KVV_EXIT_BAD_INPUT;
+    if (kvv_gguf_open(model, &g, &err) || kvv_tokenizer_open(g, &t, &err)) {
+        rc = kvv_cli_fail(&err);
+        goto done;
+    }
+    if (decode) {
+        if (kvv_detokenize(t, ids, n, &out, &out_len, &err)) {
+            rc = kvv_cli_fail(&err);
+            goto done;
+        }
+        if (json) {
+            rc = print_json(model, t, ids, n, out, out_len);
+        } else {
+            fwrite(out, 1, out_len, stdout);
+            rc = KVV_EXIT_PASS;
+        }
+        goto done;
+    }
+    if (file) {
+        if (!(buf = read_all(file, &len)))
+            goto done;
+        text = buf;
+    } else {
+        len = strlen(text);
+    }
+    if (kvv_tokenize_ex(t, text, len, !raw, special, &ids, &n, &err)) {
+        rc = kvv_cli_fail(&err);
+        goto done;
+    }
+    if (json) {
+        rc = print_json(model, t, ids, n, NULL, 0);
+    } else {
+        for (int i = 0; i < n; i++)
+            printf(i ? " %d" : "%d", ids[i]);
+        putchar('\n');
+        rc = KVV_EXIT_PASS;
+    }
+done:
+    if (fflush(stdout) != 0 && rc == KVV_EXIT_PASS) {
+        fprintf(stderr, "kvverify tokenize: error writing output\n");
+        rc = KVV_EXIT_BAD_INPUT;
+    }
+    free(ids);
+    free(buf);
+    free(out);
+    kvv_tokenizer_free(t);
+    kvv_gguf_close(g);
+    return rc;
+}

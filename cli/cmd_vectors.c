@@ -1,0 +1,426 @@
+/*
+ * cmd_vectors.c — `kvverify vectors gen|check|show`: golden vectors
+ * (vectors/kvv_vectors.h, format in docs/vectors-format.md).
+ *
+ *   kvverify vectors gen MODEL -o FILE [--engine E] [--mode M] [--threads N]
+ *        [--cache-type T] [-p TEXT | --tokens LIST | --random N] [--seed S]
+ *        [-n N] [--full] [--logits full|hash] [--no-patch]
+ *   kvverify vectors check MODEL FILE [--engine E] [--mode M] [--threads N]
+ *        [--perturb weight|resid:LAYER:POS] [--json]
+ *   kvverify vectors show FILE [--json]
+ *
+ * Exit codes: 0 pass / written / shown; 1 check found a divergence; 2 bad
+ * usage, a corrupt or mismatched file (wrong model, truncated, bad CRC,
+ * unknown version); 77 the model cannot be checked (unsupported).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+#include "vectors/kvv_meta.h"
+#include "vectors/kvv_vectors.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvverify vectors gen MODEL -o FILE [options]   record a golden vector\n"
+            "       kvverify vectors check MODEL FILE [options]   recompute and compare\n"
+            "       kvverify vectors show FILE [--json]           metadata and records\n\n"
+            "gen options:\n"
+            "  -o FILE              output .kvv (written atomically; required)\n"
+            "  --engine NAME        engine (default ref)\n"
+            "  --mode MODE          exact (ref), invariant or fast (cpu; default invariant)\n"
+            "  --threads N          engine threads (not recorded: they must not change a bit)\n"
+            "  --cache-type T       f32 (default), f16 or bf16\n"
+            "  -p TEXT              prompt text (the model's tokenizer, BOS per its metadata)\n"
+            "  --tokens LIST        prompt token ids, e.g. 1,403,407\n"
+            "  --random N           N random token ids from --seed (default: --random 8)\n"
+            "  --seed S             seed of the random prompt and the patch donor (default 1)\n"
+            "  -n N                 greedy steps (default 8)\n"
+            "  --full               also store full K, V and residual tensors\n"
+            "  --logits full|hash   store logits as fp32 bits (default) or one hash per step\n"
+            "  --no-patch           leave out the kv and patch result records\n\n"
+            "check options:\n"
+            "  --engine, --mode, --threads   certify another engine against the vector\n"
+            "                       (default: the recorded engine and mode)\n"
+            "  --perturb weight     negative control: flip one weight bit (KVV_CTL_PERTURB_WEIGHT)\n"
+            "  --perturb resid:L:P  negative control: flip one bit of the residual entering\n"
+            "                       layer L at position P; check must then exit 1\n"
+            "  --json               machine-readable result on stdout\n\n"
+            "exit codes: 0 pass, 1 divergence, 2 bad usage or corrupt/mismatched file\n"
+            "(wrong model, truncated, bad CRC, unknown version), 77 unsupported model.\n");
+}
+
+/* ============================================================ gen */
+
+static int prompt_from_text(const char *model, const char *text, int32_t **ids, int *n)
+{
+    kvv_error err = {0};
+    kvv_gguf *g = NULL;
+    kvv_tokenizer *tok = NULL;
+    if (kvv_gguf_open(model, &g, &err) || kvv_tokenizer_open(g, &tok, &err) ||
+        kvv_tokenize(tok, text, strlen(text), true, ids, n, &err)) {
+        kvv_tokenizer_free(tok);
+        kvv_gguf_close(g);
+        return kvv_cli_fail(&err);
+    }
+    kvv_tokenizer_free(tok);
+    kvv_gguf_close(g);
+    if (*n < 1) {
+        fprintf(stderr, "kvverify vectors gen: option -p: the text gives no tokens\n");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+static int cmd_gen(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "vectors gen", argc, argv);
+    kvv_vectors_opts vo = kvv_vectors_opts_default();
+    vo.seed = 1;
+    vo.kvverify_version = KVV_VERSION;
+    const char *model = NULL, *out = NULL, *text = NULL, *mode = NULL;
+    int32_t *toks = NULL;
+    int n_toks = 0;
+    long n_random = 0, lv;
+    uint64_t seed;
+    bool mode_set = false;
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            usage(stdout);
+            free(toks);
+            return 0;
+        } else if (kvv_opts_value(&o, "-o") || kvv_opts_value(&o, "--output")) {
+            out = o.value;
+        } else if (kvv_opts_value(&o, "--engine")) {
+            vo.engine.name = o.value;
+        } else if (kvv_opts_value(&o, "--mode")) {
+            mode = o.value;
+            mode_set = true;
+        } else if (kvv_opts_value(&o, "--threads")) {
+            if (kvv_opts_int(&o, "--threads", o.value, 1, 256, &lv))
+                vo.engine.n_threads = (int)lv;
+        } else if (kvv_opts_value(&o, "--cache-type")) {
+            if (o.value && !kvv_cache_type_from_name(o.value, &vo.engine.cache_type))
+                kvv_opts_error(&o, "option --cache-type: '%s' is not f32, f16 or bf16", o.value);
+        } else if (kvv_opts_value(&o, "-p") || kvv_opts_value(&o, "--prompt")) {
+            text = o.value;
+        } else if (kvv_opts_value(&o, "--tokens")) {
+            free(toks);
+            toks = NULL;
+            if (o.value)
+                kvv_opts_int_list(&o, "--tokens", o.value, &toks, &n_toks);
+        } else if (kvv_opts_value(&o, "--random")) {
+            kvv_opts_int(&o, "--random", o.value, 1, 1 << 16, &n_random);
+        } else if (kvv_opts_value(&o, "--seed")) {
+            if (kvv_opts_u64(&o, "--seed", o.value, &seed)) {
+                if (seed > KVV_META_MAX_SEED)
+                    kvv_opts_error(&o, "option --seed: %llu is above 2^53-1", (unsigned long long)seed);
+                vo.seed = seed;
+            }
+        } else if (kvv_opts_value(&o, "-n")) {
+            if (kvv_opts_int(&o, "-n", o.value, 1, 1 << 16, &lv))
+                vo.n_gen = (int)lv;
+        } else if (kvv_opts_flag(&o, "--full")) {
+            vo.full = true;
+        } else if (kvv_opts_value(&o, "--logits")) {
+            if (o.value && strcmp(o.value, "full") == 0)
+                vo.logits_full = true;
+            else if (o.value && strcmp(o.value, "hash") == 0)
+                vo.logits_full = false;
+            else if (o.value)
+                kvv_opts_error(&o, "option --logits: '%s' is not full or hash", o.value);
+        } else if (kvv_opts_flag(&o, "--no-patch")) {
+            vo.patch = false;
+        } else if (kvv_opts_positional(&o) && !model) {
+            model = o.arg;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (!o.failed && (!model || !out))
+        kvv_opts_error(&o, "needs MODEL and -o FILE");
+    if (!o.failed && (!!text + !!toks + (n_random > 0)) > 1)
+        kvv_opts_error(&o, "give one of -p, --tokens and --random");
+    if (!o.failed && mode_set && !kvv_mode_from_name(mode, &vo.engine.mode))
+        kvv_opts_error(&o, "option --mode: '%s' is not exact, invariant or fast", mode);
+    if (!o.failed && !mode_set && vo.engine.name && strcmp(vo.engine.name, "ref") != 0)
+        vo.engine.mode = KVV_MODE_INVARIANT;
+    if (o.failed) {
+        free(toks);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    int rc = 0;
+    if (text) {
+        if ((rc = prompt_from_text(model, text, &toks, &n_toks)))
+            return rc;
+        vo.prompt_source = "text";
+        vo.prompt_text = text;
+    } else if (toks) {
+        vo.prompt_source = "tokens";
+    } else {
+        /* random prompt: needs the vocabulary size */
+        kvv_error err = {0};
+        kvv_gguf *g = NULL;
+        kvv_hparams hp;
+        if (kvv_gguf_open(model, &g, &err) || kvv_hparams_read(g, &hp, &err)) {
+            kvv_gguf_close(g);
+            return kvv_cli_fail(&err);
+        }
+        kvv_gguf_close(g);
+        n_toks = n_random > 0 ? (int)n_random : 8;
+        toks = malloc(sizeof(int32_t) * (size_t)n_toks);
+        if (!toks) {
+            fprintf(stderr, "kvverify vectors gen: out of memory\n");
+            return KVV_EXIT_BAD_INPUT;
+        }
+        kvv_vectors_random_tokens(vo.seed, hp.n_vocab, toks, n_toks);
+        vo.prompt_source = "random";
+    }
+    vo.tokens = toks;
+    vo.n_tokens = n_toks;
+    kvv_error err = {0};
+    if (kvv_vectors_gen(model, &vo, out, &err))
+        rc = kvv_cli_fail(&err);
+    else
+        printf("wrote %s (%d prompt tokens, %d greedy steps)\n", out, n_toks, vo.n_gen);
+    free(toks);
+    return rc;
+}
+
+/* ============================================================ check */
+
+static json_t *divergence_json(const kvv_divergence *d)
+{
+    char line[512];
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:s}", "record", d->record, "layer",
+                          d->layer, "position", d->position, "step", d->step, "head", d->head,
+                          "index", d->index, "message", kvv_divergence_format(d, line, sizeof line));
+    char e[24], a[24];
+    snprintf(e, sizeof e, "0x%0*llx", d->is_f32 ? 8 : 16, (unsigned long long)d->expected);
+    snprintf(a, sizeof a, "0x%0*llx", d->is_f32 ? 8 : 16, (unsigned long long)d->actual);
+    if (j) {
+        json_object_set_new(j, "expected_bits", json_string(e));
+        json_object_set_new(j, "actual_bits", json_string(a));
+    }
+    return j;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "vectors check", argc, argv);
+    kvv_vectors_check_opts co = kvv_vectors_check_opts_default();
+    const char *model = NULL, *vec = NULL;
+    bool json = false;
+    long lv;
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (kvv_opts_value(&o, "--engine")) {
+            co.engine = o.value;
+        } else if (kvv_opts_value(&o, "--mode")) {
+            kvv_mode md;
+            if (o.value && !kvv_mode_from_name(o.value, &md))
+                kvv_opts_error(&o, "option --mode: '%s' is not exact, invariant or fast", o.value);
+            co.mode = o.value;
+        } else if (kvv_opts_value(&o, "--threads")) {
+            if (kvv_opts_int(&o, "--threads", o.value, 1, 256, &lv))
+                co.n_threads = (int)lv;
+        } else if (kvv_opts_value(&o, "--perturb")) {
+            int l, p, k = 0;
+            if (o.value && strcmp(o.value, "weight") == 0)
+                co.control |= KVV_CTL_PERTURB_WEIGHT;
+            else if (o.value && sscanf(o.value, "resid:%d:%d%n", &l, &p, &k) == 2 &&
+                     o.value[k] == '\0' && l >= 0 && p >= 0) {
+                co.perturb_layer = l;
+                co.perturb_pos = p;
+            } else if (o.value)
+                kvv_opts_error(&o, "option --perturb: '%s' is not weight or resid:LAYER:POS", o.value);
+        } else if (kvv_opts_flag(&o, "--json")) {
+            json = true;
+        } else if (kvv_opts_positional(&o) && !model) {
+            model = o.arg;
+        } else if (kvv_opts_positional(&o) && !vec) {
+            vec = o.arg;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (!o.failed && (!model || !vec))
+        kvv_opts_error(&o, "needs MODEL and FILE");
+    if (o.failed)
+        return KVV_EXIT_BAD_INPUT;
+    kvv_vectors_result r;
+    kvv_error err = {0};
+    if (kvv_vectors_check(model, vec, &co, &r, &err))
+        return kvv_cli_fail(&err);
+    char line[512];
+    if (json) {
+        json_t *recs = json_array();
+        for (int i = 0; i < r.n_tally; i++)
+            json_array_append_new(recs, json_pack("{s:s, s:I, s:I}", "name", r.tally[i].name,
+                                                  "compared", (json_int_t)r.tally[i].compared,
+                                                  "diverged", (json_int_t)r.tally[i].diverged));
+        json_t *root = json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:{s:s, s:s, s:s, s:i, s:i}}",
+                                 "verdict", r.diverged ? "diverged" : "pass", "vector", vec,
+                                 "model_sha256", r.model_sha256, "n_diverged",
+                                 (json_int_t)r.n_diverged, "seconds", r.seconds, "records", recs,
+                                 "engine", "name", r.engine.name, "mode", r.engine.mode,
+                                 "cache_type", r.engine.cache_type, "n_threads",
+                                 r.engine.n_threads, "control", (int)r.engine.control);
+        if (root && r.diverged)
+            json_object_set_new(root, "first", divergence_json(&r.first));
+        char *s = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(root);
+    } else if (!r.diverged) {
+        uint64_t n = 0;
+        for (int i = 0; i < r.n_tally; i++)
+            n += r.tally[i].compared;
+        printf("PASS %s: %llu values in %d records bit-identical (engine %s %s, cache %s) in %.3f s\n",
+               vec, (unsigned long long)n, r.n_tally, r.engine.name, r.engine.mode,
+               r.engine.cache_type, r.seconds);
+    } else {
+        printf("DIVERGED %s (engine %s %s, cache %s)\n", vec, r.engine.name, r.engine.mode,
+               r.engine.cache_type);
+        printf("first divergence: %s\n", kvv_divergence_format(&r.first, line, sizeof line));
+        printf("%llu divergences:", (unsigned long long)r.n_diverged);
+        for (int i = 0; i < r.n_tally; i++)
+            if (r.tally[i].diverged)
+                printf(" %s %llu/%llu", r.tally[i].name, (unsigned long long)r.tally[i].diverged,
+                       (unsigned long long)r.tally[i].compared);
+        printf("\n");
+    }
+    return r.diverged ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
+}
+
+/* ============================================================ show */
+
+static int cmd_show(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "vectors show", argc, argv);
+    const char *path = NULL;
+    bool json = false;
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (kvv_opts_flag(&o, "--json")) {
+            json = true;
+        } else if (kvv_opts_positional(&o) && !path) {
+            path = o.arg;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (!o.failed && !path)
+        kvv_opts_error(&o, "needs FILE");
+    if (o.failed)
+        return KVV_EXIT_BAD_INPUT;
+    kvv_error err = {0};
+    kvv_file *f = NULL;
+    kvv_meta mt;
+    if (kvv_file_read(path, &f, &err))
+        return kvv_cli_fail(&err);
+    if (kvv_meta_parse(f, &mt, &err)) {
+        kvv_file_free(f);
+        return kvv_cli_fail(&err);
+    }
+    uint64_t raw = 0, z = 0;
+    for (int i = 0; i < f->n_records; i++) {
+        raw += f->records[i].raw_size;
+        z += f->records[i].z_size;
+    }
+    if (json) {
+        json_t *recs = json_array();
+        for (int i = 0; i < f->n_records; i++) {
+            const kvv_record *r = &f->records[i];
+            json_t *dims = json_array();
+            for (int d = 0; d < r->n_dims; d++)
+                json_array_append_new(dims, json_integer((json_int_t)r->dims[d]));
+            json_array_append_new(recs, json_pack("{s:s, s:s, s:o, s:I, s:I, s:I, s:f}", "name",
+                                                  r->name, "type", kvv_rec_type_name(r->type),
+                                                  "dims", dims, "offset", (json_int_t)r->offset,
+                                                  "raw_size", (json_int_t)r->raw_size,
+                                                  "compressed_size", (json_int_t)r->z_size,
+                                                  "ratio", r->z_size ? (double)r->raw_size / (double)r->z_size : 0.0));
+        }
+        json_t *meta = json_loadb((const char *)f->records[0].data, f->records[0].raw_size, 0, NULL);
+        json_t *root = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I, s:f}", "file", path, "size",
+                                 (json_int_t)f->size, "format_version", (int)f->version, "meta",
+                                 meta ? meta : json_null(), "records", recs, "raw_total",
+                                 (json_int_t)raw, "compressed_total", (json_int_t)z, "ratio",
+                                 (double)raw / (double)(z ? z : 1));
+        char *s = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(root);
+    } else {
+        printf("file      %s (%llu bytes, .kvv format version %u)\n", path,
+               (unsigned long long)f->size, f->version);
+        printf("model     %s  sha256 %s\n", mt.model_file, mt.model_sha256);
+        printf("          arch %s, %d layers, n_embd %d, vocab %d, kv dims %d/%d\n", mt.arch,
+               mt.n_layer, mt.n_embd, mt.n_vocab, mt.kv_dim_k, mt.kv_dim_v);
+        printf("engine    %s, mode %s, cache %s\n", mt.engine, mt.mode, mt.cache_type);
+        printf("prompt    %s, %d tokens%s%s%s; seed %llu\n", mt.prompt_source, mt.n_prompt,
+               mt.prompt_text ? " \"" : "", mt.prompt_text ? mt.prompt_text : "",
+               mt.prompt_text ? "\"" : "", (unsigned long long)mt.seed);
+        printf("options   -n %d, full %s, logits %s, kv/patch %s\n", mt.n_gen, mt.full ? "yes" : "no",
+               mt.logits_full ? "full" : "hash", mt.patch ? "yes" : "no");
+        printf("kvverify  %s\n\n", mt.kvverify_version);
+        printf("%-12s %-5s %-18s %10s %10s %7s\n", "record", "type", "shape", "raw", "compressed",
+               "ratio");
+        for (int i = 0; i < f->n_records; i++) {
+            const kvv_record *r = &f->records[i];
+            char shape[64] = "";
+            size_t off = 0;
+            for (int d = 0; d < r->n_dims && off < sizeof shape; d++)
+                off += (size_t)snprintf(shape + off, sizeof shape - off, "%s%llu", d ? "x" : "",
+                                        (unsigned long long)r->dims[d]);
+            if (r->n_dims == 0)
+                snprintf(shape, sizeof shape, "-");
+            printf("%-12s %-5s %-18s %10llu %10llu %7.2f\n", r->name, kvv_rec_type_name(r->type),
+                   shape, (unsigned long long)r->raw_size, (unsigned long long)r->z_size,
+                   r->z_size ? (double)r->raw_size / (double)r->z_size : 0.0);
+        }
+        printf("%-12s %-5s %-18s %10llu %10llu %7.2f\n", "total", "", "", (unsigned long long)raw,
+               (unsigned long long)z, (double)raw / (double)(z ? z : 1));
+    }
+    kvv_meta_free(&mt);
+    kvv_file_free(f);
+    return 0;
+}
+
+int kvv_cmd_vectors(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(sub, "gen") == 0)
+        return cmd_gen(argc - 1, argv + 1);
+    if (strcmp(sub, "check") == 0)
+        return cmd_check(argc - 1, argv + 1);
+    if (strcmp(sub, "show") == 0)
+        return cmd_show(argc - 1, argv + 1);
+    fprintf(stderr, "kvverify vectors: unknown subcommand '%s' (gen, check or show; see "
+                    "kvverify vectors --help)\n", sub);
+    return KVV_EXIT_BAD_INPUT;
+}

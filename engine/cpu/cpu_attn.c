@@ -1,0 +1,161 @@
+/*
+ * cpu_attn.c — causal (and sliding-window) attention of the cpu engine
+ * against the shared host KV cache.
+ *
+ * One task per (query token i, head h); threads take contiguous ranges of
+ * tasks, and each task is computed whole by one thread, so the thread count
+ * never changes a bit. For task (i, h) with KV head kh = h / (n_head /
+ * n_head_kv), the keys are the cache entries at positions p <= pos[i]
+ * present for kh (and pos[i] - p < n_swa on local layers), visited in
+ * ascending p:
+ *   s_p = dot(q, k_p) * query_scale       (kernel dot: fixed order)
+ *   s_p = cap * tanh(s_p / cap)            (gemma2 soft-cap)
+ *   m = max s_p;  e_p = exp(s_p - m);  Z = sum e_p (ascending p)
+ *   prob_p = e_p * (1/Z);   o = sum prob_p * v_p (axpy, ascending p)
+ * Every sum's order depends only on the set of visible keys, which is the
+ * same however the tokens were batched.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_impl.h"
+#include "model/tensor_types.h"
+
+typedef struct {
+    kvv_cpu *c;
+    int layer, n;
+    const int32_t *pos;
+    const float *q;
+    float *o;
+    float *probs;   /* [n][n_head][n_keys] or NULL */
+    int n_keys;     /* keys reported to the attn hook */
+    bool prescale;  /* gemma2/3, phi3: q * query_scale before the dot (as llama.cpp) */
+} attn_job;
+
+/* Row of K or V of (layer, pos, kv head) as fp32: a pointer into the cache
+ * for f32, else widened into buf. */
+static const float *cache_row(const kvv_kv_cache *kc, int is_v, int layer, int pos, int kh,
+                              float *buf)
+{
+    int hd = is_v ? kc->head_dim_v : kc->head_dim_k;
+    size_t width = (size_t)kc->n_kv_head * (size_t)hd;
+    size_t off = (size_t)pos * width + (size_t)kh * hd;
+    const void *base = is_v ? kc->v[layer] : kc->k[layer];
+    if (kc->type == KVV_CACHE_F32)
+        return (const float *)base + off;
+    const uint16_t *s = (const uint16_t *)base + off;
+    if (kc->type == KVV_CACHE_F16)
+        for (int i = 0; i < hd; i++)
+            buf[i] = kvv_fp16_to_fp32(s[i]);
+    else
+        for (int i = 0; i < hd; i++)
+            buf[i] = kvv_bf16_to_fp32(s[i]);
+    return buf;
+}
+
+static void attn_one(const attn_job *j, int ith, int i, int h)
+{
+    kvv_cpu *c = j->c;
+    const kvv_hparams *hp = c->hp;
+    const kvv_kv_cache *kc = c->cache;
+    int D = hp->head_dim, Dv = hp->head_dim_v;
+    int kh = h / (hp->n_head / hp->n_head_kv);
+    int p1 = j->pos[i];
+    int p0 = 0;
+    if (hp->n_swa > 0 && hp->swa_layer[j->layer] && p1 - hp->n_swa + 1 > 0)
+        p0 = p1 - hp->n_swa + 1;
+    const float *q = j->q + (size_t)i * hp->n_head * D + (size_t)h * D;
+    float *qs = c->ts[ith].qs;
+    if (j->prescale) {
+        for (int d = 0; d < D; d++)
+            qs[d] = q[d] * hp->query_scale;
+        q = qs;
+    }
+    float *o = j->o + (size_t)i * hp->n_head * Dv + (size_t)h * Dv;
+    float *sc = c->ts[ith].scores;
+    float *buf = c->ts[ith].row;
+    const uint8_t *present = kc->present[j->layer];
+    float cap = hp->attn_softcap;
+
+    float m = -INFINITY;
+    for (int p = p0; p <= p1; p++) {
+        if (!present[(size_t)p * kc->n_kv_head + kh]) {
+            sc[p - p0] = -INFINITY;
+            continue;
+        }
+        const float *k = cache_row(kc, 0, j->layer, p, kh, buf);
+        float s = c->k->dot(D, q, k);
+        if (!j->prescale)
+            s = s * hp->query_scale;
+        if (cap > 0.0f)
+            s = cap * kvv_cpu_tanhf(s / cap);
+        sc[p - p0] = s;
+        if (s > m)
+            m = s;
+    }
+    float z = 0.0f;
+    for (int p = p0; p <= p1; p++) {
+        float e = sc[p - p0] == -INFINITY ? 0.0f : kvv_cpu_expf(sc[p - p0] - m);
+        sc[p - p0] = e;
+        z = z + e;
+    }
+    float inv = z > 0.0f ? 1.0f / z : 0.0f;
+    memset(o, 0, (size_t)Dv * sizeof(float));
+    for (int p = p0; p <= p1; p++) {
+        float pr = sc[p - p0] * inv;
+        sc[p - p0] = pr;
+        if (pr == 0.0f)
+            continue;
+        const float *v = cache_row(kc, 1, j->layer, p, kh, buf);
+        c->k->axpy(Dv, pr, v, o);
+    }
+    if (j->probs) {
+        float *pr = j->probs + ((size_t)i * hp->n_head + h) * j->n_keys;
+        memset(pr, 0, (size_t)j->n_keys * sizeof(float));
+        for (int p = p0; p <= p1; p++)
+            if (c->key_idx[p] >= 0)
+                pr[c->key_idx[p]] = sc[p - p0];
+    }
+}
+
+static void attn_task(void *ctx, int ith, int nth)
+{
+    const attn_job *j = ctx;
+    int H = j->c->hp->n_head;
+    long total = (long)j->n * H;
+    long t0 = total * ith / nth, t1 = total * (ith + 1) / nth;
+    for (long t = t0; t < t1; t++)
+        attn_one(j, ith, (int)(t / H), (int)(t % H));
+}
+
+void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const float *q,
+                       float *o, const kvv_hooks *hooks)
+{
+    const kvv_hparams *hp = c->hp;
+    attn_job j = {.c = c, .layer = layer, .n = n, .pos = pos, .q = q, .o = o};
+    j.prescale = hp->arch == KVV_ARCH_GEMMA2 || hp->arch == KVV_ARCH_GEMMA3 ||
+                 hp->arch == KVV_ARCH_PHI3;
+    if (hooks && hooks->attn) {
+        /* The keys the batch can see: positions 0..max(pos) where any KV
+         * head is present, ascending (the reference engine's definition). */
+        int maxp = 0;
+        for (int i = 0; i < n; i++)
+            if (pos[i] > maxp)
+                maxp = pos[i];
+        const uint8_t *present = c->cache->present[layer];
+        int nk = 0;
+        for (int p = 0; p <= maxp; p++) {
+            int any = 0;
+            for (int g = 0; g < hp->n_head_kv && !any; g++)
+                any = present[(size_t)p * hp->n_head_kv + g];
+            c->key_idx[p] = any ? nk : -1;
+            if (any)
+                c->key_pos[nk++] = p;
+        }
+        j.n_keys = nk;
+        j.probs = c->probs;
+    }
+    kvv_cpu_pool_run(c->pool, attn_task, &j);
+    if (j.probs)
+        hooks->attn(hooks->user, layer, n, pos, j.n_keys, c->key_pos, c->probs);
+}

@@ -1,0 +1,325 @@
+/*
+ * cpu_engine.c — open/close of the cpu engine, weight preparation and the
+ * engine vtable. See cpu_engine.h for the overview.
+ */
+#include "engine/cpu/cpu_engine.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_impl.h"
+#include "model/tensor_types.h"
+
+kvv_cpu_opts kvv_cpu_opts_default(void)
+{
+    kvv_cpu_opts o = {.isa = NULL, .dequant_all = 0};
+    return o;
+}
+
+static void *own(kvv_cpu *c, size_t bytes)
+{
+    if (c->n_owned == c->cap_owned) {
+        int cap = c->cap_owned ? 2 * c->cap_owned : 64;
+        void **p = realloc(c->owned, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        c->owned = p;
+        c->cap_owned = cap;
+    }
+    void *m = malloc(bytes ? bytes : 1);
+    if (m)
+        c->owned[c->n_owned++] = m;
+    return m;
+}
+
+/* A 1-D tensor (norm weights, biases) as an owned float array. */
+static kvv_status load_vec(kvv_cpu *c, const kvv_gguf_tensor *t, const float **out,
+                           kvv_error *err)
+{
+    *out = NULL;
+    if (!t)
+        return KVV_OK;
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    float *v = own(c, (size_t)n * sizeof(float));
+    if (!v)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+    if (t->type == KVV_TYPE_F32)
+        memcpy(v, t->data, (size_t)n * sizeof(float));
+    else if (!kvv_dequantize_row(t->type, t->data, v, n))
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
+                             "cpu engine: tensor %s: type %s cannot be dequantized", t->name,
+                             kvv_type_name(t->type));
+    *out = v;
+    return KVV_OK;
+}
+
+static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w,
+                           kvv_error *err)
+{
+    memset(w, 0, sizeof *w);
+    if (!t)
+        return KVV_OK;
+    w->rows = (int)(t->ne[1] * t->ne[2] * t->ne[3]);
+    w->cols = (int)t->ne[0];
+    bool keep = t->type == KVV_TYPE_F32 ||
+                (!c->copts.dequant_all && (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
+    if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
+        w->type = t->type;
+        w->data = t->data;
+        w->row_bytes = kvv_type_row_size(t->type, w->cols);
+        return KVV_OK;
+    }
+    size_t src_row = kvv_type_row_size(t->type, w->cols);
+    float *d = own(c, (size_t)w->rows * (size_t)w->cols * sizeof(float));
+    if (!d)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
+                             t->name);
+    for (int r = 0; r < w->rows; r++)
+        if (src_row == 0 ||
+            !kvv_dequantize_row(t->type, t->data + (size_t)r * src_row, d + (size_t)r * w->cols,
+                                w->cols))
+            return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
+                                 "cpu engine: tensor %s: type %s cannot be dequantized", t->name,
+                                 kvv_type_name(t->type));
+    w->type = KVV_TYPE_F32;
+    w->data = (const uint8_t *)d;
+    w->row_bytes = (size_t)w->cols * sizeof(float);
+    return KVV_OK;
+}
+
+static kvv_status load_weights(kvv_cpu *c, kvv_error *err)
+{
+    const kvv_model *m = c->m;
+    const kvv_hparams *hp = c->hp;
+    kvv_status st;
+    c->layers = own(c, (size_t)hp->n_layer * sizeof *c->layers);
+    if (!c->layers)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+    memset(c->layers, 0, (size_t)hp->n_layer * sizeof *c->layers);
+    int qr = hp->n_head * hp->head_dim, kr = hp->n_head_kv * hp->head_dim;
+    int vr = hp->n_head_kv * hp->head_dim_v;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const kvv_layer_tensors *T = &m->layers[l];
+        kvv_cpu_layer *L = &c->layers[l];
+        if ((st = load_vec(c, T->attn_norm, &L->attn_norm, err)) ||
+            (st = load_vec(c, T->post_attn_norm, &L->post_attn_norm, err)) ||
+            (st = load_vec(c, T->ffn_norm, &L->ffn_norm, err)) ||
+            (st = load_vec(c, T->post_ffw_norm, &L->post_ffw_norm, err)) ||
+            (st = load_vec(c, T->q_norm, &L->q_norm, err)) ||
+            (st = load_vec(c, T->k_norm, &L->k_norm, err)) ||
+            (st = load_vec(c, T->bq, &L->bq, err)) || (st = load_vec(c, T->bk, &L->bk, err)) ||
+            (st = load_vec(c, T->bv, &L->bv, err)))
+            return st;
+        if (T->wqkv) {
+            kvv_cpu_weight all;
+            if ((st = load_mat(c, T->wqkv, &all, err)))
+                return st;
+            L->wq = kvv_cpu_weight_rows(&all, 0, qr);
+            L->wk = kvv_cpu_weight_rows(&all, qr, kr);
+            L->wv = kvv_cpu_weight_rows(&all, qr + kr, vr);
+        } else if ((st = load_mat(c, T->wq, &L->wq, err)) ||
+                   (st = load_mat(c, T->wk, &L->wk, err)) ||
+                   (st = load_mat(c, T->wv, &L->wv, err))) {
+            return st;
+        }
+        if ((st = load_mat(c, T->wo, &L->wo, err)) || (st = load_mat(c, T->w_down, &L->wd, err)))
+            return st;
+        if (hp->fused_gate_up || !T->w_gate) {
+            kvv_cpu_weight all;
+            if ((st = load_mat(c, T->w_up, &all, err)))
+                return st;
+            L->wg = kvv_cpu_weight_rows(&all, 0, hp->n_ff);
+            L->wu = kvv_cpu_weight_rows(&all, hp->n_ff, hp->n_ff);
+        } else if ((st = load_mat(c, T->w_gate, &L->wg, err)) ||
+                   (st = load_mat(c, T->w_up, &L->wu, err))) {
+            return st;
+        }
+    }
+    if ((st = load_vec(c, m->output_norm, &c->output_norm, err)) ||
+        (st = load_mat(c, m->tok_embd, &c->tok_embd, err)))
+        return st;
+    if (m->output && m->output != m->tok_embd) {
+        if ((st = load_mat(c, m->output, &c->output, err)))
+            return st;
+    } else {
+        c->output = c->tok_embd;
+    }
+    if (c->control & KVV_CTL_PERTURB_WEIGHT) {
+        float *w0 = (float *)c->output_norm;
+        uint32_t b;
+        memcpy(&b, w0, 4);
+        b ^= 1u;
+        memcpy(w0, &b, 4);
+    }
+    return KVV_OK;
+}
+
+static int max_cols(const kvv_cpu *c)
+{
+    int mc = c->hp->n_embd;
+    for (int l = 0; l < c->hp->n_layer; l++) {
+        const kvv_cpu_layer *L = &c->layers[l];
+        if (L->wo.cols > mc)
+            mc = L->wo.cols;
+        if (L->wd.cols > mc)
+            mc = L->wd.cols;
+    }
+    return mc;
+}
+
+static void cpu_close(kvv_engine *e)
+{
+    if (!e)
+        return;
+    kvv_cpu *c = e->impl;
+    if (c) {
+        kvv_cpu_pool_free(c->pool);
+        kvv_kv_cache_free(c->cache);
+        for (int i = 0; i < c->n_owned; i++)
+            free(c->owned[i]);
+        free(c->owned);
+        if (c->rope_cos[1] != c->rope_cos[0]) {
+            free(c->rope_cos[1]);
+            free(c->rope_sin[1]);
+        }
+        free(c->rope_cos[0]);
+        free(c->rope_sin[0]);
+        free(c->x); free(c->xn); free(c->q); free(c->kk); free(c->vv);
+        free(c->o); free(c->g); free(c->u); free(c->y); free(c->probs);
+        free(c->key_pos); free(c->key_idx);
+        if (c->ts)
+            for (int i = 0; i < c->n_threads; i++) {
+                free(c->ts[i].scores);
+                free(c->ts[i].row);
+                free(c->ts[i].tile);
+                free(c->ts[i].qs);
+            }
+        free(c->ts);
+        free(c);
+    }
+    free(e);
+}
+
+static kvv_kv_cache *cpu_cache(kvv_engine *e)
+{
+    return ((kvv_cpu *)e->impl)->cache;
+}
+
+static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
+{
+    const kvv_cpu *c = e->impl;
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "cpu");
+    snprintf(d->mode, sizeof d->mode, "%s", kvv_mode_name(c->mode));
+    snprintf(d->cache_type, sizeof d->cache_type, "%s", kvv_cache_type_name(c->cache_type));
+    d->n_threads = c->n_threads;
+    d->control = c->control;
+    snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
+}
+
+static const kvv_engine_vtable cpu_vtable = {
+    .close = cpu_close,
+    .forward = kvv_cpu_forward,
+    .kv_from_residual = kvv_cpu_kv_from_residual,
+    .cache = cpu_cache,
+    .describe = cpu_describe,
+};
+
+kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
+                               kvv_error *err)
+{
+    kvv_cpu_opts co = kvv_cpu_opts_default();
+    return kvv_cpu_engine_open_ex(m, o, &co, out, err);
+}
+
+kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
+                                  const kvv_cpu_opts *co, kvv_engine **out, kvv_error *err)
+{
+    *out = NULL;
+    const kvv_hparams *hp = &m->hp;
+    if (o->n_threads < 0 || o->n_threads > 256)
+        return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: --threads %d outside 1..256",
+                             o->n_threads);
+    if (o->n_ctx < 0)
+        return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: n_ctx %d is negative", o->n_ctx);
+    const kvv_cpu_kernels *k = kvv_cpu_kernels_select(co->isa);
+    if (!k)
+        return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: this CPU lacks the ISA '%s'",
+                             co->isa);
+    kvv_engine *e = calloc(1, sizeof *e);
+    kvv_cpu *c = calloc(1, sizeof *c);
+    if (!e || !c) {
+        free(e);
+        free(c);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+    }
+    e->vt = &cpu_vtable;
+    e->model = m;
+    e->opts = *o;
+    e->impl = c;
+    c->m = m;
+    c->hp = hp;
+    c->mode = o->mode == KVV_MODE_FAST ? KVV_MODE_FAST : KVV_MODE_INVARIANT;
+    e->opts.mode = c->mode;
+    c->control = o->control;
+    c->cache_type = o->cache_type;
+    c->k = k;
+    c->copts = *co;
+    c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
+    e->opts.n_threads = c->n_threads;
+    c->n_ctx = o->n_ctx;
+    if (c->n_ctx == 0)
+        c->n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    e->opts.n_ctx = c->n_ctx;
+
+    kvv_status st = load_weights(c, err);
+    if (st) {
+        cpu_close(e);
+        return st;
+    }
+    c->cache = kvv_kv_cache_new(c->cache_type, hp->n_layer, c->n_ctx, hp->n_head_kv,
+                                hp->head_dim, hp->head_dim_v);
+    c->pool = kvv_cpu_pool_new(c->n_threads);
+    c->ts = calloc((size_t)c->n_threads, sizeof *c->ts);
+    if (!c->cache || !c->pool || !c->ts || !kvv_cpu_rope_init(c)) {
+        cpu_close(e);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory (n_ctx %d)",
+                             c->n_ctx);
+    }
+    c->key_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
+    c->key_idx = malloc((size_t)c->n_ctx * sizeof(int32_t));
+    if (!c->key_pos || !c->key_idx) {
+        cpu_close(e);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+    }
+    int mc = max_cols(c);
+    size_t tile = (size_t)mc * 4 > KVV_CPU_TILE_FLOATS ? (size_t)mc * 4 : KVV_CPU_TILE_FLOATS;
+    int rowmax = hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v;
+    for (int i = 0; i < c->n_threads; i++) {
+        c->ts[i].scores = malloc((size_t)c->n_ctx * sizeof(float));
+        c->ts[i].row = malloc((size_t)rowmax * sizeof(float));
+        c->ts[i].tile = malloc(tile * sizeof(float));
+        c->ts[i].qs = malloc((size_t)hp->head_dim * sizeof(float));
+        if (!c->ts[i].scores || !c->ts[i].row || !c->ts[i].tile || !c->ts[i].qs) {
+            cpu_close(e);
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+        }
+    }
+    /* Our pool owns the parallelism: each thread's sgemm runs single-threaded. */
+    if (c->mode == KVV_MODE_FAST)
+        openblas_set_num_threads(1);
+    if (c->mode == KVV_MODE_FAST)
+        snprintf(c->kernels, sizeof c->kernels,
+                 "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s",
+                 KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
+                 co->dequant_all ? "f32" : "fused", co->dequant_all ? "f32" : "tile");
+    else
+        snprintf(c->kernels, sizeof c->kernels,
+                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0=%s", k->name,
+                 k->lanes, k->name, k->name, co->dequant_all ? "f32" : "fused",
+                 co->dequant_all ? "f32" : "tile");
+    *out = e;
+    return KVV_OK;
+}

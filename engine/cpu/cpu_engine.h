@@ -1,0 +1,55 @@
+/*
+ * cpu_engine.h — the optimized CPU engine ("cpu"): OpenBLAS sgemm for
+ * multi-token products in fast mode, SIMD kernels (AVX-512 / AVX2+FMA /
+ * portable C, chosen once at open from cpuid), a pthread pool, and a
+ * batch-invariant mode. Architecture semantics, hooks, the shared host KV
+ * cache (reference/kv_cache.h), kv_from_residual and the KVV_CTL_* controls
+ * are those of the reference engine (reference/ref.h). docs/cpu-engine.md
+ * describes the kernels, the modes and the measured trade-offs.
+ *
+ * Usually opened through the engine registry:
+ *   kvv_engine_opts o = kvv_engine_opts_default();
+ *   o.name = "cpu"; o.mode = KVV_MODE_INVARIANT; o.n_threads = 2;
+ *   kvv_engine_open(model, &o, &e, &err);
+ * or directly, with cpu-only options:
+ *   kvv_cpu_opts co = kvv_cpu_opts_default();
+ *   co.isa = "generic";
+ *   kvv_cpu_engine_open_ex(model, &o, &co, &e, &err);
+ *
+ * Modes:
+ *   KVV_MODE_INVARIANT: every dot product runs in the order fixed by
+ *     cpu_kernels.h (a function of its length only), attention per
+ *     (token, head) in ascending key order; threads split only independent
+ *     outputs. Any batching, chunking or thread count gives the same bits.
+ *   KVV_MODE_FAST: multi-token products (>= 4 tokens) go to cblas_sgemm,
+ *     whose blocking depends on the shape; single tokens use the GEMV
+ *     kernels. Results agree with invariant mode to rounding, not bits.
+ *
+ * Weights: F32 used in place from the mapped file; Q8_0 and Q4_0 kept
+ * quantized (dequantized on the fly into exactly the values ggml's formulas
+ * give); every other type (F16, BF16, Q4_K, Q6_K, ...) dequantized to F32
+ * at open.
+ */
+#ifndef KVV_CPU_ENGINE_H
+#define KVV_CPU_ENGINE_H
+
+#include "engine/engine.h"
+
+typedef struct {
+    const char *isa;    /* NULL or "" = best the CPU has; "generic", "avx2", "avx512" */
+    int dequant_all;    /* 1: dequantize Q8_0/Q4_0 to F32 at open as well */
+} kvv_cpu_opts;
+
+kvv_cpu_opts kvv_cpu_opts_default(void);
+
+/* Open the cpu engine on m (borrowed; must outlive the engine). o->mode must
+ * be KVV_MODE_FAST or KVV_MODE_INVARIANT (KVV_MODE_EXACT is taken to mean
+ * invariant). Errors: KVV_ERR_USAGE (bad threads, n_ctx, forced ISA the CPU
+ * lacks), KVV_ERR_UNSUPPORTED (a tensor type that cannot be dequantized),
+ * KVV_ERR_NOMEM. Close with kvv_engine_close. */
+kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
+                               kvv_error *err);
+kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
+                                  const kvv_cpu_opts *co, kvv_engine **out, kvv_error *err);
+
+#endif

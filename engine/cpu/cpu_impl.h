@@ -1,0 +1,153 @@
+/*
+ * cpu_impl.h — private state and internal functions of the cpu engine.
+ * Files: cpu_engine.c (open/close/vtable, weights), cpu_matmul.c (threaded
+ * products), cpu_attn.c (attention), cpu_math.c (norms, RoPE, activations),
+ * cpu_forward.c (the forward pass and kv_from_residual), cpu_pool.c,
+ * cpu_kernels_*.c.
+ */
+#ifndef KVV_CPU_IMPL_H
+#define KVV_CPU_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/cpu/cpu_engine.h"
+#include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_pool.h"
+
+/* Multi-token products at or above this many tokens use sgemm in fast mode. */
+#define KVV_CPU_SGEMM_MIN_TOKENS 4
+/* Quantized rows: at most this many tokens use the fused GEMV kernel; more
+ * dequantize a tile of rows and run the blocked f32 kernel (same bits). */
+#define KVV_CPU_FUSED_MAX_TOKENS 3
+/* Floats in one thread's dequantization tile. */
+#define KVV_CPU_TILE_FLOATS 65536
+
+/* A weight matrix (or a row range of one): rows of `cols` elements. */
+typedef struct {
+    int type;               /* KVV_TYPE_F32, KVV_TYPE_Q8_0 or KVV_TYPE_Q4_0 */
+    int rows;               /* output dimension */
+    int cols;               /* input dimension (row length) */
+    const uint8_t *data;    /* first row; borrowed from the map or c->owned */
+    size_t row_bytes;
+} kvv_cpu_weight;
+
+/* Rows [r0, r0+n) of w as a weight of its own (fused QKV, gate|up). */
+kvv_cpu_weight kvv_cpu_weight_rows(const kvv_cpu_weight *w, int r0, int n);
+
+typedef struct {
+    const float *attn_norm;      /* [n_embd] */
+    const float *post_attn_norm; /* [n_embd] or NULL */
+    const float *ffn_norm;       /* [n_embd] */
+    const float *post_ffw_norm;  /* [n_embd] or NULL */
+    const float *q_norm;         /* [head_dim] or NULL */
+    const float *k_norm;         /* [head_dim] or NULL */
+    const float *bq, *bk, *bv;   /* qwen2 biases or NULL */
+    kvv_cpu_weight wq;           /* [n_head*head_dim][n_embd] */
+    kvv_cpu_weight wk;           /* [n_head_kv*head_dim][n_embd] */
+    kvv_cpu_weight wv;           /* [n_head_kv*head_dim_v][n_embd] */
+    kvv_cpu_weight wo;           /* [n_embd][n_head*head_dim_v] */
+    kvv_cpu_weight wg;           /* [n_ff][n_embd] */
+    kvv_cpu_weight wu;           /* [n_ff][n_embd] */
+    kvv_cpu_weight wd;           /* [n_embd][n_ff] */
+} kvv_cpu_layer;
+
+/* Per-thread scratch. */
+typedef struct {
+    float *scores;  /* [n_ctx] attention scores / probabilities */
+    float *row;     /* [max(head_dim, head_dim_v)] a K or V row widened from f16/bf16 */
+    float *tile;    /* [KVV_CPU_TILE_FLOATS or 4*max_cols] dequantized weight rows */
+    float *qs;      /* [head_dim] a pre-scaled query head */
+} kvv_cpu_scratch;
+
+typedef struct {
+    const kvv_model *m;          /* borrowed */
+    const kvv_hparams *hp;       /* = &m->hp */
+    kvv_mode mode;               /* FAST or INVARIANT */
+    unsigned control;            /* KVV_CTL_* */
+    kvv_cache_type cache_type;
+    const kvv_cpu_kernels *k;    /* chosen once at open */
+    kvv_cpu_pool *pool;
+    int n_threads;
+    int n_ctx;
+    kvv_kv_cache *cache;         /* owned */
+    kvv_cpu_opts copts;
+
+    kvv_cpu_layer *layers;       /* [n_layer] */
+    const float *output_norm;    /* [n_embd] */
+    kvv_cpu_weight tok_embd;     /* [n_vocab][n_embd] */
+    kvv_cpu_weight output;       /* [n_vocab][n_embd] */
+    void **owned;                /* allocations freed at close */
+    int n_owned, cap_owned;
+
+    /* RoPE tables per base (0: rope_base, 1: rope_base_swa): [n_ctx][n_rot/2] */
+    float *rope_cos[2], *rope_sin[2];
+
+    /* Activations, [cap_tok][width] each (grown on demand). */
+    int cap_tok;
+    float *x;    /* residual [n][n_embd] */
+    float *xn;   /* normed input [n][max(n_embd, n_ff)] */
+    float *q;    /* [n][n_head*head_dim] */
+    float *kk;   /* [n][n_head_kv*head_dim] */
+    float *vv;   /* [n][n_head_kv*head_dim_v] */
+    float *o;    /* [n][n_head*head_dim_v] */
+    float *g;    /* [n][n_ff] */
+    float *u;    /* [n][n_ff] */
+    float *y;    /* [n][n_embd] */
+    float *probs;        /* attention probabilities for the attn hook (grown) */
+    size_t cap_probs;
+    int32_t *key_pos;    /* [n_ctx] positions reported to the attn hook */
+    int32_t *key_idx;    /* [n_ctx] index of a position in key_pos, or -1 */
+    kvv_cpu_scratch *ts; /* [n_threads] */
+    char kernels[192];
+} kvv_cpu;
+
+/* ---- cpu_matmul.c ---- */
+typedef struct {
+    const kvv_cpu_weight *w;
+    float *y;       /* y[t*ldy + r] for r < w->rows */
+    size_t ldy;
+} kvv_cpu_mm_out;
+
+/* For each of n_out outputs (sharing the input x [n][ldx], w->cols used):
+ * y = x * W^T, threads splitting the rows. allow_fast: sgemm may be used in
+ * fast mode. */
+void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
+                    const kvv_cpu_mm_out *outs, bool allow_fast);
+/* The negative control KVV_CTL_KV_REVERSED_SUM: plain dot products summed
+ * from the last element to the first, single-threaded. */
+void kvv_cpu_matmul_reversed(kvv_cpu *c, int n, const float *x, size_t ldx,
+                             const kvv_cpu_weight *w, float *y, size_t ldy);
+
+/* ---- cpu_attn.c ---- */
+/* Attention of n queries q [n][n_head*head_dim] at positions pos against
+ * the cache of layer `layer`; o [n][n_head*head_dim_v]. If hooks->attn is
+ * set, probabilities are reported. */
+void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const float *q,
+                       float *o, const kvv_hooks *hooks);
+
+/* ---- cpu_math.c ---- */
+float kvv_cpu_expf(float x);
+float kvv_cpu_tanhf(float x);
+float kvv_cpu_silu(float x);
+float kvv_cpu_gelu_tanh(float x);
+/* y[i] = x[i] * (1/sqrt(mean(x^2) + eps)) * w[i], for n rows of len elements
+ * (ld apart); mean from the kernel dot (fixed order). In-place allowed. */
+void kvv_cpu_rmsnorm(const kvv_cpu *c, int n, int len, const float *x, size_t ldx,
+                     const float *w, float eps, float *y, size_t ldy);
+/* RoPE of n_heads heads of head_dim elements (row of a token) at position pos. */
+void kvv_cpu_rope(const kvv_cpu *c, int layer, int n_heads, int head_dim, int pos, float *row);
+/* Build the RoPE tables. @return false on OOM. */
+bool kvv_cpu_rope_init(kvv_cpu *c);
+
+/* ---- cpu_forward.c ---- */
+kvv_status kvv_cpu_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                           const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                           kvv_error *err);
+kvv_status kvv_cpu_kv_from_residual(kvv_engine *e, int layer, int n, const float *h,
+                                    const int32_t *pos, float *k, float *v, kvv_error *err);
+/* Grow the activation buffers to n tokens. @return false on OOM. */
+bool kvv_cpu_reserve(kvv_cpu *c, int n);
+
+#endif

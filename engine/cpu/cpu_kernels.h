@@ -1,0 +1,69 @@
+/*
+ * cpu_kernels.h — the cpu engine's SIMD kernel table (private to engine/cpu).
+ *
+ * One table per instruction set: a portable generic C table (always
+ * present), AVX2+FMA+F16C (cpu_kernels_avx2.c, compiled with -mavx2 -mfma
+ * -mf16c) and AVX-512 (cpu_kernels_avx512.c). kvv_cpu_kernels_select()
+ * picks one once at engine open from cpuid (__builtin_cpu_supports); the
+ * engine then calls only through the table.
+ *
+ * THE REDUCTION ORDER (what makes invariant mode invariant). Every dot
+ * product of length K computed by gemm_f32, gemv_q8_0 or dot sums in one
+ * order that depends on K only:
+ *   - L lanes (L = 8 for generic and AVX2, 16 for AVX-512); lane j holds
+ *     the running sum of w[i]*x[i] for i = j, j+L, j+2L, ... < K - K%L,
+ *     accumulated in ascending i (AVX2/AVX-512: one fused multiply-add per
+ *     step; generic: a rounded multiply then a rounded add);
+ *   - a fixed horizontal reduction of the lanes (AVX-512 first adds lane j
+ *     and j+8, then the 8-lane tree below): s = ((a0+a4)+(a2+a6)) +
+ *     ((a1+a5)+(a3+a7));
+ *   - the K%L tail elements added to s in ascending i (fmaf / mul+add).
+ * Register blocking over several rows and several tokens only changes which
+ * accumulators live in registers together, never an accumulator's sequence,
+ * so the result for (row, token) is the same whatever the batch size, the
+ * token's place in the batch, the row's place in a thread's slice or the
+ * thread count.
+ *
+ * Quantized weights: w = (float)q * d exactly as ggml's dequantize_row_*
+ * computes it, so gemv_q8_0 on Q8_0 bytes and gemm_f32 on the dequantized
+ * row give identical bits.
+ */
+#ifndef KVV_CPU_KERNELS_H
+#define KVV_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *name;   /* "generic", "avx2", "avx512" */
+    int lanes;          /* accumulator lanes per dot product */
+    /* Y[t*ldy + r] = dot(W[r*ldw ...], X[t*ldx ...]) for r < n_rows,
+     * t < n_tok, each over K elements in the order above. */
+    void (*gemm_f32)(int K, const float *W, size_t ldw, int n_rows, const float *X, size_t ldx,
+                     int n_tok, float *Y, size_t ldy);
+    /* The same on Q8_0 rows (K a multiple of 32, row_bytes apart), fused
+     * dequantization; bit-identical to gemm_f32 on the dequantized rows. */
+    void (*gemv_q8_0)(int K, const void *W, size_t row_bytes, int n_rows, const float *X,
+                      size_t ldx, int n_tok, float *Y, size_t ldy);
+    /* One dot product in the same order (attention scores, norms). */
+    float (*dot)(int K, const float *a, const float *b);
+    /* y[i] += a * x[i] for i < n (fused on FMA machines, identically in the
+     * vector body and the tail). */
+    void (*axpy)(int n, float a, const float *x, float *y);
+    /* Dequantize n elements (a multiple of 32) of Q8_0 / Q4_0: bit-identical
+     * to kvv_dequantize_row. */
+    void (*dequant_q8_0)(const void *src, float *dst, int n);
+    void (*dequant_q4_0)(const void *src, float *dst, int n);
+} kvv_cpu_kernels;
+
+extern const kvv_cpu_kernels kvv_cpu_kernels_generic;
+/* Defined only on x86-64 builds. */
+extern const kvv_cpu_kernels kvv_cpu_kernels_avx2;
+extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
+
+/* The best table this CPU supports. `force` ("generic", "avx2", "avx512" or
+ * NULL/"" for auto) restricts the choice; a forced ISA the CPU lacks returns
+ * NULL. */
+const kvv_cpu_kernels *kvv_cpu_kernels_select(const char *force);
+
+#endif

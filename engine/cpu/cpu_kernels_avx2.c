@@ -1,0 +1,242 @@
+/*
+ * cpu_kernels_avx2.c — AVX2 + FMA + F16C kernels of the cpu engine
+ * (compiled with -mavx2 -mfma -mf16c; selected at run time only on CPUs
+ * that have all three). Reduction order: cpu_kernels.h, 8 lanes, one fused
+ * multiply-add per step, fixed horizontal sum, fmaf tail.
+ *
+ * gemm_f32 is register-blocked 4 rows x 3 tokens (12 accumulators + 4
+ * weight vectors in 16 ymm registers). Rows are the outer loop, so a
+ * 4-row weight block stays in L1 while the token blocks stream past it;
+ * tokens are tiled by 48 so the activation tile stays in L2.
+ */
+#include "engine/cpu/cpu_kernels.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+
+#define RB 4        /* rows per register block */
+#define TB 3        /* tokens per register block */
+#define TOK_TILE 48 /* tokens per L2 tile (a multiple of TB) */
+
+static inline float hsum(__m256 a)
+{
+    /* lanes (j, j+4) first, then (0+4)+(2+6) and (1+5)+(3+7), then the two. */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __attribute__((always_inline)) void block(int K, const float *W, size_t ldw,
+                                                        const float *X, size_t ldx, float *Y,
+                                                        size_t ldy, const int nr, const int nt)
+{
+    __m256 acc[RB][TB];
+    #pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    int K8 = K & ~7;
+    for (int i = 0; i < K8; i += 8) {
+        __m256 w[RB];
+        #pragma GCC unroll 16
+        for (int r = 0; r < nr; r++)
+            w[r] = _mm256_loadu_ps(W + (size_t)r * ldw + i);
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            __m256 x = _mm256_loadu_ps(X + (size_t)t * ldx + i);
+            #pragma GCC unroll 16
+            for (int r = 0; r < nr; r++)
+                acc[r][t] = _mm256_fmadd_ps(w[r], x, acc[r][t]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            float s = hsum(acc[r][t]);
+            for (int i = K8; i < K; i++)
+                s = fmaf(W[(size_t)r * ldw + i], X[(size_t)t * ldx + i], s);
+            Y[(size_t)t * ldy + r] = s;
+        }
+}
+
+/* A row block of nr (compile-time after inlining) rows against tokens
+ * [0, n_tok). */
+static inline __attribute__((always_inline)) void rows_block(int K, const float *W, size_t ldw,
+                                                             const float *X, size_t ldx,
+                                                             int n_tok, float *Y, size_t ldy,
+                                                             const int nr)
+{
+    int t = 0;
+    for (; t + TB <= n_tok; t += TB)
+        block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, TB);
+    if (n_tok - t == 2)
+        block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, 2);
+    else if (n_tok - t == 1)
+        block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, 1);
+}
+
+static void avx2_gemm_f32(int K, const float *W, size_t ldw, int n_rows, const float *X,
+                          size_t ldx, int n_tok, float *Y, size_t ldy)
+{
+    for (int t0 = 0; t0 < n_tok; t0 += TOK_TILE) {
+        int nt = n_tok - t0 < TOK_TILE ? n_tok - t0 : TOK_TILE;
+        const float *Xt = X + (size_t)t0 * ldx;
+        float *Yt = Y + (size_t)t0 * ldy;
+        int r = 0;
+        for (; r + RB <= n_rows; r += RB)
+            rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, RB);
+        switch (n_rows - r) {
+        case 3: rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, 3); break;
+        case 2: rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, 2); break;
+        case 1: rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, 1); break;
+        default: break;
+        }
+    }
+}
+
+static float avx2_dot(int K, const float *a, const float *b)
+{
+    float y;
+    block(K, a, 0, b, 0, &y, 0, 1, 1);
+    return y;
+}
+
+/* 8 dequantized weights of a Q8_0 block: (float)q * d. */
+static inline __m256 q8_w(const int8_t *q, __m256 d)
+{
+    __m128i b = _mm_loadl_epi64((const __m128i *)q);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), d);
+}
+
+static inline float fp16_to_f32(const uint8_t *p)
+{
+    uint16_t h = (uint16_t)(p[0] | (p[1] << 8));
+    return _cvtsh_ss(h);
+}
+
+/* Q8_0 block: 2-byte fp16 d, then 32 int8. */
+static inline __attribute__((always_inline)) void q8_block(int K, const uint8_t *W,
+                                                           size_t row_bytes, const float *X,
+                                                           size_t ldx, float *Y, size_t ldy,
+                                                           const int nr, const int nt)
+{
+    __m256 acc[RB][TB];
+    #pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int b = 0; b < K / 32; b++) {
+        #pragma GCC unroll 16
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *blk = W + (size_t)r * row_bytes + (size_t)b * 34;
+            __m256 d = _mm256_set1_ps(fp16_to_f32(blk));
+            const int8_t *q = (const int8_t *)(blk + 2);
+            #pragma GCC unroll 16
+            for (int j = 0; j < 4; j++) {
+                __m256 w = q8_w(q + 8 * j, d);
+                #pragma GCC unroll 16
+                for (int t = 0; t < nt; t++)
+                    acc[r][t] = _mm256_fmadd_ps(
+                        w, _mm256_loadu_ps(X + (size_t)t * ldx + (size_t)b * 32 + 8 * j),
+                        acc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+            Y[(size_t)t * ldy + r] = hsum(acc[r][t]);
+}
+
+static void avx2_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows, const float *X,
+                           size_t ldx, int n_tok, float *Y, size_t ldy)
+{
+    const uint8_t *wb = W;
+    for (int t = 0; t < n_tok; t += TB) {
+        int nt = n_tok - t < TB ? n_tok - t : TB;
+        const float *Xt = X + (size_t)t * ldx;
+        float *Yt = Y + (size_t)t * ldy;
+        int r = 0;
+        for (; r + RB <= n_rows; r += RB) {
+            const uint8_t *w = wb + (size_t)r * row_bytes;
+            if (nt == 3)
+                q8_block(K, w, row_bytes, Xt, ldx, Yt + r, ldy, RB, 3);
+            else if (nt == 2)
+                q8_block(K, w, row_bytes, Xt, ldx, Yt + r, ldy, RB, 2);
+            else
+                q8_block(K, w, row_bytes, Xt, ldx, Yt + r, ldy, RB, 1);
+        }
+        for (; r < n_rows; r++) {
+            const uint8_t *w = wb + (size_t)r * row_bytes;
+            if (nt == 3)
+                q8_block(K, w, row_bytes, Xt, ldx, Yt + r, ldy, 1, 3);
+            else if (nt == 2)
+                q8_block(K, w, row_bytes, Xt, ldx, Yt + r, ldy, 1, 2);
+            else
+                q8_block(K, w, row_bytes, Xt, ldx, Yt + r, ldy, 1, 1);
+        }
+    }
+}
+
+static void avx2_axpy(int n, float a, const float *x, float *y)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] = fmaf(a, x[i], y[i]);
+}
+
+static void avx2_dequant_q8_0(const void *src, float *dst, int n)
+{
+    const uint8_t *p = src;
+    for (int b = 0; b < n / 32; b++, p += 34) {
+        __m256 d = _mm256_set1_ps(fp16_to_f32(p));
+        for (int j = 0; j < 4; j++)
+            _mm256_storeu_ps(dst + b * 32 + 8 * j, q8_w((const int8_t *)(p + 2) + 8 * j, d));
+    }
+}
+
+/* Q4_0 block: fp16 d, 16 bytes; element j = (lo nibble of byte j) - 8,
+ * element j+16 = (hi nibble of byte j) - 8; weight = (float)q * d. */
+static void avx2_dequant_q4_0(const void *src, float *dst, int n)
+{
+    const uint8_t *p = src;
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (int b = 0; b < n / 32; b++, p += 18) {
+        __m256 d = _mm256_set1_ps(fp16_to_f32(p));
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, m4), eight);
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), m4), eight);
+        float *o = dst + b * 32;
+        _mm256_storeu_ps(o + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
+        _mm256_storeu_ps(o + 8, _mm256_mul_ps(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
+        _mm256_storeu_ps(o + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
+        _mm256_storeu_ps(o + 24, _mm256_mul_ps(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
+    }
+}
+
+const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
+    .name = "avx2",
+    .lanes = 8,
+    .gemm_f32 = avx2_gemm_f32,
+    .gemv_q8_0 = avx2_gemv_q8_0,
+    .dot = avx2_dot,
+    .axpy = avx2_axpy,
+    .dequant_q8_0 = avx2_dequant_q8_0,
+    .dequant_q4_0 = avx2_dequant_q4_0,
+};
+
+#elif defined(__x86_64__)
+#error "cpu_kernels_avx2.c must be compiled with -mavx2 -mfma -mf16c (see the Makefile)"
+#endif

@@ -1,0 +1,202 @@
+/*
+ * cpu_kernels_avx512.c — AVX-512 (F, BW, VL, DQ) kernels of the cpu engine,
+ * selected at run time only on CPUs that have them. Reduction order:
+ * cpu_kernels.h with 16 lanes — lane j sums i = j, j+16, ... by fused
+ * multiply-add; then lanes j and j+8 are added, then the fixed 8-lane tree;
+ * then the K%16 tail by fmaf. Blocked 4 rows x 4 tokens (16 of the 32 zmm
+ * registers hold accumulators).
+ */
+#include "engine/cpu/cpu_kernels.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+
+#define RB 4
+#define TB 4
+#define TOK_TILE 48
+
+static inline float hsum16(__m512 a)
+{
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __attribute__((always_inline)) void block(int K, const float *W, size_t ldw,
+                                                        const float *X, size_t ldx, float *Y,
+                                                        size_t ldy, const int nr, const int nt)
+{
+    __m512 acc[RB][TB];
+    #pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    int K16 = K & ~15;
+    for (int i = 0; i < K16; i += 16) {
+        __m512 w[RB];
+        #pragma GCC unroll 16
+        for (int r = 0; r < nr; r++)
+            w[r] = _mm512_loadu_ps(W + (size_t)r * ldw + i);
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            __m512 x = _mm512_loadu_ps(X + (size_t)t * ldx + i);
+            #pragma GCC unroll 16
+            for (int r = 0; r < nr; r++)
+                acc[r][t] = _mm512_fmadd_ps(w[r], x, acc[r][t]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            float s = hsum16(acc[r][t]);
+            for (int i = K16; i < K; i++)
+                s = fmaf(W[(size_t)r * ldw + i], X[(size_t)t * ldx + i], s);
+            Y[(size_t)t * ldy + r] = s;
+        }
+}
+
+static inline __attribute__((always_inline)) void rows_block(int K, const float *W, size_t ldw,
+                                                             const float *X, size_t ldx,
+                                                             int n_tok, float *Y, size_t ldy,
+                                                             const int nr)
+{
+    int t = 0;
+    for (; t + TB <= n_tok; t += TB)
+        block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, TB);
+    switch (n_tok - t) {
+    case 3: block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, 3); break;
+    case 2: block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, 2); break;
+    case 1: block(K, W, ldw, X + (size_t)t * ldx, ldx, Y + (size_t)t * ldy, ldy, nr, 1); break;
+    default: break;
+    }
+}
+
+static void avx512_gemm_f32(int K, const float *W, size_t ldw, int n_rows, const float *X,
+                            size_t ldx, int n_tok, float *Y, size_t ldy)
+{
+    for (int t0 = 0; t0 < n_tok; t0 += TOK_TILE) {
+        int nt = n_tok - t0 < TOK_TILE ? n_tok - t0 : TOK_TILE;
+        const float *Xt = X + (size_t)t0 * ldx;
+        float *Yt = Y + (size_t)t0 * ldy;
+        int r = 0;
+        for (; r + RB <= n_rows; r += RB)
+            rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, RB);
+        for (; r < n_rows; r++)
+            rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, 1);
+    }
+}
+
+static float avx512_dot(int K, const float *a, const float *b)
+{
+    float y;
+    block(K, a, 0, b, 0, &y, 0, 1, 1);
+    return y;
+}
+
+static inline float fp16_to_f32(const uint8_t *p)
+{
+    return _cvtsh_ss((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+static void avx512_dequant_q8_0(const void *src, float *dst, int n)
+{
+    const uint8_t *p = src;
+    for (int b = 0; b < n / 32; b++, p += 34) {
+        __m512 d = _mm512_set1_ps(fp16_to_f32(p));
+        for (int j = 0; j < 2; j++) {
+            __m128i q = _mm_loadu_si128((const __m128i *)(p + 2 + 16 * j));
+            _mm512_storeu_ps(dst + b * 32 + 16 * j,
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+        }
+    }
+}
+
+static void avx512_dequant_q4_0(const void *src, float *dst, int n)
+{
+    const uint8_t *p = src;
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (int b = 0; b < n / 32; b++, p += 18) {
+        __m512 d = _mm512_set1_ps(fp16_to_f32(p));
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, m4), eight);
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), m4), eight);
+        _mm512_storeu_ps(dst + b * 32, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
+        _mm512_storeu_ps(dst + b * 32 + 16,
+                         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
+    }
+}
+
+/* Fused Q8_0: dequantize one 32-block of up to RB rows into registers, then
+ * FMA against each token; the per-(row, token) order equals gemm_f32 on the
+ * dequantized rows (K is a multiple of 32, so there is no tail). */
+static void avx512_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows, const float *X,
+                             size_t ldx, int n_tok, float *Y, size_t ldy)
+{
+    const uint8_t *wb = W;
+    for (int t0 = 0; t0 < n_tok; t0 += TB) {
+        int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
+        for (int r0 = 0; r0 < n_rows; r0 += RB) {
+            int nr = n_rows - r0 < RB ? n_rows - r0 : RB;
+            __m512 acc[RB][TB];
+            #pragma GCC unroll 16
+            for (int r = 0; r < RB; r++)
+                #pragma GCC unroll 16
+                for (int t = 0; t < TB; t++)
+                    acc[r][t] = _mm512_setzero_ps();
+            for (int b = 0; b < K / 32; b++)
+                #pragma GCC unroll 16
+                for (int r = 0; r < nr; r++) {
+                    const uint8_t *blk = wb + (size_t)(r0 + r) * row_bytes + (size_t)b * 34;
+                    __m512 d = _mm512_set1_ps(fp16_to_f32(blk));
+                    #pragma GCC unroll 16
+                    for (int j = 0; j < 2; j++) {
+                        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2 + 16 * j));
+                        __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+                        #pragma GCC unroll 16
+                        for (int t = 0; t < nt; t++)
+                            acc[r][t] = _mm512_fmadd_ps(
+                                w, _mm512_loadu_ps(X + (size_t)(t0 + t) * ldx + b * 32 + 16 * j),
+                                acc[r][t]);
+                    }
+                }
+            #pragma GCC unroll 16
+            for (int r = 0; r < nr; r++)
+                #pragma GCC unroll 16
+                for (int t = 0; t < nt; t++)
+                    Y[(size_t)(t0 + t) * ldy + r0 + r] = hsum16(acc[r][t]);
+        }
+    }
+}
+
+static void avx512_axpy(int n, float a, const float *x, float *y)
+{
+    __m512 va = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] = fmaf(a, x[i], y[i]);
+}
+
+const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
+    .name = "avx512",
+    .lanes = 16,
+    .gemm_f32 = avx512_gemm_f32,
+    .gemv_q8_0 = avx512_gemv_q8_0,
+    .dot = avx512_dot,
+    .axpy = avx512_axpy,
+    .dequant_q8_0 = avx512_dequant_q8_0,
+    .dequant_q4_0 = avx512_dequant_q4_0,
+};
+
+#elif defined(__x86_64__)
+#error "cpu_kernels_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
+#endif

@@ -1,0 +1,134 @@
+/*
+ * cpu_matmul.c — threaded weight products y = x W^T of the cpu engine.
+ *
+ * Threads split the OUTPUT rows of each matrix in units of 4 rows; a thread
+ * computes every token of its rows. In invariant mode each (row, token)
+ * element is one kernel dot product in the fixed order of cpu_kernels.h,
+ * so neither the split nor the batch changes a bit. In fast mode a thread's
+ * rows go to cblas_sgemm (OpenBLAS, single-threaded inside our pool) when
+ * the batch has at least KVV_CPU_SGEMM_MIN_TOKENS tokens.
+ *
+ * Quantized weights (Q8_0, Q4_0): small batches use the fused Q8_0 kernel;
+ * otherwise a tile of rows is dequantized into the thread's scratch and fed
+ * to the f32 kernel (or sgemm). Dequantization is exact, so both routes give
+ * the bits of the f32 kernel on the dequantized matrix.
+ */
+#include <cblas.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_impl.h"
+#include "model/tensor_types.h"
+
+kvv_cpu_weight kvv_cpu_weight_rows(const kvv_cpu_weight *w, int r0, int n)
+{
+    kvv_cpu_weight v = *w;
+    v.rows = n;
+    v.data = w->data + (size_t)r0 * w->row_bytes;
+    return v;
+}
+
+typedef struct {
+    kvv_cpu *c;
+    int n;
+    const float *x;
+    size_t ldx;
+    int n_out;
+    const kvv_cpu_mm_out *outs;
+    bool use_sgemm;
+} mm_job;
+
+static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
+{
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *src = w->data + (size_t)(r0 + r) * w->row_bytes;
+        float *d = dst + (size_t)r * w->cols;
+        if (w->type == KVV_TYPE_Q8_0)
+            c->k->dequant_q8_0(src, d, w->cols);
+        else
+            c->k->dequant_q4_0(src, d, w->cols);
+    }
+}
+
+static void f32_rows(const kvv_cpu *c, bool sgemm, int K, const float *W, int nr, const float *x,
+                     size_t ldx, int n, float *y, size_t ldy)
+{
+    if (sgemm)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nr, K, 1.0f, x, (int)ldx, W, K,
+                    0.0f, y, (int)ldy);
+    else
+        c->k->gemm_f32(K, W, (size_t)K, nr, x, ldx, n, y, ldy);
+}
+
+/* Rows [r0, r1) of one output, all tokens, on thread ith. */
+static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0, int r1)
+{
+    kvv_cpu *c = j->c;
+    const kvv_cpu_weight *w = out->w;
+    int K = w->cols, nr = r1 - r0;
+    if (nr <= 0)
+        return;
+    if (w->type == KVV_TYPE_F32) {
+        f32_rows(c, j->use_sgemm, K, (const float *)(w->data + (size_t)r0 * w->row_bytes), nr,
+                 j->x, j->ldx, j->n, out->y + r0, out->ldy);
+        return;
+    }
+    if (w->type == KVV_TYPE_Q8_0 && j->n <= KVV_CPU_FUSED_MAX_TOKENS) {
+        c->k->gemv_q8_0(K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, j->x, j->ldx,
+                        j->n, out->y + r0, out->ldy);
+        return;
+    }
+    float *tile = c->ts[ith].tile;
+    int rt = KVV_CPU_TILE_FLOATS / K;
+    rt = rt < 4 ? 4 : rt - rt % 4;
+    for (int r = r0; r < r1; r += rt) {
+        int n_r = r1 - r < rt ? r1 - r : rt;
+        dequant_rows(c, w, r, n_r, tile);
+        f32_rows(c, j->use_sgemm, K, tile, n_r, j->x, j->ldx, j->n, out->y + r, out->ldy);
+    }
+}
+
+static void mm_task(void *ctx, int ith, int nth)
+{
+    const mm_job *j = ctx;
+    for (int o = 0; o < j->n_out; o++) {
+        const kvv_cpu_mm_out *out = &j->outs[o];
+        int rows = out->w->rows;
+        int units = (rows + 3) / 4;
+        int u0 = (int)((long)units * ith / nth), u1 = (int)((long)units * (ith + 1) / nth);
+        int r0 = 4 * u0, r1 = 4 * u1 < rows ? 4 * u1 : rows;
+        mm_rows(j, ith, out, r0, r1);
+    }
+}
+
+void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
+                    const kvv_cpu_mm_out *outs, bool allow_fast)
+{
+    mm_job j = {
+        .c = c, .n = n, .x = x, .ldx = ldx, .n_out = n_out, .outs = outs,
+        .use_sgemm = allow_fast && c->mode == KVV_MODE_FAST && n >= KVV_CPU_SGEMM_MIN_TOKENS,
+    };
+    kvv_cpu_pool_run(c->pool, mm_task, &j);
+}
+
+void kvv_cpu_matmul_reversed(kvv_cpu *c, int n, const float *x, size_t ldx,
+                             const kvv_cpu_weight *w, float *y, size_t ldy)
+{
+    float *row = c->ts[0].tile;
+    int K = w->cols;
+    for (int r = 0; r < w->rows; r++) {
+        const float *wr;
+        if (w->type == KVV_TYPE_F32) {
+            wr = (const float *)(w->data + (size_t)r * w->row_bytes);
+        } else {
+            dequant_rows(c, w, r, 1, row);
+            wr = row;
+        }
+        for (int t = 0; t < n; t++) {
+            const float *xt = x + (size_t)t * ldx;
+            float s = 0.0f;
+            for (int i = K - 1; i >= 0; i--)
+                s = s + wr[i] * xt[i];
+            y[(size_t)t * ldy + r] = s;
+        }
+    }
+}

@@ -1,0 +1,85 @@
+/*
+ * engine_ref.c — the reference engine (reference/ref.h) behind the engine
+ * vtable (engine/engine.h). Mode: exact only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/engine_impl.h"
+
+static kvv_ref *ref_of(kvv_engine *e)
+{
+    return (kvv_ref *)e->impl;
+}
+
+static void ref_close(kvv_engine *e)
+{
+    kvv_ref_close(ref_of(e));
+    free(e);
+}
+
+static kvv_status ref_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                              const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                              kvv_error *err)
+{
+    return kvv_ref_forward(ref_of(e), n, tokens, pos, hooks, lm, logits, err);
+}
+
+static kvv_status ref_kv_from_residual(kvv_engine *e, int layer, int n, const float *h,
+                                       const int32_t *pos, float *k, float *v, kvv_error *err)
+{
+    return kvv_ref_kv_from_residual(ref_of(e), layer, n, h, pos, k, v, err);
+}
+
+static kvv_kv_cache *ref_cache(kvv_engine *e)
+{
+    return kvv_ref_cache(ref_of(e));
+}
+
+static void ref_describe(kvv_engine *e, kvv_engine_desc *d)
+{
+    (void)e;
+    snprintf(d->mode, sizeof d->mode, "%s", kvv_mode_name(KVV_MODE_EXACT));
+    d->n_threads = 1;
+    snprintf(d->kernels, sizeof d->kernels,
+             "scalar fp32 dot=8-lane-fixed norm=f64-sum softmax=f64-sum math=kvv-kmath");
+}
+
+static const kvv_engine_vtable ref_vtable = {
+    .close = ref_close,
+    .forward = ref_forward,
+    .kv_from_residual = ref_kv_from_residual,
+    .cache = ref_cache,
+    .describe = ref_describe,
+};
+
+kvv_status kvv_engine_open_ref(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
+                               kvv_error *err)
+{
+    *out = NULL;
+    if (o->mode != KVV_MODE_EXACT)
+        return kvv_error_set(err, KVV_ERR_USAGE,
+                             "engine ref has only mode 'exact' (asked for '%s')",
+                             kvv_mode_name(o->mode));
+    kvv_ref_opts ro = kvv_ref_opts_default();
+    ro.cache_type = o->cache_type;
+    ro.n_ctx = o->n_ctx;
+    ro.control = o->control;
+    kvv_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "engine ref: out of memory");
+    kvv_ref *r;
+    kvv_status st = kvv_ref_open(m, &ro, &r, err);
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->vt = &ref_vtable;
+    e->model = m;
+    e->opts = *o;
+    e->opts.n_threads = 1;
+    e->opts.n_ctx = kvv_ref_cache(r)->n_ctx; /* the resolved size (0 = model default) */
+    e->impl = r;
+    *out = e;
+    return KVV_OK;
+}

@@ -1,0 +1,577 @@
+/*
+ * tensor_types.c — GGML type traits, fp16/bf16 conversions, and the
+ * dequantizers and quantizers of the types kvverify reads and writes.
+ *
+ * Every block layout below is byte-for-byte that of llama.cpp's
+ * ggml-common.h, written here as OFFSET SIZE tables; every formula is that of
+ * ggml's dequantize_row_* / quantize_row_*_ref, evaluated in fp32 in the same
+ * order (the build has -ffp-contract=off, so nothing is fused). Multi-byte
+ * fields are read as little-endian bytes, so the code does not depend on the
+ * host's byte order. No libm: rounding and |x| are done on the bits.
+ */
+#include "model/tensor_types.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ trait table */
+
+#define QK 32    /* elements per block of the *_0 / *_1 types */
+#define QK_K 256 /* elements per super-block of the K types */
+
+/* Indexed by ggml type id. Retired ids (4, 5: Q4_2/Q4_3; 31-33: Q4_0_4_4,
+ * Q4_0_4_8, Q4_0_8_8; 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8) have no
+ * name and are unknown. Sizes as ggml.c's type_traits. */
+static const kvv_type_traits TRAITS[KVV_TYPE_COUNT] = {
+    [KVV_TYPE_F32]     = { "F32",     1,    4,   true,  true  },
+    [KVV_TYPE_F16]     = { "F16",     1,    2,   true,  true  },
+    [KVV_TYPE_Q4_0]    = { "Q4_0",    QK,   18,  true,  true  },
+    [KVV_TYPE_Q4_1]    = { "Q4_1",    QK,   20,  true,  false },
+    [KVV_TYPE_Q5_0]    = { "Q5_0",    QK,   22,  true,  false },
+    [KVV_TYPE_Q5_1]    = { "Q5_1",    QK,   24,  true,  false },
+    [KVV_TYPE_Q8_0]    = { "Q8_0",    QK,   34,  true,  true  },
+    [KVV_TYPE_Q8_1]    = { "Q8_1",    QK,   36,  false, false },
+    [KVV_TYPE_Q2_K]    = { "Q2_K",    QK_K, 84,  false, false },
+    [KVV_TYPE_Q3_K]    = { "Q3_K",    QK_K, 110, false, false },
+    [KVV_TYPE_Q4_K]    = { "Q4_K",    QK_K, 144, true,  false },
+    [KVV_TYPE_Q5_K]    = { "Q5_K",    QK_K, 176, true,  false },
+    [KVV_TYPE_Q6_K]    = { "Q6_K",    QK_K, 210, true,  false },
+    [KVV_TYPE_Q8_K]    = { "Q8_K",    QK_K, 292, false, false },
+    [KVV_TYPE_IQ2_XXS] = { "IQ2_XXS", QK_K, 66,  false, false },
+    [KVV_TYPE_IQ2_XS]  = { "IQ2_XS",  QK_K, 74,  false, false },
+    [KVV_TYPE_IQ3_XXS] = { "IQ3_XXS", QK_K, 98,  false, false },
+    [KVV_TYPE_IQ1_S]   = { "IQ1_S",   QK_K, 50,  false, false },
+    [KVV_TYPE_IQ4_NL]  = { "IQ4_NL",  QK,   18,  false, false },
+    [KVV_TYPE_IQ3_S]   = { "IQ3_S",   QK_K, 110, false, false },
+    [KVV_TYPE_IQ2_S]   = { "IQ2_S",   QK_K, 82,  false, false },
+    [KVV_TYPE_IQ4_XS]  = { "IQ4_XS",  QK_K, 136, false, false },
+    [KVV_TYPE_I8]      = { "I8",      1,    1,   false, false },
+    [KVV_TYPE_I16]     = { "I16",     1,    2,   false, false },
+    [KVV_TYPE_I32]     = { "I32",     1,    4,   false, false },
+    [KVV_TYPE_I64]     = { "I64",     1,    8,   false, false },
+    [KVV_TYPE_F64]     = { "F64",     1,    8,   false, false },
+    [KVV_TYPE_IQ1_M]   = { "IQ1_M",   QK_K, 56,  false, false },
+    [KVV_TYPE_BF16]    = { "BF16",    1,    2,   true,  true  },
+    [KVV_TYPE_TQ1_0]   = { "TQ1_0",   QK_K, 54,  false, false },
+    [KVV_TYPE_TQ2_0]   = { "TQ2_0",   QK_K, 66,  false, false },
+    [KVV_TYPE_MXFP4]   = { "MXFP4",   QK,   17,  false, false },
+};
+
+const kvv_type_traits *kvv_type_traits_of(uint32_t t)
+{
+    if (t >= KVV_TYPE_COUNT || TRAITS[t].name == NULL)
+        return NULL;
+    return &TRAITS[t];
+}
+
+const char *kvv_type_name(uint32_t t)
+{
+    const kvv_type_traits *tt = kvv_type_traits_of(t);
+    return tt ? tt->name : "unknown";
+}
+
+static char ascii_upper(char c)
+{
+    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
+}
+
+bool kvv_type_from_name(const char *name, kvv_type *out)
+{
+    if (name == NULL)
+        return false;
+    for (uint32_t t = 0; t < KVV_TYPE_COUNT; t++) {
+        const char *n = TRAITS[t].name;
+        if (n == NULL)
+            continue;
+        size_t i = 0;
+        while (n[i] != '\0' && ascii_upper(name[i]) == n[i])
+            i++;
+        if (n[i] == '\0' && name[i] == '\0') {
+            if (out)
+                *out = (kvv_type)t;
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t kvv_type_row_size(uint32_t t, int64_t n)
+{
+    const kvv_type_traits *tt = kvv_type_traits_of(t);
+    if (tt == NULL || n < 0 || n % tt->blck_size != 0)
+        return 0;
+    uint64_t blocks = (uint64_t)(n / tt->blck_size);
+    if (blocks > SIZE_MAX / tt->type_size)
+        return 0;
+    return (size_t)blocks * tt->type_size;
+}
+
+/* ------------------------------------------------------ bits and scalars */
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)((v >> (8 * i)) & 0xff);
+}
+
+/* |x| by clearing the sign bit (fabsf). */
+static float abs_f32(float x)
+{
+    return bits_f32(f32_bits(x) & 0x7fffffffu);
+}
+
+static bool is_nan_f32(float x)
+{
+    return (f32_bits(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+/* roundf: nearest integer, halfway cases away from zero. */
+static float round_half_away(float x)
+{
+    float a = abs_f32(x);
+    if (!(a < 8388608.0f)) /* >= 2^23 is already an integer; NaN passes through */
+        return x;
+    float t = (float)(int32_t)a;   /* trunc(|x|), exact */
+    if (a - t >= 0.5f)             /* a - t is exact: t holds a's leading bits */
+        t += 1.0f;
+    return (f32_bits(x) & 0x80000000u) ? -t : t;
+}
+
+/* C's float -> integer conversion (truncation) where it is defined; values
+ * outside [lo, hi] and NaN (undefined behaviour in C) saturate / give 0. */
+static int trunc_sat(float x, int lo, int hi)
+{
+    if (is_nan_f32(x))
+        return 0;
+    if (x <= (float)lo)
+        return lo;
+    if (x >= (float)hi)
+        return hi;
+    return (int)x;
+}
+
+float kvv_fp16_to_fp32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1f) {                 /* inf, or NaN: payload kept, quieted */
+        u = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u);
+    } else if (exp == 0) {
+        if (mant == 0) {
+            u = sign;                  /* +-0 */
+        } else {                       /* subnormal: mant * 2^-24, normalise */
+            uint32_t e = 113;          /* 127 - 15 + 1 */
+            while (!(mant & 0x400u)) {
+                mant <<= 1;
+                e--;
+            }
+            u = sign | (e << 23) | ((mant & 0x3ffu) << 13);
+        }
+    } else {
+        u = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    return bits_f32(u);
+}
+
+uint16_t kvv_fp32_to_fp16(float f)
+{
+    uint32_t u = f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)               /* NaN: quiet, top payload bits kept */
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u)              /* >= 65520 rounds to inf (tie: even) */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) {             /* below 2^-14: fp16 subnormal or 0 */
+        uint32_t e = a >> 23;
+        if (e < 102)                   /* < 2^-25: rounds to 0 */
+            return sign;
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e;      /* result = m * 2^(e-126), 14..24 */
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u)))
+            q++;                       /* may carry into the smallest normal */
+        return (uint16_t)(sign | q);
+    }
+    /* normal: rebias, round the 13 dropped bits to nearest even */
+    uint32_t r = (a - 0x38000000u) + 0xfffu + ((a >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+
+float kvv_bf16_to_fp32(uint16_t h)
+{
+    return bits_f32((uint32_t)h << 16);
+}
+
+uint16_t kvv_fp32_to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u); /* NaN: force quiet */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* ---------------------------------------------------------- dequantizers */
+
+/* F32 / F16 / BF16: little-endian elements. */
+static void deq_f32(const uint8_t *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = bits_f32(rd32(x + 4 * i));
+}
+
+static void deq_f16(const uint8_t *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = kvv_fp16_to_fp32(rd16(x + 2 * i));
+}
+
+static void deq_bf16(const uint8_t *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = kvv_bf16_to_fp32(rd16(x + 2 * i));
+}
+
+/* block_q4_0 (18 bytes, 32 weights):
+ *   OFFSET SIZE TYPE    DESCRIPTION
+ *   0      2    fp16    d
+ *   2      16   u8[16]  qs: weight j in low nibble of qs[j], j+16 in high
+ * y = (q - 8) * d */
+static void deq_q4_0(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 18, y += QK) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        const uint8_t *qs = x + 2;
+        for (int j = 0; j < QK / 2; j++) {
+            const int x0 = (qs[j] & 0x0F) - 8;
+            const int x1 = (qs[j] >> 4) - 8;
+            y[j] = (float)x0 * d;
+            y[j + QK / 2] = (float)x1 * d;
+        }
+    }
+}
+
+/* block_q4_1 (20 bytes): 0 fp16 d; 2 fp16 m; 4 u8[16] qs.  y = q*d + m */
+static void deq_q4_1(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 20, y += QK) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        const float m = kvv_fp16_to_fp32(rd16(x + 2));
+        const uint8_t *qs = x + 4;
+        for (int j = 0; j < QK / 2; j++) {
+            const int x0 = qs[j] & 0x0F;
+            const int x1 = qs[j] >> 4;
+            y[j] = (float)x0 * d + m;
+            y[j + QK / 2] = (float)x1 * d + m;
+        }
+    }
+}
+
+/* block_q5_0 (22 bytes): 0 fp16 d; 2 u8[4] qh (bit j = 5th bit of weight j,
+ * little-endian u32); 6 u8[16] qs.  y = (q - 16) * d */
+static void deq_q5_0(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 22, y += QK) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        const uint32_t qh = rd32(x + 2);
+        const uint8_t *qs = x + 6;
+        for (int j = 0; j < QK / 2; j++) {
+            const uint8_t xh0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
+            const uint8_t xh1 = (uint8_t)((qh >> (j + 12)) & 0x10);
+            const int32_t x0 = ((qs[j] & 0x0F) | xh0) - 16;
+            const int32_t x1 = ((qs[j] >> 4) | xh1) - 16;
+            y[j] = (float)x0 * d;
+            y[j + QK / 2] = (float)x1 * d;
+        }
+    }
+}
+
+/* block_q5_1 (24 bytes): 0 fp16 d; 2 fp16 m; 4 u8[4] qh; 8 u8[16] qs.
+ * y = q*d + m */
+static void deq_q5_1(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 24, y += QK) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        const float m = kvv_fp16_to_fp32(rd16(x + 2));
+        const uint32_t qh = rd32(x + 4);
+        const uint8_t *qs = x + 8;
+        for (int j = 0; j < QK / 2; j++) {
+            const uint8_t xh0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
+            const uint8_t xh1 = (uint8_t)((qh >> (j + 12)) & 0x10);
+            const int x0 = (qs[j] & 0x0F) | xh0;
+            const int x1 = (qs[j] >> 4) | xh1;
+            y[j] = (float)x0 * d + m;
+            y[j + QK / 2] = (float)x1 * d + m;
+        }
+    }
+}
+
+/* block_q8_0 (34 bytes): 0 fp16 d; 2 i8[32] qs.  y = q * d */
+static void deq_q8_0(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 34, y += QK) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        for (int j = 0; j < QK; j++)
+            y[j] = (float)(int8_t)x[2 + j] * d;
+    }
+}
+
+/* 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of a
+ * Q4_K / Q5_K block (ggml's get_scale_min_k4): sub-blocks 0..3 use the low
+ * 6 bits of q[j] / q[j+4]; 4..7 take 4 bits from q[j+4] and their top 2
+ * bits from the spare top bits of q[j-4] / q[j]. */
+static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* block_q4_K (144 bytes, 256 weights in 8 sub-blocks of 32):
+ *   0    2    fp16    d     super-block scale of the scales
+ *   2    2    fp16    dmin  super-block scale of the mins
+ *   4    12   u8[12]  scales: 8 scales + 8 mins, 6 bits each
+ *   16   128  u8[128] qs: for each 64 weights, 32 bytes; low nibbles are
+ *                     sub-block 2k, high nibbles sub-block 2k+1
+ * y = (d*sc) * q - (dmin*m) */
+static void deq_q4_k(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 144) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        const float min = kvv_fp16_to_fp32(rd16(x + 2));
+        const uint8_t *scales = x + 4;
+        const uint8_t *q = x + 16;
+        int is = 0;
+        uint8_t sc, m;
+        for (int j = 0; j < QK_K; j += 64) {
+            scale_min_k4(is + 0, scales, &sc, &m);
+            const float d1 = d * (float)sc;
+            const float m1 = min * (float)m;
+            scale_min_k4(is + 1, scales, &sc, &m);
+            const float d2 = d * (float)sc;
+            const float m2 = min * (float)m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)(q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)(q[l] >> 4) - m2;
+            q += 32;
+            is += 2;
+        }
+    }
+}
+
+/* block_q5_K (176 bytes):
+ *   0    2    fp16    d
+ *   2    2    fp16    dmin
+ *   4    12   u8[12]  scales (as Q4_K)
+ *   16   32   u8[32]  qh: bit 2k of qh[l] is the 5th bit of weight l of
+ *                     sub-block 2k, bit 2k+1 that of sub-block 2k+1
+ *   48   128  u8[128] qs: low 4 bits (as Q4_K)
+ * y = (d*sc) * q - (dmin*m) */
+static void deq_q5_k(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 176) {
+        const float d = kvv_fp16_to_fp32(rd16(x));
+        const float min = kvv_fp16_to_fp32(rd16(x + 2));
+        const uint8_t *scales = x + 4;
+        const uint8_t *qh = x + 16;
+        const uint8_t *ql = x + 48;
+        int is = 0;
+        uint8_t sc, m;
+        unsigned u1 = 1, u2 = 2;
+        for (int j = 0; j < QK_K; j += 64) {
+            scale_min_k4(is + 0, scales, &sc, &m);
+            const float d1 = d * (float)sc;
+            const float m1 = min * (float)m;
+            scale_min_k4(is + 1, scales, &sc, &m);
+            const float d2 = d * (float)sc;
+            const float m2 = min * (float)m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+            ql += 32;
+            is += 2;
+            u1 <<= 2;
+            u2 <<= 2;
+        }
+    }
+}
+
+/* block_q6_K (210 bytes, 16 sub-blocks of 16):
+ *   0    128  u8[128] ql: low 4 bits
+ *   128  64   u8[64]  qh: high 2 bits
+ *   192  16   i8[16]  scales
+ *   208  2    fp16    d
+ * For each half (128 weights; ql += 64, qh += 32, sc += 8 per half) and
+ * l in 0..31:  q(l)    = (ql[l]    & 0xF) | ((qh[l] >> 0 & 3) << 4)
+ *              q(l+32) = (ql[l+32] & 0xF) | ((qh[l] >> 2 & 3) << 4)
+ *              q(l+64) = (ql[l]    >> 4)  | ((qh[l] >> 4 & 3) << 4)
+ *              q(l+96) = (ql[l+32] >> 4)  | ((qh[l] >> 6 & 3) << 4)
+ * y = (d * sc[l/16 + 2k]) * (q - 32) */
+static void deq_q6_k(const uint8_t *x, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 210) {
+        const float d = kvv_fp16_to_fp32(rd16(x + 208));
+        const uint8_t *ql = x;
+        const uint8_t *qh = x + 128;
+        const int8_t *sc = (const int8_t *)(x + 192);
+        for (int n = 0; n < QK_K; n += 128) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * (float)sc[is + 0] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n)
+{
+    const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);
+    if (tt == NULL || !tt->can_dequantize || n < 0 || n % tt->blck_size != 0)
+        return false;
+    const uint8_t *x = src;
+    const int64_t nb = n / tt->blck_size;
+    switch (t) {
+    case KVV_TYPE_F32:  deq_f32(x, dst, n); break;
+    case KVV_TYPE_F16:  deq_f16(x, dst, n); break;
+    case KVV_TYPE_BF16: deq_bf16(x, dst, n); break;
+    case KVV_TYPE_Q4_0: deq_q4_0(x, dst, nb); break;
+    case KVV_TYPE_Q4_1: deq_q4_1(x, dst, nb); break;
+    case KVV_TYPE_Q5_0: deq_q5_0(x, dst, nb); break;
+    case KVV_TYPE_Q5_1: deq_q5_1(x, dst, nb); break;
+    case KVV_TYPE_Q8_0: deq_q8_0(x, dst, nb); break;
+    case KVV_TYPE_Q4_K: deq_q4_k(x, dst, nb); break;
+    case KVV_TYPE_Q5_K: deq_q5_k(x, dst, nb); break;
+    case KVV_TYPE_Q6_K: deq_q6_k(x, dst, nb); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ quantizers */
+
+/* quantize_row_q8_0_ref: amax = max |x|; d = amax/127; id = 1/d (0 if
+ * d == 0); stored d is fp16(d) but the quants use the fp32 id;
+ * q = roundf(x*id). */
+static void q_q8_0(const float *x, uint8_t *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK, y += 34) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            const float v = abs_f32(x[j]);
+            amax = amax > v ? amax : v; /* ggml's MAX(amax, fabsf(v)) */
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        wr16(y, kvv_fp32_to_fp16(d));
+        for (int j = 0; j < QK; j++) {
+            const int q = trunc_sat(round_half_away(x[j] * id), -128, 127);
+            y[2 + j] = (uint8_t)(int8_t)q;
+        }
+    }
+}
+
+/* quantize_row_q4_0_ref: max = the element of largest |x| (first one on
+ * ties), d = max / -8, id = 1/d; q = min(15, (int8_t)(x*id + 8.5)). */
+static void q_q4_0(const float *x, uint8_t *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK, y += 18) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            const float v = x[j];
+            if (amax < abs_f32(v)) {
+                amax = abs_f32(v);
+                max = v;
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        wr16(y, kvv_fp32_to_fp16(d));
+        for (int j = 0; j < QK / 2; j++) {
+            const float x0 = x[j] * id;
+            const float x1 = x[QK / 2 + j] * id;
+            int xi0 = trunc_sat(x0 + 8.5f, -128, 127);
+            int xi1 = trunc_sat(x1 + 8.5f, -128, 127);
+            xi0 = xi0 < 15 ? xi0 : 15;
+            xi1 = xi1 < 15 ? xi1 : 15;
+            y[2 + j] = (uint8_t)(((uint8_t)xi0 & 0x0F) | ((uint8_t)xi1 << 4));
+        }
+    }
+}
+
+bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n)
+{
+    const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);
+    if (tt == NULL || !tt->can_quantize || n < 0 || n % tt->blck_size != 0)
+        return false;
+    uint8_t *y = dst;
+    const int64_t nb = n / tt->blck_size;
+    switch (t) {
+    case KVV_TYPE_F32:
+        for (int64_t i = 0; i < n; i++)
+            wr32(y + 4 * i, f32_bits(src[i]));
+        break;
+    case KVV_TYPE_F16:
+        for (int64_t i = 0; i < n; i++)
+            wr16(y + 2 * i, kvv_fp32_to_fp16(src[i]));
+        break;
+    case KVV_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++)
+            wr16(y + 2 * i, kvv_fp32_to_bf16(src[i]));
+        break;
+    case KVV_TYPE_Q8_0: q_q8_0(src, y, nb); break;
+    case KVV_TYPE_Q4_0: q_q4_0(src, y, nb); break;
+    default: return false;
+    }
+    return true;
+}

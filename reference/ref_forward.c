@@ -1,0 +1,371 @@
+/*
+ * ref_forward.c — the reference forward pass, in data-flow order:
+ *
+ *   embedding (x gemma: * sqrtf(n_embd))
+ *   for each layer l:
+ *     [hook residual(l)]
+ *     attention inputs: xn = attn_norm(x); q, k, v = projections (+ qwen2
+ *       biases); qwen3/gemma3: per-head RMSNorm of q, k; RoPE; K, V rounded
+ *       to the cache dtype                       (ref_attn_inputs, shared
+ *                                                 with kv_from_residual)
+ *     store K, V in the cache                    [hook kv(l)]
+ *     attention over the present cache entries   [hook attn(l)] [hook attn_out(l)]
+ *     x += (gemma: post_attention_norm) (wo . attn)
+ *     x += (gemma: post_ffw_norm) (down(act(gate . ffn_norm(x)) * (up . ffn_norm(x))))
+ *   [hook residual(n_layer)]
+ *   logits = output . output_norm(x)  (gemma2: final soft-cap)
+ *
+ * Every token's computation reads only its own row and the cache entries at
+ * positions <= its own, and every reduction has a fixed order that depends
+ * only on its length (ref_ops.c): one batch, chunks or one token at a time
+ * give the same bits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference/ref_internal.h"
+
+/* ------------------------------------------------------------ attention inputs */
+
+void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t *pos,
+                     float *xn, float *q, float *k, float *v, bool reversed)
+{
+    const kvv_hparams *hp = &r->hp;
+    const ref_layer *L = &r->w.layers[layer];
+    const int E = hp->n_embd, hd = hp->head_dim;
+    const int Q = hp->n_head * hd, K = hp->n_head_kv * hd, V = hp->n_head_kv * hp->head_dim_v;
+    const float ts = r->theta_scale[hp->swa_layer[layer] ? 1 : 0];
+    float *cs = r->rope_cs;                                 /* (n_rot) cos/sin pairs */
+
+    ref_rmsnorm(xn, h, L->attn_norm, n, E, hp->norm_eps);  /* xn (n, E) */
+    if (q)
+        ref_matmul(q, xn, L->wq, L->bq, n, Q, E, reversed); /* q (n, Q) */
+    ref_matmul(k, xn, L->wk, L->bk, n, K, E, reversed);     /* k (n, K) */
+    ref_matmul(v, xn, L->wv, L->bv, n, V, E, reversed);     /* v (n, V) */
+    if (hp->has_qk_norm) {                                  /* per head, before RoPE */
+        if (q)
+            ref_rmsnorm(q, q, L->q_norm, n * hp->n_head, hd, hp->norm_eps);
+        ref_rmsnorm(k, k, L->k_norm, n * hp->n_head_kv, hd, hp->norm_eps);
+    }
+    for (int t = 0; t < n; t++) {
+        ref_rope_angles(cs, pos[t], hp->n_rot, ts, hp->rope_freqs);
+        for (int hh = 0; q && hh < hp->n_head; hh++)
+            ref_rope_apply(q + (size_t)t * Q + (size_t)hh * hd, cs, hp->n_rot, hp->rope_type);
+        for (int hh = 0; hh < hp->n_head_kv; hh++)
+            ref_rope_apply(k + (size_t)t * K + (size_t)hh * hd, cs, hp->n_rot, hp->rope_type);
+    }
+    if (r->opts.cache_type != KVV_CACHE_F32) {              /* rounding at store */
+        for (size_t i = 0; i < (size_t)n * (size_t)K; i++)
+            k[i] = kvv_cache_round(r->opts.cache_type, k[i]);
+        for (size_t i = 0; i < (size_t)n * (size_t)V; i++)
+            v[i] = kvv_cache_round(r->opts.cache_type, v[i]);
+    }
+}
+
+/* ------------------------------------------------------------ per-call scratch */
+
+typedef struct {
+    float *x;         /* (n, E) residual stream */
+    float *xn;        /* (n, E) normalized input of the current block */
+    float *q;         /* (n, Q) queries after q norm and RoPE */
+    float *k;         /* (n, K) keys of the batch as stored */
+    float *v;         /* (n, V) values of the batch as stored */
+    float *att;       /* (n, O) attention output, heads concatenated */
+    float *proj;      /* (n, E) output of wo or w_down */
+    float *gate;      /* (n, F) gate projection, then act(gate) * up */
+    float *up;        /* (n, F) up projection */
+    float *kc;        /* (n_ctx, K) keys of the positions the batch can see, fp32 */
+    float *vc;        /* (n_ctx, V) values of those positions */
+    int32_t *key_pos; /* (n_ctx) their positions, ascending */
+    float *score;     /* (n_ctx) scores, then probabilities, of one query head */
+    int32_t *vis;     /* (n_ctx) index into key_pos of each visible key */
+    float *qs;        /* (head_dim) a query head multiplied by the query scale */
+    float *probs;     /* (n, n_head, n_ctx) for the attn hook, or NULL */
+} scratch;
+
+static void scratch_free(scratch *s)
+{
+    free(s->x);
+    free(s->xn);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->proj);
+    free(s->gate);
+    free(s->up);
+    free(s->kc);
+    free(s->vc);
+    free(s->key_pos);
+    free(s->score);
+    free(s->vis);
+    free(s->qs);
+    free(s->probs);
+}
+
+static float *falloc(size_t count)
+{
+    return malloc((count ? count : 1) * sizeof(float));
+}
+
+/* n_keys: positions 0..max_pos the batch could see. */
+static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, bool probs)
+{
+    const size_t N = (size_t)n, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const size_t Q = (size_t)hp->n_head * (size_t)hp->head_dim;
+    const size_t K = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    const size_t V = (size_t)hp->n_head_kv * (size_t)hp->head_dim_v;
+    const size_t O = (size_t)hp->n_head * (size_t)hp->head_dim_v;
+    const size_t NK = (size_t)n_keys;
+    memset(s, 0, sizeof *s);
+    s->x = falloc(N * E);
+    s->xn = falloc(N * E);
+    s->q = falloc(N * Q);
+    s->k = falloc(N * K);
+    s->v = falloc(N * V);
+    s->att = falloc(N * O);
+    s->proj = falloc(N * E);
+    s->gate = falloc(N * F);
+    s->up = falloc(N * F);
+    s->kc = falloc(NK * K);
+    s->vc = falloc(NK * V);
+    s->key_pos = malloc(NK * sizeof(int32_t));
+    s->score = falloc(NK);
+    s->vis = malloc(NK * sizeof(int32_t));
+    s->qs = falloc((size_t)hp->head_dim);
+    if (probs && !(s->probs = falloc(N * (size_t)hp->n_head * NK)))
+        return false;
+    return s->x && s->xn && s->q && s->k && s->v && s->att && s->proj && s->gate && s->up &&
+           s->kc && s->vc && s->key_pos && s->score && s->vis && s->qs;
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Scores are q.k * query_scale, except that gemma2, gemma3 and phi3 multiply
+ * q by the scale before the dot product (as llama.cpp's graphs do); gemma2
+ * then soft-caps them. Query t (position p) sees key position j of KV head g
+ * iff j <= p, (j, g) is present in the cache, and, on sliding-window layers,
+ * p - j < n_swa. Softmax over the visible keys; the output sums p_j * v_j in
+ * ascending j, per dimension, starting from +0. */
+static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_hooks *hooks,
+                      scratch *s)
+{
+    const kvv_hparams *hp = &r->hp;
+    const kvv_kv_cache *c = r->cache;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int Q = hp->n_head * hd, K = hp->n_head_kv * hd, V = hp->n_head_kv * hdv;
+    const int O = hp->n_head * hdv;
+    const int group = hp->n_head / hp->n_head_kv;
+    const bool prescale = hp->arch == KVV_ARCH_GEMMA2 || hp->arch == KVV_ARCH_GEMMA3 ||
+                          hp->arch == KVV_ARCH_PHI3;
+    const bool swa = hp->swa_layer[l] && hp->n_swa > 0;
+
+    /* The keys the batch can see: present positions 0..max(pos), ascending. */
+    int max_pos = 0;
+    for (int t = 0; t < n; t++)
+        if (pos[t] > max_pos)
+            max_pos = pos[t];
+    int n_keys = 0;
+    for (int j = 0; j <= max_pos; j++) {
+        bool any = false;
+        for (int g = 0; g < hp->n_head_kv && !any; g++)
+            any = kvv_kv_cache_present(c, l, j, g);
+        if (!any)
+            continue;
+        s->key_pos[n_keys] = j;
+        kvv_kv_cache_load_k(c, l, j, s->kc + (size_t)n_keys * K);
+        kvv_kv_cache_load_v(c, l, j, s->vc + (size_t)n_keys * V);
+        n_keys++;
+    }
+    float *probs = hooks && hooks->attn ? s->probs : NULL; /* (n, n_head, n_keys) */
+    if (probs)
+        memset(probs, 0, (size_t)n * (size_t)hp->n_head * (size_t)n_keys * sizeof(float));
+
+    for (int t = 0; t < n; t++) {
+        const int p = pos[t];
+        for (int h = 0; h < hp->n_head; h++) {
+            const int g = h / group;                       /* GQA: kv head of q head h */
+            const float *qh = s->q + (size_t)t * Q + (size_t)h * hd;   /* (hd) */
+            if (prescale) {
+                for (int d = 0; d < hd; d++)
+                    s->qs[d] = qh[d] * hp->query_scale;
+                qh = s->qs;
+            }
+            int nv = 0;
+            for (int jj = 0; jj < n_keys; jj++) {
+                const int j = s->key_pos[jj];
+                if (j > p || (swa && p - j >= hp->n_swa) || !kvv_kv_cache_present(c, l, j, g))
+                    continue;
+                float sc = ref_dot(qh, s->kc + (size_t)jj * K + (size_t)g * hd, hd);
+                if (!prescale)
+                    sc = sc * hp->query_scale;
+                if (hp->attn_softcap > 0.0f)
+                    sc = ref_softcap(sc, hp->attn_softcap);
+                s->score[nv] = sc;
+                s->vis[nv] = jj;
+                nv++;
+            }
+            ref_softmax(s->score, nv);
+            float *o = s->att + (size_t)t * O + (size_t)h * hdv;        /* (hdv) */
+            for (int d = 0; d < hdv; d++)
+                o[d] = 0.0f;
+            for (int i = 0; i < nv; i++) {
+                const float pj = s->score[i];
+                const float *vj = s->vc + (size_t)s->vis[i] * V + (size_t)g * hdv;
+                for (int d = 0; d < hdv; d++)
+                    o[d] = o[d] + pj * vj[d];
+            }
+            if (probs) {
+                float *row = probs + ((size_t)t * hp->n_head + (size_t)h) * (size_t)n_keys;
+                for (int i = 0; i < nv; i++)
+                    row[s->vis[i]] = s->score[i];
+            }
+        }
+    }
+    if (probs)
+        hooks->attn(hooks->user, l, n, pos, n_keys, s->key_pos, probs);
+}
+
+/* ------------------------------------------------------------ blocks */
+
+static void add_rows(float *x, const float *y, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = x[i] + y[i];
+}
+
+static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_hooks *hooks,
+                          scratch *s)
+{
+    const kvv_hparams *hp = &r->hp;
+    const ref_layer *L = &r->w.layers[l];
+    const int E = hp->n_embd, F = hp->n_ff;
+    const int K = hp->n_head_kv * hp->head_dim, V = hp->n_head_kv * hp->head_dim_v;
+    const int O = hp->n_head * hp->head_dim_v;
+    const size_t NE = (size_t)n * (size_t)E;
+
+    if (hooks && hooks->residual)
+        hooks->residual(hooks->user, l, n, pos, s->x);
+
+    /* attention block */
+    ref_attn_inputs(r, l, n, s->x, pos, s->xn, s->q, s->k, s->v, false);
+    for (int t = 0; t < n; t++)
+        kvv_kv_cache_store(r->cache, l, pos[t], s->k + (size_t)t * K, s->v + (size_t)t * V);
+    if (hooks && hooks->kv)
+        hooks->kv(hooks->user, l, n, pos, s->k, s->v);
+    attention(r, l, n, pos, hooks, s);
+    if (hooks && hooks->attn_out)
+        hooks->attn_out(hooks->user, l, n, pos, s->att);
+    ref_matmul(s->proj, s->att, L->wo, NULL, n, E, O, false);    /* proj (n, E) */
+    if (L->post_attn_norm)
+        ref_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, E, hp->norm_eps);
+    add_rows(s->x, s->proj, NE);
+
+    /* feed-forward block */
+    ref_rmsnorm(s->xn, s->x, L->ffn_norm, n, E, hp->norm_eps);
+    ref_matmul(s->gate, s->xn, L->w_gate, NULL, n, F, E, false); /* gate (n, F) */
+    ref_matmul(s->up, s->xn, L->w_up, NULL, n, F, E, false);     /* up (n, F) */
+    for (size_t i = 0; i < (size_t)n * (size_t)F; i++) {
+        const float a = hp->act == KVV_ACT_GELU_TANH ? ref_gelu_tanh(s->gate[i])
+                                                     : ref_silu(s->gate[i]);
+        s->gate[i] = a * s->up[i];
+    }
+    ref_matmul(s->proj, s->gate, L->w_down, NULL, n, E, F, false); /* proj (n, E) */
+    if (L->post_ffw_norm)
+        ref_rmsnorm(s->proj, s->proj, L->post_ffw_norm, n, E, hp->norm_eps);
+    add_rows(s->x, s->proj, NE);
+}
+
+/* ------------------------------------------------------------ forward */
+
+static kvv_status check_positions(const kvv_ref *r, int n, const int32_t *pos, const char *what,
+                                  kvv_error *err)
+{
+    for (int t = 0; t < n; t++)
+        if (pos[t] < 0 || pos[t] >= r->opts.n_ctx)
+            return kvv_error_set(err, KVV_ERR_USAGE,
+                                 "%s: position %d (batch row %d) is outside the cache 0..%d", what,
+                                 (int)pos[t], t, r->opts.n_ctx - 1);
+    return KVV_OK;
+}
+
+kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
+                           const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                           kvv_error *err)
+{
+    if (!r || n <= 0 || !tokens || !pos)
+        return kvv_error_set(err, KVV_ERR_USAGE, "forward: empty batch or missing arrays");
+    if (lm != KVV_LOGITS_NONE && !logits)
+        return kvv_error_set(err, KVV_ERR_USAGE, "forward: logits requested into a NULL buffer");
+    const kvv_hparams *hp = &r->hp;
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
+            return kvv_error_set(err, KVV_ERR_USAGE,
+                                 "forward: token id %d (batch row %d) is outside the vocabulary "
+                                 "0..%d",
+                                 (int)tokens[t], t, hp->n_vocab - 1);
+    kvv_status st = check_positions(r, n, pos, "forward", err);
+    if (st)
+        return st;
+    int max_pos = 0;
+    for (int t = 0; t < n; t++)
+        if (pos[t] > max_pos)
+            max_pos = pos[t];
+
+    scratch s;
+    if (!scratch_alloc(&s, hp, n, max_pos + 1, hooks && hooks->attn)) {
+        scratch_free(&s);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "forward: out of memory for a %d-token batch", n);
+    }
+    const int E = hp->n_embd;
+
+    /* embedding: x[t] = tok_embd[token] (gemma: * sqrtf(n_embd)) */
+    for (int t = 0; t < n; t++) {
+        const float *e = r->w.tok_embd + (size_t)tokens[t] * (size_t)E;
+        float *xt = s.x + (size_t)t * (size_t)E;
+        for (int i = 0; i < E; i++)
+            xt[i] = hp->embd_scale != 1.0f ? e[i] * hp->embd_scale : e[i];
+    }
+
+    for (int l = 0; l < hp->n_layer; l++)
+        layer_forward(r, l, n, pos, hooks, &s);
+
+    if (hooks && hooks->residual)
+        hooks->residual(hooks->user, hp->n_layer, n, pos, s.x);
+
+    /* output: logits rows for the requested tokens */
+    if (lm != KVV_LOGITS_NONE) {
+        const int first = lm == KVV_LOGITS_LAST ? n - 1 : 0;
+        const int rows = n - first;
+        ref_rmsnorm(s.xn, s.x + (size_t)first * (size_t)E, r->w.output_norm, rows, E,
+                    hp->norm_eps);
+        ref_matmul(logits, s.xn, r->w.output, NULL, rows, hp->n_vocab, E, false);
+        if (hp->final_softcap > 0.0f)
+            for (size_t i = 0; i < (size_t)rows * (size_t)hp->n_vocab; i++)
+                logits[i] = ref_softcap(logits[i], hp->final_softcap);
+    }
+    scratch_free(&s);
+    return KVV_OK;
+}
+
+/* ------------------------------------------------------------ K/V from residuals */
+
+kvv_status kvv_ref_kv_from_residual(kvv_ref *r, int layer, int n, const float *h,
+                                    const int32_t *pos, float *k, float *v, kvv_error *err)
+{
+    if (!r || n <= 0 || !h || !pos || !k || !v)
+        return kvv_error_set(err, KVV_ERR_USAGE, "kv_from_residual: empty batch or missing arrays");
+    if (layer < 0 || layer >= r->hp.n_layer)
+        return kvv_error_set(err, KVV_ERR_USAGE, "kv_from_residual: layer %d is outside 0..%d",
+                             layer, r->hp.n_layer - 1);
+    kvv_status st = check_positions(r, n, pos, "kv_from_residual", err);
+    if (st)
+        return st;
+    float *xn = falloc((size_t)n * (size_t)r->hp.n_embd);    /* (n, E) */
+    if (!xn)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "kv_from_residual: out of memory");
+    ref_attn_inputs(r, layer, n, h, pos, xn, NULL, k, v,
+                    (r->opts.control & KVV_CTL_KV_REVERSED_SUM) != 0);
+    free(xn);
+    return KVV_OK;
+}

@@ -1,0 +1,145 @@
+/*
+ * ref_ops.c — the reference engine's scalar kernels (declared in
+ * reference/ref_internal.h). Each reduction's order is fixed here and depends
+ * only on its length; docs/reference-engine.md lists them all.
+ *
+ * Everything is fp32 except the accumulators that ggml itself keeps in
+ * double (the RMSNorm sum of squares and the softmax denominator), which
+ * keeps the reference close to llama.cpp without costing determinism.
+ */
+#include <math.h>
+
+#include "reference/kmath.h"
+#include "reference/ref_internal.h"
+
+/* ------------------------------------------------------------ dot products */
+
+/* Order: 8 lanes s[0..7]; lane j accumulates a[i]*b[i] for i = j, j+8, ...
+ * over the first 8*floor(n/8) elements, in ascending i (each lane starts at
+ * +0). Then t = ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)), then the n % 8 tail
+ * elements are added to t in ascending order. Every product is rounded to
+ * fp32 before it is added (-ffp-contract=off: no FMA). The lanes are
+ * independent, so a compiler may vectorize this loop without changing any
+ * result bit. */
+float ref_dot(const float *a, const float *b, int n)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += a[i + j] * b[i + j];
+    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < n; i++)
+        t += a[i] * b[i];
+    return t;
+}
+
+float ref_dot_reversed(const float *a, const float *b, int n)
+{
+    float t = 0.0f;
+    for (int i = n - 1; i >= 0; i--)
+        t += a[i] * b[i];
+    return t;
+}
+
+/* Rows outer, tokens inner: one weight row is reused for all n tokens while
+ * it is in cache. Each output element is one ref_dot, so a token's result
+ * does not depend on the other tokens of the batch. */
+void ref_matmul(float *out, const float *x, const float *W, const float *bias, int n, int rows,
+                int cols, bool reversed)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *w = W + (size_t)r * (size_t)cols;            /* (cols) */
+        for (int t = 0; t < n; t++) {
+            const float *xt = x + (size_t)t * (size_t)cols;       /* (cols) */
+            float d = reversed ? ref_dot_reversed(w, xt, cols) : ref_dot(w, xt, cols);
+            if (bias)
+                d = d + bias[r];
+            out[(size_t)t * (size_t)rows + (size_t)r] = d;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ normalization */
+
+void ref_rmsnorm(float *y, const float *x, const float *w, int n, int d, float eps)
+{
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (size_t)t * (size_t)d;   /* (d) */
+        float *yt = y + (size_t)t * (size_t)d;         /* (d) */
+        double sum = 0.0;
+        for (int i = 0; i < d; i++)
+            sum += (double)(xt[i] * xt[i]);
+        float mean = (float)(sum / (double)d);
+        float scale = 1.0f / sqrtf(mean + eps);        /* IEEE sqrt: correctly rounded */
+        for (int i = 0; i < d; i++)
+            yt[i] = (xt[i] * scale) * w[i];
+    }
+}
+
+/* ------------------------------------------------------------ RoPE */
+
+/* cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i), i < n_rot/2, as ggml's
+ * rope cache: theta_0 = pos, theta_{i+1} = theta_i * theta_scale (fp32),
+ * angle = theta_i / ff_i. */
+void ref_rope_angles(float *cs, int pos, int n_rot, float theta_scale, const float *freq_factors)
+{
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        float angle = freq_factors ? theta / freq_factors[i] : theta;
+        kvv_sincosf(angle, &cs[2 * i + 1], &cs[2 * i]);
+        theta = theta * theta_scale;
+    }
+}
+
+void ref_rope_apply(float *x, const float *cs, int n_rot, kvv_rope_type type)
+{
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        /* NORM rotates (x[2i], x[2i+1]); NEOX rotates (x[i], x[i + n_rot/2]). */
+        const int i0 = type == KVV_ROPE_NORM ? 2 * i : i;
+        const int i1 = type == KVV_ROPE_NORM ? 2 * i + 1 : i + half;
+        const float x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * c - x1 * s;
+        x[i1] = x0 * s + x1 * c;
+    }
+}
+
+/* ------------------------------------------------------------ softmax, activations */
+
+void ref_softmax(float *s, int n)
+{
+    if (n <= 0)
+        return;
+    float m = s[0];
+    for (int j = 1; j < n; j++)
+        if (s[j] > m)
+            m = s[j];
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        float e = kvv_expf(s[j] - m);
+        sum += (double)e;
+        s[j] = e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++)
+        s[j] = s[j] * inv;
+}
+
+float ref_silu(float x)
+{
+    return x / (1.0f + kvv_expf(-x));
+}
+
+float ref_gelu_tanh(float x)
+{
+    const float SQRT_2_OVER_PI = 0.79788456080286535587989211986876f;
+    const float GELU_COEF_A = 0.044715f;
+    return (0.5f * x) * (1.0f + kvv_tanhf((SQRT_2_OVER_PI * x) * (1.0f + (GELU_COEF_A * x) * x)));
+}
+
+float ref_softcap(float x, float cap)
+{
+    return kvv_tanhf(x * (1.0f / cap)) * cap;
+}

@@ -1,0 +1,159 @@
+#!/bin/sh
+# test_vectors.sh — kvverify vectors gen/check/show end to end:
+#   * determinism: two runs, 1 vs 2 threads, -O0 vs -O2, gcc vs clang give
+#     byte-identical files (reference engine; cpu engine in invariant mode
+#     for 1 vs 2 threads when it is built in);
+#   * check passes; controls: --perturb weight and --perturb resid:L:P exit 1
+#     naming the first divergent layer and position;
+#   * corrupt files (bit flips, truncation, unknown version, wrong model)
+#     exit 2 with the record and byte offset named;
+#   * every shipped vector in vectors/golden/ checks (synthetic models are
+#     rebuilt with kvverify synth; ../shared models skip when absent).
+# Exit 0 pass, 1 fail. Set KVV_REPRO=0 to leave out the extra -O0/clang builds.
+KVV=${KVV:-./kvverify}
+O=${O:-build}
+export KVV
+T="$O/tmp/test_vectors.$$"
+mkdir -p "$T"
+trap 'rm -rf "$T"' EXIT INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+# expect CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
+expect() {
+    code=$1; pat=$2; shift 2
+    "$@" >"$T/out" 2>&1
+    rc=$?
+    if [ "$rc" -ne "$code" ]; then
+        fail "$* -> exit $rc, expected $code"; sed 's/^/    /' "$T/out" | head -5; return 1
+    fi
+    if [ -n "$pat" ] && ! grep -Eq "$pat" "$T/out"; then
+        fail "$* -> output lacks /$pat/"; sed 's/^/    /' "$T/out" | head -5; return 1
+    fi
+    ok "$* -> $code"
+}
+
+# byte BYTE FILE OFFSET: overwrite one byte
+poke() { printf "$(printf '\\%03o' "$1")" | dd of="$2" bs=1 seek="$3" conv=notrunc 2>/dev/null; }
+byte_at() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' '; }
+
+M="$T/llama.gguf"
+"$KVV" synth --shape llama-tiny --seed 3 -o "$M" >/dev/null || { echo "FAIL: synth"; exit 1; }
+"$KVV" synth --shape llama-tiny --seed 4 -o "$T/other.gguf" >/dev/null || { echo "FAIL: synth"; exit 1; }
+
+# ---------------------------------------------------------------- usage
+expect 0 "usage: kvverify vectors gen" "$KVV" vectors --help
+expect 2 "unknown subcommand" "$KVV" vectors frobnicate
+expect 2 "needs MODEL and -o FILE" "$KVV" vectors gen "$M"
+expect 2 "option --logits" "$KVV" vectors gen "$M" -o "$T/x.kvv" --logits maybe
+expect 2 "option --perturb" "$KVV" vectors check "$M" "$T/x.kvv" --perturb elsewhere
+expect 2 "give one of" "$KVV" vectors gen "$M" -o "$T/x.kvv" --random 4 --tokens 1,2
+expect 2 "outside the vocabulary" "$KVV" vectors gen "$M" -o "$T/x.kvv" --tokens 1,99999
+[ -e "$T/x.kvv" ] && fail "a failed gen left $T/x.kvv behind"
+
+# ---------------------------------------------------------------- determinism
+G="--random 10 --seed 9 -n 6 --full"
+expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/a.kvv" $G
+expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/b.kvv" $G
+cmp -s "$T/a.kvv" "$T/b.kvv" && ok "two runs: identical bytes" || fail "two runs differ"
+expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/t2.kvv" $G --threads 2
+cmp -s "$T/a.kvv" "$T/t2.kvv" && ok "1 vs 2 threads (ref): identical" || fail "1 vs 2 threads differ (ref)"
+ls "$T"/*.tmp.* >/dev/null 2>&1 && fail "temp files left behind"
+
+if "$KVV" vectors gen "$M" -o "$T/c1.kvv" $G --engine cpu --mode invariant --threads 1 >"$T/out" 2>&1; then
+    expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/c2.kvv" $G --engine cpu --mode invariant --threads 2
+    cmp -s "$T/c1.kvv" "$T/c2.kvv" && ok "cpu invariant 1 vs 2 threads: identical" \
+        || fail "cpu invariant: 1 and 2 threads give different files"
+    expect 0 "^PASS" "$KVV" vectors check "$M" "$T/c1.kvv" --threads 2
+else
+    echo "SKIP: cpu engine not available: $(head -1 "$T/out")"
+fi
+
+if [ "${KVV_REPRO:-1}" != 0 ]; then
+    # the reference engineer's reproducibility test builds the same folders
+    for b in "build-repro-O0 OPT=-O0" "build-repro-clang CC=clang"; do
+        dir=${b%% *}; var=${b#* }
+        if make -s O="$dir" "$var" "$dir/kvverify" >"$T/make.log" 2>&1; then
+            "./$dir/kvverify" vectors gen "$M" -o "$T/$dir.kvv" $G >/dev/null 2>&1
+            cmp -s "$T/a.kvv" "$T/$dir.kvv" && ok "$dir ($var): identical bytes" \
+                || fail "$dir ($var) writes a different vector"
+        else
+            fail "make O=$dir $var failed"; tail -5 "$T/make.log"
+        fi
+    done
+fi
+
+# ---------------------------------------------------------------- check and controls
+expect 0 "^PASS .* bit-identical" "$KVV" vectors check "$M" "$T/a.kvv"
+expect 0 '"verdict": "pass"' "$KVV" vectors check "$M" "$T/a.kvv" --json
+expect 1 "first divergence: logits step 0 \(output layer\) position 9 index" \
+    "$KVV" vectors check "$M" "$T/a.kvv" --perturb weight
+expect 1 "first divergence: full.resid layer 1 position 4 index 0: expected 0x" \
+    "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4
+grep -Eq "^[0-9]+ divergences: .*full.k" "$T/out" && ok "count of all divergences" \
+    || fail "no divergence count line"
+expect 1 '"record": "full.resid"' "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4 --json
+expect 2 "outside layers" "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:99:0
+# hashes only: the divergence names layer and position
+"$KVV" vectors gen "$M" -o "$T/h.kvv" --random 10 --seed 9 -n 6 --logits hash >/dev/null
+expect 1 "first divergence: hash.resid layer 2 position 7: expected 0x" \
+    "$KVV" vectors check "$M" "$T/h.kvv" --perturb resid:2:7
+
+# ---------------------------------------------------------------- show
+expect 0 "record +type +shape" "$KVV" vectors show "$T/a.kvv"
+expect 0 '"compressed_size"' "$KVV" vectors show "$T/a.kvv" --json
+if command -v python3 >/dev/null; then
+    "$KVV" vectors show "$T/a.kvv" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["meta"]["model"]["arch"]=="llama"; assert d["records"][0]["name"]=="meta"' \
+        && ok "show --json parses" || fail "show --json is not the documented JSON"
+fi
+
+# ---------------------------------------------------------------- corrupt and mismatched files
+expect 2 "wrong model" "$KVV" vectors check "$T/other.gguf" "$T/a.kvv"
+size=$(wc -c < "$T/a.kvv" | tr -d ' ')
+for off in 0 4 9 12 20 40 $((size / 3)) $((size / 2)) $((size - 1)); do
+    cp "$T/a.kvv" "$T/f.kvv"
+    poke $(( $(byte_at "$T/f.kvv" "$off") ^ 16 )) "$T/f.kvv" "$off"
+    expect 2 "f.kvv: record [a-z0-9_.#]+ at byte [0-9]+" "$KVV" vectors check "$M" "$T/f.kvv"
+done
+cp "$T/a.kvv" "$T/f.kvv"; poke 2 "$T/f.kvv" 4
+expect 2 "record header at byte 4: unknown format version 2" "$KVV" vectors check "$M" "$T/f.kvv"
+for n in 0 10 16 100 $((size / 2)) $((size - 1)); do
+    head -c "$n" "$T/a.kvv" > "$T/t.kvv"
+    expect 2 "t.kvv: record .* at byte [0-9]+: .*truncated" "$KVV" vectors check "$M" "$T/t.kvv"
+done
+expect 2 "cannot open" "$KVV" vectors check "$M" "$T/missing.kvv"
+cp "$T/a.kvv" "$T/f.kvv"; poke $(( $(byte_at "$T/f.kvv" $((size - 2))) ^ 1 )) "$T/f.kvv" $((size - 2))
+expect 2 "f.kvv: record patch at byte [0-9]+: CRC-32 mismatch" "$KVV" vectors show "$T/f.kvv"
+cp "$T/a.kvv" "$T/keep.kvv"
+"$KVV" vectors gen "$T/missing.gguf" -o "$T/keep.kvv" >/dev/null 2>&1
+cmp -s "$T/a.kvv" "$T/keep.kvv" && ok "failed gen leaves the existing file untouched" \
+    || fail "failed gen overwrote the output"
+
+# ---------------------------------------------------------------- shipped vectors
+. vectors/golden.sh
+mkdir -p "$T/golden"
+check_one() { # NAME MODEL OPTIONS
+    if [ -z "$2" ]; then
+        echo "SKIP: $1: model not found under ${KVV_SHARED:-../shared}"
+        return 0
+    fi
+    if [ ! -f "$KVV_GOLDEN_DIR/$1.kvv" ]; then
+        echo "FAIL: $KVV_GOLDEN_DIR/$1.kvv missing (make vectors-update)"
+        return 1
+    fi
+    if "$KVV" vectors check "$2" "$KVV_GOLDEN_DIR/$1.kvv" > "$T/golden/$1.out" 2>&1; then
+        echo "ok: golden $1: $(cut -c1-120 "$T/golden/$1.out")"
+    else
+        echo "FAIL: golden $1:"; sed 's/^/    /' "$T/golden/$1.out"
+        return 1
+    fi
+}
+kvv_golden_each "$T/golden" check_one || fail "a shipped golden vector did not check"
+n_listed=$(grep -v '^[[:space:]]*#' vectors/golden/list.txt | grep -c '|')
+n_files=$(ls vectors/golden/*.kvv | wc -l)
+[ "$n_listed" -eq "$n_files" ] && ok "$n_files golden files, one per list entry" \
+    || fail "vectors/golden has $n_files .kvv files for $n_listed list entries"
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]

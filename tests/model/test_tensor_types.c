@@ -1,0 +1,708 @@
+/*
+ * test_tensor_types.c — type traits, fp16/bf16 conversions, hand-built
+ * blocks of every dequantizable type, quantize/dequantize round trips, and
+ * (with ../shared) the stories260K Q8_0 file against its F32 original.
+ *
+ * Hand-built blocks are packed here from the layouts of ggml-common.h (an
+ * encoder written independently of the decoder) with small integer scales
+ * and quants, so every expected value is exact and computed in double.
+ */
+#include "tests/test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gguf.h"
+#include "model/tensor_types.h"
+
+/* ------------------------------------------------------------- helpers */
+
+static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float fbits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static int is_nan(float f) { return (bits(f) & 0x7fffffffu) > 0x7f800000u; }
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return *s;
+}
+
+/* uniform in [-scale, scale) */
+static float rng_f(uint64_t *s, float scale)
+{
+    return scale * ((float)(rng_next(s) >> 40) / 8388608.0f - 1.0f);
+}
+
+static void expect_row(const float *got, const double *want, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        if ((double)got[i] != want[i]) {
+            fprintf(stderr, "%s: element %d: got %.9g want %.9g\n", what, i, got[i], want[i]);
+            fail();
+        }
+    }
+}
+
+/* ------------------------------------------------------------ traits */
+
+static void test_traits(void **state)
+{
+    (void)state;
+    static const struct { uint32_t id; const char *name; int64_t blck; size_t size; } want[] = {
+        {0, "F32", 1, 4}, {1, "F16", 1, 2}, {2, "Q4_0", 32, 18}, {3, "Q4_1", 32, 20},
+        {6, "Q5_0", 32, 22}, {7, "Q5_1", 32, 24}, {8, "Q8_0", 32, 34}, {9, "Q8_1", 32, 36},
+        {10, "Q2_K", 256, 84}, {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144},
+        {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292},
+        {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74}, {18, "IQ3_XXS", 256, 98},
+        {19, "IQ1_S", 256, 50}, {20, "IQ4_NL", 32, 18}, {21, "IQ3_S", 256, 110},
+        {22, "IQ2_S", 256, 82}, {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1}, {25, "I16", 1, 2},
+        {26, "I32", 1, 4}, {27, "I64", 1, 8}, {28, "F64", 1, 8}, {29, "IQ1_M", 256, 56},
+        {30, "BF16", 1, 2}, {34, "TQ1_0", 256, 54}, {35, "TQ2_0", 256, 66}, {39, "MXFP4", 32, 17},
+    };
+    int known = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const kvv_type_traits *tt = kvv_type_traits_of(want[i].id);
+        assert_non_null(tt);
+        assert_string_equal(tt->name, want[i].name);
+        assert_string_equal(kvv_type_name(want[i].id), want[i].name);
+        assert_int_equal(tt->blck_size, want[i].blck);
+        assert_int_equal(tt->type_size, want[i].size);
+        kvv_type t;
+        assert_true(kvv_type_from_name(want[i].name, &t));
+        assert_int_equal(t, want[i].id);
+        known++;
+    }
+    assert_int_equal(known, 32);
+    /* retired ids and ids past the table are unknown */
+    static const uint32_t retired[] = {4, 5, 31, 32, 33, 36, 37, 38, 40, 41, 1000, 0xffffffffu};
+    for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
+        assert_null(kvv_type_traits_of(retired[i]));
+        assert_string_equal(kvv_type_name(retired[i]), "unknown");
+        assert_int_equal(kvv_type_row_size(retired[i], 32), 0);
+    }
+    /* dequantizable set is exactly the documented one */
+    static const uint32_t deq[] = {0, 1, 30, 8, 2, 3, 6, 7, 12, 13, 14};
+    int ndeq = 0;
+    for (uint32_t t = 0; t < KVV_TYPE_COUNT; t++) {
+        const kvv_type_traits *tt = kvv_type_traits_of(t);
+        if (tt && tt->can_dequantize)
+            ndeq++;
+    }
+    assert_int_equal(ndeq, (int)(sizeof deq / sizeof deq[0]));
+    for (size_t i = 0; i < sizeof deq / sizeof deq[0]; i++)
+        assert_true(kvv_type_traits_of(deq[i])->can_dequantize);
+    /* names: case-insensitive, exact length */
+    kvv_type t;
+    assert_true(kvv_type_from_name("q8_0", &t)); assert_int_equal(t, KVV_TYPE_Q8_0);
+    assert_true(kvv_type_from_name("bf16", &t)); assert_int_equal(t, KVV_TYPE_BF16);
+    assert_true(kvv_type_from_name("iq2_Xxs", &t)); assert_int_equal(t, KVV_TYPE_IQ2_XXS);
+    assert_false(kvv_type_from_name("q8", &t));
+    assert_false(kvv_type_from_name("q8_00", &t));
+    assert_false(kvv_type_from_name("", &t));
+    assert_false(kvv_type_from_name(NULL, &t));
+    /* row sizes */
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_F32, 7), 28);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_Q8_0, 64), 68);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_Q8_0, 33), 0);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_Q4_K, 512), 288);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_Q6_K, 255), 0);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_F16, -2), 0);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_F32, 0), 0);
+    assert_int_equal(kvv_type_row_size(KVV_TYPE_F32, INT64_MAX / 2 + 1), 0); /* overflow */
+}
+
+/* ------------------------------------------------------------- fp16 */
+
+static void test_fp16(void **state)
+{
+    (void)state;
+    static const struct { float f; uint16_t h; } cases[] = {
+        {1.0f, 0x3c00}, {-2.0f, 0xc000}, {0.0f, 0x0000}, {-0.0f, 0x8000},
+        {65504.0f, 0x7bff},                     /* largest finite */
+        {65519.996f, 0x7bff},                   /* just below the halfway point */
+        {65520.0f, 0x7c00},                     /* halfway to 65536: ties to even = inf */
+        {1e10f, 0x7c00}, {-1e10f, 0xfc00},
+        {0x1p-24f, 0x0001},                     /* smallest subnormal */
+        {0x1p-25f, 0x0000},                     /* tie between 0 and 2^-24: even (0) */
+        {0x1.000002p-25f, 0x0001},              /* just above the tie */
+        {0x1.8p-24f, 0x0002},                   /* tie 1.5 ulps: to even (2) */
+        {0x1.4p-23f, 0x0002},                   /* 2.5 ulps: tie, to even (2) */
+        {0x1.cp-23f, 0x0004},                   /* 3.5 ulps: tie, to even (4) */
+        {0x1p-14f, 0x0400},                     /* smallest normal */
+        {0x1.ffcp-15f, 0x0400},                 /* 1023.5 ulps: tie, to even = 0x0400 */
+        {0x1.ff8p-15f, 0x03ff},                 /* 1023 ulps of 2^-24 */
+        {0x1.fe8p-15f, 0x03fd},                 /* 1021 ulps */
+        {0x1.fe9p-15f, 0x03fd},                 /* 1021.0625 ulps: down */
+        {1.0f + 0x1p-11f, 0x3c00},              /* tie: to even */
+        {1.0f + 0x1.8p-10f, 0x3c02},            /* 1 + 1.5 ulp: tie, to even (2) */
+        {1.0f + 0x1.004p-11f, 0x3c01},           /* just above the tie */
+        {0x1p-30f, 0x0000}, {0x1p-140f, 0x0000}, {-0x1p-149f, 0x8000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = kvv_fp32_to_fp16(cases[i].f);
+        if (h != cases[i].h) {
+            fprintf(stderr, "fp32_to_fp16(%a) = %04x, want %04x\n", cases[i].f, h, cases[i].h);
+            fail();
+        }
+    }
+    assert_int_equal(kvv_fp32_to_fp16(fbits(0x7f800000u)), 0x7c00);
+    assert_int_equal(kvv_fp32_to_fp16(fbits(0xff800000u)), 0xfc00);
+    /* NaN stays NaN (quiet), sign kept */
+    uint16_t hn = kvv_fp32_to_fp16(fbits(0x7fc00000u));
+    assert_true((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff) != 0 && !(hn & 0x8000));
+    hn = kvv_fp32_to_fp16(fbits(0xff800001u)); /* signalling, payload only in low bits */
+    assert_true((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff) != 0 && (hn & 0x8000));
+
+    /* fp16 -> fp32: exact values */
+    assert_true(kvv_fp16_to_fp32(0x0001) == 0x1p-24f);
+    assert_true(kvv_fp16_to_fp32(0x03ff) == 1023.0f * 0x1p-24f);
+    assert_true(kvv_fp16_to_fp32(0x0400) == 0x1p-14f);
+    assert_true(kvv_fp16_to_fp32(0x3555) == 0x1.554p-2f);
+    assert_true(kvv_fp16_to_fp32(0x7bff) == 65504.0f);
+    assert_int_equal(bits(kvv_fp16_to_fp32(0x8000)), 0x80000000u);
+    assert_int_equal(bits(kvv_fp16_to_fp32(0x7c00)), 0x7f800000u);
+    assert_true(is_nan(kvv_fp16_to_fp32(0x7c01)));
+    assert_true(is_nan(kvv_fp16_to_fp32(0xfe00)));
+
+    /* every non-NaN half survives fp16 -> fp32 -> fp16; NaNs stay NaN */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = kvv_fp16_to_fp32((uint16_t)h);
+        uint16_t back = kvv_fp32_to_fp16(f);
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
+            assert_true(is_nan(f));
+            assert_true((back & 0x7c00) == 0x7c00 && (back & 0x3ff) != 0);
+            assert_int_equal(back & 0x8000, h & 0x8000);
+        } else if (back != h) {
+            fprintf(stderr, "half %04x -> %a -> %04x\n", h, f, back);
+            fail();
+        }
+    }
+
+    /* round to nearest: for random finite inputs the result is no farther
+     * than either neighbour, and on a tie it is the even one */
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 200000; i++) {
+        uint32_t u = (uint32_t)rng_next(&s);
+        u = (u & 0x807fffffu) | ((uint32_t)(96 + (rng_next(&s) % 48)) << 23); /* 2^-31 .. 2^16 */
+        float x = fbits(u);
+        uint16_t h = kvv_fp32_to_fp16(x);
+        if ((h & 0x7fff) >= 0x7c00)
+            continue; /* overflowed: checked above */
+        double y = kvv_fp16_to_fp32(h);
+        double up = kvv_fp16_to_fp32((uint16_t)(h + 1));
+        double dn = (h & 0x7fff) ? kvv_fp16_to_fp32((uint16_t)(h - 1)) : -y;
+        double e = y - x < 0 ? x - y : y - x;
+        double eu = up - x < 0 ? x - up : up - x;
+        double ed = dn - x < 0 ? x - dn : dn - x;
+        assert_true(e <= eu && e <= ed);
+        if ((e == eu || e == ed) && e != 0)
+            assert_int_equal(h & 1, 0);
+    }
+}
+
+/* ------------------------------------------------------------- bf16 */
+
+static void test_bf16(void **state)
+{
+    (void)state;
+    static const struct { uint32_t f; uint16_t h; } cases[] = {
+        {0x3f800000u, 0x3f80},  /* 1.0 */
+        {0x3f808000u, 0x3f80},  /* 1 + 2^-8: tie, to even */
+        {0x3f818000u, 0x3f82},  /* 1 + 3*2^-8: tie, to even */
+        {0x3f808001u, 0x3f81},  /* just above the tie */
+        {0x3f80ffffu, 0x3f81},
+        {0x7f7fffffu, 0x7f80},  /* FLT_MAX rounds up to inf */
+        {0x7f7f7fffu, 0x7f7f},
+        {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80},
+        {0x00000001u, 0x0000},  /* smallest subnormal: rounds to 0 (not flushed, rounded) */
+        {0x00008000u, 0x0000},  /* tie: to even */
+        {0x00018000u, 0x0002},  /* tie: to even */
+        {0x00008001u, 0x0001},  /* subnormal bf16 kept */
+        {0x80000000u, 0x8000},
+        {0xc0490fdbu, 0xc049},  /* -pi */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = kvv_fp32_to_bf16(fbits(cases[i].f));
+        if (h != cases[i].h) {
+            fprintf(stderr, "fp32_to_bf16(%08x) = %04x, want %04x\n", cases[i].f, h, cases[i].h);
+            fail();
+        }
+    }
+    uint16_t hn = kvv_fp32_to_bf16(fbits(0x7f800001u)); /* payload only in low bits */
+    assert_true((hn & 0x7f80) == 0x7f80 && (hn & 0x7f) != 0);
+    hn = kvv_fp32_to_bf16(fbits(0xffc00000u));
+    assert_true((hn & 0x7f80) == 0x7f80 && (hn & 0x7f) != 0 && (hn & 0x8000));
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = kvv_bf16_to_fp32((uint16_t)h);
+        assert_int_equal(bits(f), h << 16);
+        if (!is_nan(f))
+            assert_int_equal(kvv_fp32_to_bf16(f), h);
+    }
+}
+
+/* ------------------------------------------------- hand-built blocks */
+
+static void test_plain_types(void **state)
+{
+    (void)state;
+    const float xs[4] = {1.5f, -0x1p-140f, 65504.0f, -0.0f};
+    uint8_t b[16];
+    double want[4];
+    float got[4];
+    for (int i = 0; i < 4; i++) {
+        uint32_t u = bits(xs[i]);
+        for (int k = 0; k < 4; k++) b[4 * i + k] = (uint8_t)(u >> (8 * k));
+        want[i] = xs[i];
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_F32, b, got, 4));
+    expect_row(got, want, 4, "F32");
+    assert_int_equal(bits(got[3]), 0x80000000u);
+
+    const uint16_t h[4] = {0x3c00, 0x0001, 0xfbff, 0x3800};
+    const double hw[4] = {1.0, 0x1p-24, -65504.0, 0.5};
+    for (int i = 0; i < 4; i++) put16(b + 2 * i, h[i]);
+    assert_true(kvv_dequantize_row(KVV_TYPE_F16, b, got, 4));
+    expect_row(got, hw, 4, "F16");
+
+    const uint16_t bf[4] = {0x3f80, 0xc049, 0x0001, 0x7f7f};
+    const double bw[4] = {1.0, -3.140625, 0x1p-133, 0x1.fep127};
+    for (int i = 0; i < 4; i++) put16(b + 2 * i, bf[i]);
+    assert_true(kvv_dequantize_row(KVV_TYPE_BF16, b, got, 4));
+    expect_row(got, bw, 4, "BF16");
+}
+
+/* Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: two blocks each, so the row advances. */
+static void test_legacy_blocks(void **state)
+{
+    (void)state;
+    uint8_t blk[2 * 34];
+    float got[64];
+    double want[64];
+
+    /* Q4_0: d = 0.5, -0.25; q_j = (7j + b) % 16; y = (q - 8) d */
+    memset(blk, 0, sizeof blk);
+    const uint16_t d40[2] = {0x3800, 0xb400};
+    const double dd40[2] = {0.5, -0.25};
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 18 * b;
+        put16(x, d40[b]);
+        for (int j = 0; j < 32; j++) {
+            int q = (7 * j + b) % 16;
+            x[2 + (j % 16)] |= (uint8_t)(j < 16 ? q : q << 4);
+            want[32 * b + j] = (q - 8) * dd40[b];
+        }
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q4_0, blk, got, 64));
+    expect_row(got, want, 64, "Q4_0");
+    assert_true(got[0] == -4.0f && got[1] == -0.5f && got[16] == -4.0f); /* q = 0, 7, 112%16=0 */
+
+    /* Q4_1: d = 2, m = -3 / d = 0.125, m = 1.5; y = q d + m */
+    memset(blk, 0, sizeof blk);
+    const uint16_t d41[2][2] = {{0x4000, 0xc200}, {0x3000, 0x3e00}};
+    const double dd41[2][2] = {{2.0, -3.0}, {0.125, 1.5}};
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 20 * b;
+        put16(x, d41[b][0]);
+        put16(x + 2, d41[b][1]);
+        for (int j = 0; j < 32; j++) {
+            int q = (5 * j + 3 * b) % 16;
+            x[4 + (j % 16)] |= (uint8_t)(j < 16 ? q : q << 4);
+            want[32 * b + j] = q * dd41[b][0] + dd41[b][1];
+        }
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q4_1, blk, got, 64));
+    expect_row(got, want, 64, "Q4_1");
+    assert_true(got[0] == -3.0f && got[1] == 7.0f);
+
+    /* Q5_0: d = 0.25; 5-bit q_j = (11j + 5b) % 32, bit 4 in qh bit j; y = (q - 16) d */
+    memset(blk, 0, sizeof blk);
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 22 * b;
+        put16(x, 0x3400);
+        uint32_t qh = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = (11 * j + 5 * b) % 32;
+            x[6 + (j % 16)] |= (uint8_t)(j < 16 ? (q & 15) : (q & 15) << 4);
+            qh |= (uint32_t)(q >> 4) << j;
+            want[32 * b + j] = (q - 16) * 0.25;
+        }
+        for (int k = 0; k < 4; k++) x[2 + k] = (uint8_t)(qh >> (8 * k));
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q5_0, blk, got, 64));
+    expect_row(got, want, 64, "Q5_0");
+    assert_true(got[0] == -4.0f && got[3] == -3.75f && got[20] == 3.0f); /* q=0, 33%32=1, 220%32=28 */
+
+    /* Q5_1: d = 0.5, m = -8; y = q d + m */
+    memset(blk, 0, sizeof blk);
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 24 * b;
+        put16(x, 0x3800);
+        put16(x + 2, 0xc800);
+        uint32_t qh = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = (13 * j + 7 * b + 31) % 32;
+            x[8 + (j % 16)] |= (uint8_t)(j < 16 ? (q & 15) : (q & 15) << 4);
+            qh |= (uint32_t)(q >> 4) << j;
+            want[32 * b + j] = q * 0.5 - 8.0;
+        }
+        for (int k = 0; k < 4; k++) x[4 + k] = (uint8_t)(qh >> (8 * k));
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q5_1, blk, got, 64));
+    expect_row(got, want, 64, "Q5_1");
+    assert_true(got[0] == 7.5f);
+
+    /* Q8_0: d = 2^-3 then 3.0; q covers -128..127 */
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 34 * b;
+        put16(x, b ? 0x4200 : 0x3000);
+        for (int j = 0; j < 32; j++) {
+            int q = b ? 127 - 8 * j : -128 + 8 * j + (j == 31 ? 7 : 0);
+            x[2 + j] = (uint8_t)(int8_t)q;
+            want[32 * b + j] = q * (b ? 3.0 : 0.125);
+        }
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, blk, got, 64));
+    expect_row(got, want, 64, "Q8_0");
+    assert_true(got[0] == -16.0f && got[31] == 15.875f && got[32] == 381.0f);
+}
+
+/* Pack 8 six-bit scales and 8 six-bit mins into Q4_K/Q5_K's 12 bytes. */
+static void pack_k4_scales(uint8_t *s, const int *sc, const int *mn)
+{
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = (uint8_t)((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        s[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+    }
+}
+
+static const int KSC[2][8] = {{1, 2, 3, 4, 17, 33, 50, 63}, {63, 0, 9, 31, 32, 16, 48, 5}};
+static const int KMN[2][8] = {{0, 5, 10, 63, 16, 31, 47, 62}, {1, 62, 2, 33, 15, 0, 63, 40}};
+
+static void test_q4_k(void **state)
+{
+    (void)state;
+    uint8_t blk[2 * 144];
+    float got[512];
+    double want[512];
+    memset(blk, 0, sizeof blk);
+    const uint16_t dh[2][2] = {{0x3c00, 0x3800}, {0x3400, 0x4000}}; /* d, dmin */
+    const double dd[2][2] = {{1.0, 0.5}, {0.25, 2.0}};
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 144 * b;
+        put16(x, dh[b][0]);
+        put16(x + 2, dh[b][1]);
+        pack_k4_scales(x + 4, KSC[b], KMN[b]);
+        for (int e = 0; e < 256; e++) {
+            int s = e / 32, l = e % 32;           /* sub-block, index in it */
+            int q = (s * 7 + l * 3 + b) % 16;
+            uint8_t *byte = x + 16 + 32 * (s / 2) + l;
+            *byte |= (uint8_t)(s % 2 ? q << 4 : q);
+            want[256 * b + e] = dd[b][0] * KSC[b][s] * q - dd[b][1] * KMN[b][s];
+        }
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q4_K, blk, got, 512));
+    expect_row(got, want, 512, "Q4_K");
+    /* spot values by hand: e=0: q=0, sc=1, m=0 -> 0; e=32+1: s=1, q=(7+3)%16=10,
+     * 1*2*10 - 0.5*5 = 17.5; e=7*32+2: s=7, q=(49+6)%16=7, 63*7 - 0.5*62 = 410 */
+    assert_true(got[0] == 0.0f && got[33] == 17.5f && got[226] == 410.0f);
+    assert_false(kvv_dequantize_row(KVV_TYPE_Q4_K, blk, got, 128));
+}
+
+static void test_q5_k(void **state)
+{
+    (void)state;
+    uint8_t blk[2 * 176];
+    float got[512];
+    double want[512];
+    memset(blk, 0, sizeof blk);
+    const uint16_t dh[2][2] = {{0x3800, 0x3c00}, {0x4400, 0x3000}};
+    const double dd[2][2] = {{0.5, 1.0}, {4.0, 0.125}};
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 176 * b;
+        put16(x, dh[b][0]);
+        put16(x + 2, dh[b][1]);
+        pack_k4_scales(x + 4, KSC[b], KMN[b]);
+        for (int e = 0; e < 256; e++) {
+            int s = e / 32, l = e % 32;
+            int q = (s * 11 + l * 5 + 3 * b) % 32;
+            x[48 + 32 * (s / 2) + l] |= (uint8_t)(s % 2 ? (q & 15) << 4 : (q & 15));
+            x[16 + l] |= (uint8_t)((q >> 4) << s);  /* bit s of qh[l] */
+            want[256 * b + e] = dd[b][0] * KSC[b][s] * q - dd[b][1] * KMN[b][s];
+        }
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q5_K, blk, got, 512));
+    expect_row(got, want, 512, "Q5_K");
+    /* e = 5*32+4: s=5, q=(55+20)%32=11, 0.5*33*11 - 1*31 = 150.5;
+     * e = 3*32+1: s=3, q=(33+5)%32=6, 0.5*4*6 - 63 = -51 */
+    assert_true(got[164] == 150.5f && got[97] == -51.0f);
+}
+
+static void test_q6_k(void **state)
+{
+    (void)state;
+    uint8_t blk[2 * 210];
+    float got[512];
+    double want[512];
+    memset(blk, 0, sizeof blk);
+    static const int8_t sc[2][16] = {
+        {1, -1, 2, -2, 3, -3, 127, -128, 5, 6, 7, 8, -9, -10, 11, 64},
+        {-128, 127, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}};
+    const uint16_t dh[2] = {0x3400, 0xbc00};
+    const double dd[2] = {0.25, -1.0};
+    for (int b = 0; b < 2; b++) {
+        uint8_t *x = blk + 210 * b;
+        for (int k = 0; k < 16; k++) x[192 + k] = (uint8_t)sc[b][k];
+        put16(x + 208, dh[b]);
+        for (int e = 0; e < 256; e++) {
+            int q = (e * 37 + 11 * b) % 64;
+            int half = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+            /* quarters 0,1 use the low nibbles of ql[l], ql[l+32]; 2,3 the
+             * high ones; the 2 high bits go to bits 2*quarter of qh[l] */
+            uint8_t *ql = x + 64 * half + l + (quarter % 2) * 32;
+            *ql |= (uint8_t)(quarter < 2 ? (q & 15) : (q & 15) << 4);
+            x[128 + 32 * half + l] |= (uint8_t)((q >> 4) << (2 * quarter));
+            want[256 * b + e] = dd[b] * sc[b][e / 16] * (q - 32);
+        }
+    }
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q6_K, blk, got, 512));
+    expect_row(got, want, 512, "Q6_K");
+    /* e=0: q=0 -> 0.25*1*(-32) = -8; e=112: q=(4144)%64=48, sc[7]=-128 ->
+     * 0.25*-128*16 = -512 */
+    assert_true(got[0] == -8.0f && got[112] == -512.0f);
+}
+
+static void test_bad_calls(void **state)
+{
+    (void)state;
+    uint8_t blk[300] = {0};
+    float out[256];
+    assert_false(kvv_dequantize_row(KVV_TYPE_Q8_0, blk, out, 31));
+    assert_false(kvv_dequantize_row(KVV_TYPE_Q6_K, blk, out, 32));
+    assert_false(kvv_dequantize_row(KVV_TYPE_F16, blk, out, -1));
+    assert_false(kvv_dequantize_row(KVV_TYPE_IQ2_XXS, blk, out, 256));
+    assert_false(kvv_dequantize_row((kvv_type)4, blk, out, 32));
+    assert_false(kvv_quantize_row(KVV_TYPE_Q4_K, out, blk, 256));
+    assert_false(kvv_quantize_row(KVV_TYPE_Q8_0, out, blk, 48));
+    assert_false(kvv_quantize_row((kvv_type)77, out, blk, 32));
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, blk, out, 0));
+}
+
+/* -------------------------------------------------------- quantizers */
+
+static void test_quantize_plain(void **state)
+{
+    (void)state;
+    uint64_t s = 12345;
+    float x[256], y[256];
+    uint8_t q[1024];
+    for (int i = 0; i < 256; i++)
+        x[i] = rng_f(&s, 100.0f);
+    assert_true(kvv_quantize_row(KVV_TYPE_F32, x, q, 256));
+    assert_true(kvv_dequantize_row(KVV_TYPE_F32, q, y, 256));
+    assert_memory_equal(x, y, sizeof x);
+    assert_true(kvv_quantize_row(KVV_TYPE_F16, x, q, 256));
+    assert_true(kvv_dequantize_row(KVV_TYPE_F16, q, y, 256));
+    for (int i = 0; i < 256; i++) {
+        assert_int_equal(q[2 * i] | (q[2 * i + 1] << 8), kvv_fp32_to_fp16(x[i]));
+        double e = (double)y[i] - x[i];
+        assert_true((e < 0 ? -e : e) <= (x[i] < 0 ? -x[i] : x[i]) * 0x1p-11);
+    }
+    assert_true(kvv_quantize_row(KVV_TYPE_BF16, x, q, 256));
+    assert_true(kvv_dequantize_row(KVV_TYPE_BF16, q, y, 256));
+    for (int i = 0; i < 256; i++) {
+        assert_int_equal(q[2 * i] | (q[2 * i + 1] << 8), kvv_fp32_to_bf16(x[i]));
+        double e = (double)y[i] - x[i];
+        assert_true((e < 0 ? -e : e) <= (x[i] < 0 ? -x[i] : x[i]) * 0x1p-8);
+    }
+}
+
+static void test_quantize_q8_0(void **state)
+{
+    (void)state;
+    /* known block: x_j = j - 16: amax 16, d = 16/127, id = 127/16 exactly */
+    float x[32 * 64], y[32 * 64];
+    uint8_t q[34 * 64];
+    for (int j = 0; j < 32; j++) x[j] = (float)(j - 16);
+    assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, x, q, 32));
+    assert_int_equal(q[0] | (q[1] << 8), kvv_fp32_to_fp16(16.0f / 127.0f));
+    for (int j = 0; j < 32; j++) {
+        /* (j-16)*7.9375 rounded half away from zero: exact products */
+        double v = (j - 16) * 7.9375;
+        int want = (int)(v < 0 ? v - 0.5 : v + 0.5);
+        assert_int_equal((int8_t)q[2 + j], want);
+    }
+    assert_int_equal((int8_t)q[2], -127);
+    assert_int_equal((int8_t)q[2 + 15], -8);   /* -7.9375 */
+    /* a tie: x = 0.5 * d with d = 1 (amax 127): roundf goes away from zero */
+    for (int j = 0; j < 32; j++) x[j] = 0.0f;
+    x[0] = 127.0f; x[1] = 2.5f; x[2] = -2.5f; x[3] = 3.5f;
+    assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, x, q, 32));
+    assert_int_equal(q[0] | (q[1] << 8), 0x3c00);
+    assert_int_equal((int8_t)q[3], 3);
+    assert_int_equal((int8_t)q[4], -3);
+    assert_int_equal((int8_t)q[5], 4);
+    /* all-zero block: d = 0, q = 0 */
+    memset(x, 0, 32 * sizeof(float));
+    assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, x, q, 32));
+    for (int j = 0; j < 34; j++) assert_int_equal(q[j], 0);
+
+    /* random blocks of many magnitudes: within Q8_0 rounding */
+    uint64_t s = 777;
+    for (int i = 0; i < 32 * 64; i++)
+        x[i] = rng_f(&s, (float)(1 << (i / 32 % 20)) * 0x1p-10f);
+    assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, x, q, 32 * 64));
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, q, y, 32 * 64));
+    for (int b = 0; b < 64; b++) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++) {
+            double a = x[32 * b + j] < 0 ? -x[32 * b + j] : x[32 * b + j];
+            if (a > amax) amax = a;
+        }
+        double d = amax / 127, dh = kvv_fp16_to_fp32((uint16_t)(q[34 * b] | (q[34 * b + 1] << 8)));
+        double bound = d / 2 + 127 * (d > dh ? d - dh : dh - d) + amax * 0x1p-20;
+        for (int j = 0; j < 32; j++) {
+            double e = (double)y[32 * b + j] - x[32 * b + j];
+            assert_true((e < 0 ? -e : e) <= bound);
+        }
+    }
+}
+
+static void test_quantize_q4_0(void **state)
+{
+    (void)state;
+    /* known block: x_j = j - 16: max = -16 (first |x| max), d = 2, id = 0.5,
+     * q = min(15, trunc(x/2 + 8.5)) */
+    float x[32 * 32], y[32 * 32];
+    uint8_t q[18 * 32];
+    for (int j = 0; j < 32; j++) x[j] = (float)(j - 16);
+    assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, x, q, 32));
+    assert_int_equal(q[0] | (q[1] << 8), 0x4000);
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q4_0, q, y, 32));
+    for (int j = 0; j < 32; j++) {
+        int qq = (int)((j - 16) * 0.5 + 8.5);
+        if (qq > 15) qq = 15;
+        assert_true(y[j] == (float)((qq - 8) * 2));
+    }
+    assert_true(y[0] == -16.0f && y[1] == -14.0f && y[31] == 14.0f && y[30] == 14.0f);
+
+    uint64_t s = 4242;
+    for (int i = 0; i < 32 * 32; i++)
+        x[i] = rng_f(&s, (float)(1 << (i / 32 % 16)) * 0x1p-6f);
+    assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, x, q, 32 * 32));
+    assert_true(kvv_dequantize_row(KVV_TYPE_Q4_0, q, y, 32 * 32));
+    for (int b = 0; b < 32; b++) {
+        float amax = 0, max = 0;
+        for (int j = 0; j < 32; j++) {
+            float v = x[32 * b + j], a = v < 0 ? -v : v;
+            if (amax < a) { amax = a; max = v; }
+        }
+        double d = max / -8.0;
+        double dh = kvv_fp16_to_fp32((uint16_t)(q[18 * b] | (q[18 * b + 1] << 8)));
+        double dd = (d > dh ? d - dh : dh - d);
+        double ad = d < 0 ? -d : d;
+        for (int j = 0; j < 32; j++) {
+            double v = x[32 * b + j] / d;
+            /* clamped at q = 15 (v >= 7.5): error up to one step */
+            double bound = (v >= 7.5 ? ad : ad / 2) + 8 * dd + amax * 0x1p-20;
+            double e = (double)y[32 * b + j] - x[32 * b + j];
+            assert_true((e < 0 ? -e : e) <= bound);
+        }
+    }
+}
+
+/* --------------------------------------------- real file: stories260K */
+
+/* Every Q8_0 tensor of stories260K-q8_0.gguf: quantizing the F32 file's
+ * tensor gives the same bytes (the file was made by llama.cpp), and every
+ * dequantized weight is within Q8_0 rounding of the original. */
+static void test_stories_q8_0(void **state)
+{
+    (void)state;
+    char f32path[4096], q8path[4096];
+    KVV_NEED_SHARED(p1, "models/stories260K-f32.gguf");
+    snprintf(f32path, sizeof f32path, "%s", p1);
+    KVV_NEED_SHARED(p2, "models/stories260K-q8_0.gguf");
+    snprintf(q8path, sizeof q8path, "%s", p2);
+    kvv_gguf *gf = NULL, *gq = NULL;
+    kvv_error err = {0};
+    assert_int_equal(kvv_gguf_open(f32path, &gf, &err), KVV_OK);
+    assert_int_equal(kvv_gguf_open(q8path, &gq, &err), KVV_OK);
+    int n_q8 = 0;
+    long blocks = 0, weights = 0;
+    double worst = 0;
+    for (uint64_t i = 0; i < gq->n_tensors; i++) {
+        const kvv_gguf_tensor *tq = &gq->tensors[i];
+        if (tq->type != KVV_TYPE_Q8_0)
+            continue;
+        const kvv_gguf_tensor *tf = kvv_gguf_find_tensor(gf, tq->name);
+        assert_non_null(tf);
+        assert_int_equal(tf->type, KVV_TYPE_F32);
+        int64_t n = (int64_t)(tf->nbytes / 4);
+        assert_int_equal(kvv_type_row_size(KVV_TYPE_Q8_0, n), tq->nbytes);
+        float *x = malloc((size_t)n * sizeof(float));
+        float *y = malloc((size_t)n * sizeof(float));
+        uint8_t *q = malloc(tq->nbytes);
+        assert_non_null(x); assert_non_null(y); assert_non_null(q);
+        assert_true(kvv_dequantize_row(KVV_TYPE_F32, tf->data, x, n));
+        assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, tq->data, y, n));
+        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, x, q, n));
+        if (memcmp(q, tq->data, tq->nbytes) != 0) {
+            fprintf(stderr, "%s: Q8_0 bytes differ from llama.cpp's\n", tq->name);
+            fail();
+        }
+        for (int64_t b = 0; b < n / 32; b++) {
+            double amax = 0;
+            for (int j = 0; j < 32; j++) {
+                double a = x[32 * b + j] < 0 ? -x[32 * b + j] : x[32 * b + j];
+                if (a > amax) amax = a;
+            }
+            const uint8_t *blk = tq->data + 34 * b;
+            double d = amax / 127, dh = kvv_fp16_to_fp32((uint16_t)(blk[0] | (blk[1] << 8)));
+            double bound = d / 2 + 127 * (d > dh ? d - dh : dh - d) + amax * 0x1p-20;
+            for (int j = 0; j < 32; j++) {
+                double e = (double)y[32 * b + j] - x[32 * b + j];
+                e = e < 0 ? -e : e;
+                if (e > bound) {
+                    fprintf(stderr, "%s block %lld elem %d: |%.9g - %.9g| > %.9g\n", tq->name,
+                            (long long)b, j, x[32 * b + j], y[32 * b + j], bound);
+                    fail();
+                }
+                if (d > 0 && e / d > worst)
+                    worst = e / d;
+            }
+            blocks++;
+        }
+        weights += n;
+        n_q8++;
+        free(x); free(y); free(q);
+    }
+    assert_int_equal(n_q8, 32);
+    fprintf(stderr, "stories260K: %d Q8_0 tensors, %ld blocks, %ld weights byte-identical "
+            "when requantized; max |x - q*d| / d = %.6f\n", n_q8, blocks, weights, worst);
+    kvv_gguf_close(gf);
+    kvv_gguf_close(gq);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_traits),
+        cmocka_unit_test(test_fp16),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_plain_types),
+        cmocka_unit_test(test_legacy_blocks),
+        cmocka_unit_test(test_q4_k),
+        cmocka_unit_test(test_q5_k),
+        cmocka_unit_test(test_q6_k),
+        cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_quantize_plain),
+        cmocka_unit_test(test_quantize_q8_0),
+        cmocka_unit_test(test_quantize_q4_0),
+        cmocka_unit_test(test_stories_q8_0),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

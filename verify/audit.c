@@ -1,0 +1,114 @@
+/* audit.c — the audit's check table, sizing and run (see audit.h). */
+#include "verify/audit.h"
+
+#include <string.h>
+
+#include "verify/greedy.h"
+#include "verify/invariance.h"
+#include "verify/kv.h"
+#include "verify/patch.h"
+
+/* The audit, one line per check, in run order. */
+static const kvv_check_entry checks[] = {
+    {"kv", kvv_check_kv, "cached K/V bit-equal to K/V recomputed from residuals"},
+    {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0"},
+    {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit"},
+    {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit"},
+};
+#define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
+
+const kvv_check_entry *kvv_audit_checks(int *n)
+{
+    *n = N_CHECKS;
+    return checks;
+}
+
+const kvv_check_entry *kvv_audit_find(const char *name)
+{
+    for (int i = 0; i < N_CHECKS; i++)
+        if (strcmp(checks[i].name, name) == 0)
+            return &checks[i];
+    return NULL;
+}
+
+void kvv_model_macs_per_token(const kvv_hparams *hp, double *layers, double *head)
+{
+    double e = hp->n_embd;
+    double q = (double)hp->n_head * hp->head_dim;
+    double k = (double)hp->n_head_kv * hp->head_dim;
+    double v = (double)hp->n_head_kv * hp->head_dim_v;
+    double o = (double)hp->n_head * hp->head_dim_v;
+    double ffn = 3.0 * e * hp->n_ff;
+    *layers = hp->n_layer * (e * (q + k + v) + o * e + ffn);
+    *head = e * hp->n_vocab;
+}
+
+/* Estimated MACs of the four checks for prompt T and N greedy steps. */
+static double audit_cost(const kvv_hparams *hp, int T, int N)
+{
+    double cl, ch;
+    kvv_model_macs_per_token(hp, &cl, &ch);
+    double L = hp->n_layer;
+    double kvproj = (double)hp->n_embd * hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
+    /* kv: one prefill; 3 recomputes + bit-flip + up to 3 control recomputes */
+    double kv = T * cl + 7.0 * T * L * kvproj;
+    /* patch: A, B, L+1 patched runs, 1 control; all logits rows */
+    double patch = (L + 4.0) * T * (cl + ch);
+    /* greedy: no-cache sum_{i<N} (T+i) tokens + two cached decodes */
+    double nocache_tok = (double)N * T + (double)N * (N - 1) / 2.0;
+    double greedy = nocache_tok * cl + 2.0 * (T + N) * cl + 3.0 * N * ch;
+    /* invariance: baseline + 4 variants + control (+ threads where present) */
+    double inv = 6.0 * T * (cl + ch);
+    return kv + patch + greedy + inv;
+}
+
+void kvv_audit_plan_for(const kvv_hparams *hp, double budget, kvv_audit_plan *out)
+{
+    static const struct { int T, N; } ladder[] = {
+        {32, 64}, {24, 48}, {16, 32}, {12, 24}, {8, 16}, {6, 12}, {5, 8}, {4, 6}, {4, 4}};
+    const int n = (int)(sizeof ladder / sizeof ladder[0]);
+    if (budget <= 0)
+        budget = KVV_AUDIT_BUDGET_MACS;
+    int pick = n - 1;
+    for (int i = 0; i < n; i++)
+        if (audit_cost(hp, ladder[i].T, ladder[i].N) <= budget) {
+            pick = i;
+            break;
+        }
+    out->n_prompt = ladder[pick].T;
+    out->n_gen = ladder[pick].N;
+    out->est_macs = audit_cost(hp, out->n_prompt, out->n_gen);
+}
+
+kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int n_names,
+                         kvv_report *rep, kvv_error *err)
+{
+    double t0 = kvv_now_seconds();
+    const kvv_check_entry *sel[N_CHECKS * 2];
+    int ns = 0;
+    if (!names) {
+        for (int i = 0; i < N_CHECKS; i++)
+            sel[ns++] = &checks[i];
+    } else {
+        for (int i = 0; i < n_names && ns < N_CHECKS * 2; i++) {
+            const kvv_check_entry *c = kvv_audit_find(names[i]);
+            if (!c)
+                return kvv_error_set(err, KVV_ERR_USAGE, "audit: unknown check '%s'", names[i]);
+            sel[ns++] = c;
+        }
+    }
+    for (int i = 0; i < ns; i++) {
+        kvv_check_result *r = kvv_report_add(rep, sel[i]->name);
+        if (!r)
+            return kvv_error_set(err, KVV_ERR_NOMEM, "audit: out of memory");
+        kvv_error cerr = {0};
+        sel[i]->run(o, r, &cerr); /* the result records any error */
+        if (!rep->has_engine && r->has_engine) {
+            rep->engine = r->engine;
+            rep->engine.control = 0;
+            rep->has_engine = true;
+        }
+    }
+    rep->seconds += kvv_now_seconds() - t0;
+    return KVV_OK;
+}

@@ -1,0 +1,70 @@
+/* check.c — what every check shares (see check.h). */
+#include "verify/check.h"
+
+#include <string.h>
+#include <time.h>
+
+kvv_check_opts kvv_check_opts_default(void)
+{
+    kvv_check_opts o;
+    memset(&o, 0, sizeof o);
+    o.engine = kvv_engine_opts_default();
+    o.n_gen = 64;
+    o.controls = true;
+    o.seed = 1;
+    return o;
+}
+
+kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv_error *err)
+{
+    if (!o->model)
+        return kvv_error_set(err, KVV_ERR_USAGE, "check: no model");
+    if (!o->tokens || o->n_tokens < 1)
+        return kvv_error_set(err, KVV_ERR_USAGE, "check: the prompt is empty");
+    const kvv_hparams *hp = &o->model->hp;
+    for (int i = 0; i < o->n_tokens; i++)
+        if (o->tokens[i] < 0 || o->tokens[i] >= hp->n_vocab)
+            return kvv_error_set(err, KVV_ERR_USAGE,
+                                 "check: prompt token %d (index %d) is outside the vocabulary "
+                                 "0..%d",
+                                 (int)o->tokens[i], i, hp->n_vocab - 1);
+    int n_ctx = o->engine.n_ctx;
+    if (n_ctx <= 0)
+        n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (n_positions > n_ctx)
+        return kvv_error_set(err, KVV_ERR_USAGE,
+                             "check: %d positions do not fit the engine's context of %d",
+                             n_positions, n_ctx);
+    return KVV_OK;
+}
+
+/* splitmix64: a tiny, well-mixed generator with explicit state. */
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void kvv_prompt_random(uint64_t seed, int n_vocab, int32_t bos, int32_t *out, int n)
+{
+    uint64_t s = seed;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 && bos >= 0 && bos < n_vocab) {
+            out[i] = bos;
+            continue;
+        }
+        /* multiply-shift maps 32 random bits onto [0, n_vocab) without modulo bias
+         * worth mentioning for vocabularies << 2^32 */
+        uint64_t r = splitmix64(&s) >> 32;
+        out[i] = (int32_t)((r * (uint64_t)n_vocab) >> 32);
+    }
+}
+
+double kvv_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,75 @@
+/*
+ * check.h — what every check takes: one config struct, the same for kv,
+ * patch, greedy, invariance (and the checks other modules add). Each check
+ * is a library function
+ *
+ *   kvv_status kvv_check_NAME(const kvv_check_opts *o, kvv_check_result *r,
+ *                             kvv_error *err);
+ *
+ * that opens its own engine(s) through engine/engine.h from o->engine, runs,
+ * and fills r (verify/report.h). It returns KVV_OK whenever r holds a
+ * verdict — PASS or FAIL alike; a non-OK status (bad options, engine cannot
+ * open the model, out of memory) also sets r->verdict = ERROR (or SKIPPED
+ * for KVV_ERR_UNSUPPORTED) with the message.
+ *
+ *   kvv_check_opts o = kvv_check_opts_default();
+ *   o.model = m;  o.tokens = toks;  o.n_tokens = 16;
+ *   o.engine.cache_type = KVV_CACHE_F16;
+ *   kvv_check_result r;  kvv_check_result_init(&r, "kv");
+ *   kvv_check_kv(&o, &r, &err);
+ *
+ * Negative controls (o->controls, on by default): each check plants a known
+ * difference and records whether it saw it; a control not detected makes the
+ * verdict FAIL. o->force_fail plants the check's control into the real
+ * comparison, so the check must FAIL — the documented way for tests to
+ * exercise exit code 1.
+ */
+#ifndef KVV_CHECK_H
+#define KVV_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "model/arch.h"
+#include "verify/report.h"
+
+/* Progress callback: label, done of total (called from the checking thread). */
+typedef void (*kvv_progress_fn)(void *user, const char *label, long done, long total);
+
+typedef struct {
+    const kvv_model *model;      /* borrowed; required */
+    kvv_engine_opts engine;      /* engine to certify (name, mode, threads, cache dtype) */
+    const int32_t *tokens;       /* prompt A (borrowed); required, n_tokens >= 1 */
+    int n_tokens;
+    const int32_t *tokens_b;     /* patch: prompt B, same length; NULL = derived from seed */
+    int n_gen;                   /* greedy: tokens to decode (default 64) */
+    int chunk;                   /* kv: odd chunk size (0 = 5, or 3 when 5 divides n) */
+    const int *thread_counts;    /* invariance: thread counts to try (NULL = {1, 2}) */
+    int n_thread_counts;
+    bool controls;               /* run negative controls (default true) */
+    bool force_fail;             /* plant the control in the real comparison */
+    uint64_t seed;               /* for derived prompts */
+    kvv_progress_fn progress;    /* optional */
+    void *progress_user;
+} kvv_check_opts;
+
+kvv_check_opts kvv_check_opts_default(void);
+
+/* Validate the common fields (model, tokens in range, positions fit the
+ * engine's context). KVV_ERR_USAGE with a message naming the field. */
+kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv_error *err);
+
+/* Signature shared by every check (the audit's table holds these). */
+typedef kvv_status (*kvv_check_fn)(const kvv_check_opts *o, kvv_check_result *r,
+                                   kvv_error *err);
+
+/* Deterministic pseudo-random prompt: n tokens uniform in [0, n_vocab),
+ * from seed (splitmix64; same seed -> same tokens on every machine). When
+ * bos >= 0 the first token is bos. */
+void kvv_prompt_random(uint64_t seed, int n_vocab, int32_t bos, int32_t *out, int n);
+
+/* Monotonic wall clock in seconds. */
+double kvv_now_seconds(void);
+
+#endif

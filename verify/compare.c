@@ -1,0 +1,330 @@
+/*
+ * compare.c — engine A vs engine B, per layer and on logits (see compare.h).
+ */
+#include "verify/compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify/capture.h"
+#include "verify/policy_run.h"
+
+kvv_compare_opts kvv_compare_opts_default(void)
+{
+    kvv_compare_opts o;
+    memset(&o, 0, sizeof o);
+    o.a = kvv_engine_opts_default();
+    o.b = kvv_engine_opts_default();
+    o.b.name = "cpu";
+    o.b.mode = KVV_MODE_INVARIANT;
+    o.rel_tol = KVV_COMPARE_REL_TOL;
+    o.controls = true;
+    return o;
+}
+
+/* ------------------------------------------------------------ one engine's run */
+
+typedef struct {
+    kvv_capture cap;
+    kvv_hooks inner;    /* the capture's own hooks */
+    float *attn_out;    /* [n_layer][n_pos][ow] */
+    int n_pos, ow;
+} recorder;
+
+static void rec_residual(void *u, int layer, int n, const int32_t *pos, float *h)
+{
+    recorder *r = u;
+    r->inner.residual(r->inner.user, layer, n, pos, h);
+}
+
+static void rec_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
+{
+    recorder *r = u;
+    r->inner.kv(r->inner.user, layer, n, pos, k, v);
+}
+
+static void rec_attn_out(void *u, int layer, int n, const int32_t *pos, const float *o)
+{
+    recorder *r = u;
+    for (int i = 0; i < n; i++)
+        if (pos[i] >= 0 && pos[i] < r->n_pos)
+            memcpy(r->attn_out + ((size_t)layer * r->n_pos + (size_t)pos[i]) * r->ow,
+                   o + (size_t)i * r->ow, (size_t)r->ow * sizeof(float));
+}
+
+static void rec_free(recorder *r)
+{
+    kvv_capture_free(&r->cap);
+    free(r->attn_out);
+    r->attn_out = NULL;
+}
+
+static kvv_status rec_init(recorder *r, const kvv_hparams *hp, int n, kvv_error *err)
+{
+    memset(r, 0, sizeof *r);
+    kvv_status st = kvv_capture_init(&r->cap, hp, n, KVV_CAPTURE_RESID | KVV_CAPTURE_KV, err);
+    if (st)
+        return st;
+    kvv_capture_poison(&r->cap);
+    r->inner = kvv_capture_hooks(&r->cap);
+    r->n_pos = n;
+    r->ow = hp->n_head * hp->head_dim_v;
+    size_t cnt = (size_t)hp->n_layer * (size_t)n * (size_t)r->ow;
+    r->attn_out = malloc(cnt * sizeof(float));
+    if (!r->attn_out) {
+        rec_free(r);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    }
+    for (size_t i = 0; i < cnt; i++)
+        r->attn_out[i] = NAN;
+    return KVV_OK;
+}
+
+/* Open engine eo, run tokens at positions 0..n-1 in one batch, all logits. */
+static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned control,
+                             const int32_t *tokens, int n, recorder *rec, float *logits,
+                             kvv_engine_desc *desc, kvv_error *err)
+{
+    kvv_engine_opts o = *eo;
+    o.control |= control;
+    kvv_engine *e;
+    kvv_status st = kvv_engine_open(m, &o, &e, err);
+    if (st)
+        return st;
+    int32_t *pos = malloc((size_t)n * sizeof *pos);
+    if (!pos) {
+        kvv_engine_close(e);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        pos[i] = i;
+    kvv_hooks h = {0};
+    if (rec) {
+        h.user = rec;
+        h.residual = rec_residual;
+        h.kv = rec_kv;
+        h.attn_out = rec_attn_out;
+    }
+    st = kvv_engine_forward(e, n, tokens, pos, rec ? &h : NULL, KVV_LOGITS_ALL, logits, err);
+    if (desc)
+        kvv_engine_describe(e, desc);
+    free(pos);
+    kvv_engine_close(e);
+    return st;
+}
+
+/* ------------------------------------------------------------ comparison */
+
+static void fmt_g_hex(char *buf, size_t size, double x)
+{
+    snprintf(buf, size, "%.9g (%a)", x, x);
+}
+
+static kvv_status compare_tables(const kvv_hparams *hp, int n, const recorder *a,
+                                 const recorder *b, kvv_check_result *r)
+{
+    size_t E = (size_t)hp->n_embd, KD = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t VD = (size_t)hp->n_head_kv * hp->head_dim_v, OD = (size_t)a->ow;
+    kvv_status st = KVV_OK;
+    for (int l = 0; l <= hp->n_layer && !st; l++) {
+        kvv_cmp_stats s;
+        kvv_cmp_init(&s);
+        kvv_cmp_update(&s, kvv_capture_resid(&a->cap, l, 0), kvv_capture_resid(&b->cap, l, 0),
+                       (size_t)n * E);
+        st = kvv_check_add_row(r, l, "residual", &s);
+        if (l == hp->n_layer || st)
+            break;
+        kvv_cmp_init(&s);
+        kvv_cmp_update(&s, kvv_capture_k(&a->cap, l, 0), kvv_capture_k(&b->cap, l, 0),
+                       (size_t)n * KD);
+        if ((st = kvv_check_add_row(r, l, "K", &s)))
+            break;
+        kvv_cmp_init(&s);
+        kvv_cmp_update(&s, kvv_capture_v(&a->cap, l, 0), kvv_capture_v(&b->cap, l, 0),
+                       (size_t)n * VD);
+        if ((st = kvv_check_add_row(r, l, "V", &s)))
+            break;
+        kvv_cmp_init(&s);
+        size_t off = (size_t)l * n * OD;
+        kvv_cmp_update(&s, a->attn_out + off, b->attn_out + off, (size_t)n * OD);
+        st = kvv_check_add_row(r, l, "attn_out", &s);
+    }
+    return st;
+}
+
+kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    double t0 = kvv_now_seconds();
+    kvv_status st;
+    if (!o->model || !o->tokens || o->n_tokens < 1) {
+        st = kvv_error_set(err, KVV_ERR_USAGE, "compare: a model and at least one token are "
+                                               "required");
+        kvv_check_set_error(r, err);
+        return st;
+    }
+    const kvv_hparams *hp = &o->model->hp;
+    int n = o->n_tokens, V = hp->n_vocab;
+    for (int i = 0; i < n; i++)
+        if (o->tokens[i] < 0 || o->tokens[i] >= V) {
+            st = kvv_error_set(err, KVV_ERR_USAGE,
+                               "compare: token %d at index %d outside the vocabulary of %d",
+                               (int)o->tokens[i], i, V);
+            kvv_check_set_error(r, err);
+            return st;
+        }
+    recorder ra, rb;
+    memset(&ra, 0, sizeof ra);
+    memset(&rb, 0, sizeof rb);
+    float *la = malloc((size_t)n * V * sizeof(float));
+    float *lb = malloc((size_t)n * V * sizeof(float));
+    float *lc = NULL;
+    kvv_engine_desc da, db;
+    if (!la || !lb) {
+        st = kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n, V);
+        goto fail;
+    }
+    if ((st = rec_init(&ra, hp, n, err)) || (st = rec_init(&rb, hp, n, err)) ||
+        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &ra, la, &da, err)) ||
+        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &rb, lb, &db, err)))
+        goto fail;
+    kvv_check_set_engine(r, &db);
+    if (o->force_fail) {
+        int i1 = kvv_argmax_f32(lb, V);
+        lb[i1] = -lb[i1] - 1.0f;
+    }
+    if ((st = compare_tables(hp, n, &ra, &rb, r)))
+        goto fail_nomem;
+
+    /* logits: bits, per-position error, KL, top-1 */
+    kvv_cmp_stats ls;
+    kvv_cmp_init(&ls);
+    kvv_cmp_update(&ls, la, lb, (size_t)n * V);
+    if ((st = kvv_check_add_row(r, -1, "logits", &ls)))
+        goto fail_nomem;
+    double kl_sum = 0, kl_max = 0, rel_max = 0;
+    int agree = 0, required_miss = 0, worst_pos = 0, nonfinite = 0;
+    for (int t = 0; t < n; t++) {
+        const float *pa = la + (size_t)t * V, *pb = lb + (size_t)t * V;
+        double mabs = 0, mref = 0;
+        for (int i = 0; i < V; i++) {
+            if (!isfinite(pa[i]) || !isfinite(pb[i])) {
+                nonfinite++;
+                continue;
+            }
+            double d = fabs((double)pa[i] - (double)pb[i]);
+            mabs = d > mabs ? d : mabs;
+            mref = fabs(pa[i]) > mref ? fabs(pa[i]) : mref;
+        }
+        double rel = mref > 0 ? mabs / mref : mabs;
+        if (rel > rel_max) {
+            rel_max = rel;
+            worst_pos = t;
+        }
+        double kl = kvv_kl_logits(pa, pb, V);
+        kl_sum += kl;
+        kl_max = kl > kl_max ? kl : kl_max;
+        int a1, a2, b1, b2;
+        float av1, av2, bv1, bv2;
+        kvv_top2_f32(pa, V, &a1, &av1, &a2, &av2);
+        kvv_top2_f32(pb, V, &b1, &bv1, &b2, &bv2);
+        if (a1 == b1)
+            agree++;
+        else if (a2 < 0 || (double)av1 - (double)av2 > 2.0 * mabs)
+            required_miss++;
+    }
+    if (ls.first >= 0) {
+        kvv_mismatch mm = {.tensor = "logits", .variant = "", .layer = -1,
+                           .token = (int)(ls.first / V), .head = -1, .index = (int)(ls.first % V),
+                           .expected = ls.first_ref, .actual = ls.first_test};
+        snprintf(mm.variant, sizeof mm.variant, "%s vs %s", da.name, db.name);
+        kvv_check_note_mismatch(r, &mm);
+    }
+    char klm[64], klx[64];
+    fmt_g_hex(klm, sizeof klm, kl_sum / n);
+    fmt_g_hex(klx, sizeof klx, kl_max);
+    json_t *d = r->details;
+    if (d) {
+        json_object_set_new(d, "engine_a", kvv_engine_desc_to_json(&da));
+        json_object_set_new(d, "engine_b", kvv_engine_desc_to_json(&db));
+        json_object_set_new(d, "n_tokens", json_integer(n));
+        json_object_set_new(d, "rel_tol", json_real(o->rel_tol));
+        json_object_set_new(d, "logits_max_rel", json_real(rel_max));
+        json_object_set_new(d, "logits_worst_position", json_integer(worst_pos));
+        json_object_set_new(d, "kl_mean", json_string(klm));
+        json_object_set_new(d, "kl_max", json_string(klx));
+        json_object_set_new(d, "kl_mean_value", json_real(kl_sum / n));
+        json_object_set_new(d, "kl_max_value", json_real(kl_max));
+        json_object_set_new(d, "top1_agree", json_integer(agree));
+        json_object_set_new(d, "top1_required_misses", json_integer(required_miss));
+        json_object_set_new(d, "nonfinite", json_integer(nonfinite));
+    }
+
+    /* control: one flipped weight bit in B must show in the logits */
+    if (o->controls) {
+        lc = malloc((size_t)n * V * sizeof(float));
+        if (!lc) {
+            st = kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+            goto fail;
+        }
+        if ((st = run_engine(o->model, &o->b, KVV_CTL_PERTURB_WEIGHT, o->tokens, n, NULL, lc,
+                             NULL, err)))
+            goto fail;
+        kvv_cmp_stats cs;
+        kvv_cmp_init(&cs);
+        if (o->force_fail) { /* compare against B's true logits, not the planted ones */
+            run_engine(o->model, &o->b, 0, o->tokens, n, NULL, lb, NULL, err);
+        }
+        kvv_cmp_update(&cs, lb, lc, (size_t)n * V);
+        kvv_check_add_control(r, "engine B with one flipped bit in output_norm[0]",
+                              cs.n_diff > 0, "%llu of %llu logits differ, max ULP %llu",
+                              (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
+                              (unsigned long long)cs.max_ulp);
+    }
+
+    bool pass = nonfinite == 0 && rel_max <= o->rel_tol && required_miss == 0 &&
+                kvv_check_controls_missed(r) == 0;
+    kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
+                          "%s vs %s: logits rel %.2g (tol %.2g), KL mean %.3g max %.3g, top-1 "
+                          "%d/%d",
+                          da.name, db.name, rel_max, o->rel_tol, kl_sum / n, kl_max, agree, n);
+    if (!pass)
+        kvv_check_set_message(r,
+                              "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d top-1 "
+                              "flips outside the error margin, %d non-finite logits",
+                              rel_max, worst_pos, o->rel_tol, required_miss, nonfinite);
+    r->seconds = kvv_now_seconds() - t0;
+    rec_free(&ra);
+    rec_free(&rb);
+    free(la);
+    free(lb);
+    free(lc);
+    return KVV_OK;
+
+fail_nomem:
+    st = kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+fail:
+    kvv_check_set_error(r, err);
+    r->seconds = kvv_now_seconds() - t0;
+    rec_free(&ra);
+    rec_free(&rb);
+    free(la);
+    free(lb);
+    free(lc);
+    return st;
+}
+
+kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    kvv_compare_opts co = kvv_compare_opts_default();
+    co.model = o->model;
+    co.a.cache_type = o->engine.cache_type;
+    co.a.n_ctx = o->engine.n_ctx;
+    co.b = o->engine;
+    co.tokens = o->tokens;
+    co.n_tokens = o->n_tokens;
+    co.controls = o->controls;
+    co.force_fail = o->force_fail;
+    return kvv_compare_run(&co, r, err);
+}

@@ -1,0 +1,71 @@
+/*
+ * compare.h — the compare check (DESIGN.md §4): engine A (the reference,
+ * by default) against engine B (the engine under test, e.g. cpu fast or
+ * invariant) on one teacher-forced sequence, per layer and on the logits.
+ *
+ * Both engines run the same tokens in one batch with every logit row
+ * requested, while hooks record, per layer l, the residual entering l, the
+ * K and V stored in the cache and the attention output (before the output
+ * projection), plus the final residual. Rows of the table (verify/report.h):
+ *   layer l: "residual", "K", "V", "attn_out"      (kvv_cmp_stats of B vs A)
+ *   layer n_layer: "residual" (final, before the output norm)
+ *   layer -1: "logits"
+ * Each row carries max ULP, NMSE, max |Δ| and the count of differing bits.
+ * On the logits the check also computes, per position, KL(p_A || p_B) of the
+ * softmaxes (double precision; mean and max, printed %.9g and as hex float)
+ * and whether the top-1 tokens agree.
+ *
+ * Verdict: PASS when every value is finite, the per-position error
+ * max|Δlogit| / max|logit_A| stays within rel_tol at every position, and the
+ * top-1 tokens agree at every position whose A-margin (top1 - top2) exceeds
+ * twice that position's max|Δ| (below that a flip is within the measured
+ * error). Otherwise FAIL. Bit-equality is not required: two engines with
+ * different kernels legitimately differ in the last bits; the table says by
+ * how much.
+ *
+ * Control (opts controls): engine B rerun with KVV_CTL_PERTURB_WEIGHT (one
+ * flipped bit in output_norm[0]) must change at least one logit bit; a
+ * comparator that cannot see it is a defect. force_fail negates B's top
+ * logit at position 0 before the comparison, so the check must FAIL.
+ *
+ *   kvv_compare_opts co = kvv_compare_opts_default();
+ *   co.model = m; co.tokens = toks; co.n_tokens = 64;
+ *   co.b.name = "cpu"; co.b.mode = KVV_MODE_FAST; co.b.n_threads = 2;
+ *   kvv_check_result r; kvv_check_result_init(&r, "compare");
+ *   kvv_compare_run(&co, &r, &err);
+ */
+#ifndef KVV_COMPARE_H
+#define KVV_COMPARE_H
+
+#include <stdbool.h>
+
+#include "verify/check.h"
+
+/* Default per-position tolerance on max|Δlogit| / max|logit|. The cpu
+ * engine measures <= 3e-5 against the reference on every shared model
+ * (docs/cpu-engine.md), llama.cpp's own batch-shape noise is ~1e-6. */
+#define KVV_COMPARE_REL_TOL 1e-3
+
+typedef struct {
+    const kvv_model *model;   /* borrowed; required */
+    kvv_engine_opts a;        /* reference side (default: "ref", exact) */
+    kvv_engine_opts b;        /* side under test (default: "cpu", invariant) */
+    const int32_t *tokens;    /* teacher-forced sequence (borrowed), n_tokens >= 1 */
+    int n_tokens;
+    double rel_tol;           /* default KVV_COMPARE_REL_TOL */
+    bool controls;            /* default true */
+    bool force_fail;          /* default false */
+} kvv_compare_opts;
+
+kvv_compare_opts kvv_compare_opts_default(void);
+
+/* Run the comparison into r (its verdict, rows, details, controls; r's
+ * engine is B's description, details.engine_a A's).
+ * @return KVV_OK with a verdict, or an error (r->verdict ERROR/SKIPPED). */
+kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err);
+
+/* The audit's form: A = the reference engine (same cache dtype and n_ctx as
+ * o->engine), B = o->engine, tokens = o->tokens. */
+kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
+
+#endif

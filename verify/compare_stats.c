@@ -1,0 +1,149 @@
+/* compare_stats.c — see compare_stats.h. */
+#include "verify/compare_stats.h"
+
+#include <math.h>
+#include <string.h>
+
+uint32_t kvv_f32_bits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+float kvv_f32_from_bits(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+static bool is_nan_bits(uint32_t b)
+{
+    return (b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0;
+}
+
+bool kvv_f32_bit_equal(float a, float b)
+{
+    uint32_t x = kvv_f32_bits(a), y = kvv_f32_bits(b);
+    return x == y && !is_nan_bits(x);
+}
+
+/* Sign-magnitude bits -> ordered integer (+0 and -0 both 0). */
+static int64_t ordered(uint32_t b)
+{
+    int64_t mag = (int64_t)(b & 0x7fffffffu);
+    return (b & 0x80000000u) ? -mag : mag;
+}
+
+uint64_t kvv_ulp_distance(float a, float b)
+{
+    uint32_t x = kvv_f32_bits(a), y = kvv_f32_bits(b);
+    if (is_nan_bits(x) || is_nan_bits(y))
+        return KVV_ULP_NAN;
+    int64_t d = ordered(x) - ordered(y);
+    return (uint64_t)(d < 0 ? -d : d);
+}
+
+void kvv_cmp_init(kvv_cmp_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->first = -1;
+}
+
+uint64_t kvv_cmp_update(kvv_cmp_stats *s, const float *ref, const float *test, size_t n)
+{
+    uint64_t diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        float r = ref[i], t = test[i];
+        uint32_t rb = kvv_f32_bits(r), tb = kvv_f32_bits(t);
+        bool nan = is_nan_bits(rb) || is_nan_bits(tb);
+        if (nan)
+            s->n_nan++;
+        if (rb != tb || nan) {
+            diff++;
+            if (s->first < 0) {
+                s->first = (int64_t)(s->n + i);
+                s->first_ref = r;
+                s->first_test = t;
+            }
+            uint64_t u = kvv_ulp_distance(r, t);
+            if (u > s->max_ulp)
+                s->max_ulp = u;
+        }
+        if (!nan && isfinite(r) && isfinite(t)) {
+            double d = (double)t - (double)r;
+            double ad = fabs(d);
+            if (ad > s->max_abs)
+                s->max_abs = ad;
+            s->sum_sq_diff += d * d;
+            s->sum_sq_ref += (double)r * (double)r;
+        }
+    }
+    s->n += n;
+    s->n_diff += diff;
+    return diff;
+}
+
+void kvv_cmp_merge(kvv_cmp_stats *dst, const kvv_cmp_stats *src)
+{
+    if (dst->first < 0 && src->first >= 0) {
+        dst->first = (int64_t)dst->n + src->first;
+        dst->first_ref = src->first_ref;
+        dst->first_test = src->first_test;
+    }
+    dst->n += src->n;
+    dst->n_diff += src->n_diff;
+    dst->n_nan += src->n_nan;
+    if (src->max_ulp > dst->max_ulp)
+        dst->max_ulp = src->max_ulp;
+    if (src->max_abs > dst->max_abs)
+        dst->max_abs = src->max_abs;
+    dst->sum_sq_diff += src->sum_sq_diff;
+    dst->sum_sq_ref += src->sum_sq_ref;
+}
+
+double kvv_cmp_nmse(const kvv_cmp_stats *s)
+{
+    if (s->sum_sq_diff == 0.0)
+        return 0.0;
+    if (s->sum_sq_ref == 0.0)
+        return INFINITY;
+    return s->sum_sq_diff / s->sum_sq_ref;
+}
+
+bool kvv_cmp_equal(const kvv_cmp_stats *s)
+{
+    return s->n_diff == 0;
+}
+
+int kvv_argmax_f32(const float *x, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (isnan(x[i]))
+            continue;
+        if (best < 0 || x[i] > x[best])
+            best = i;
+    }
+    return best < 0 ? 0 : best;
+}
+
+void kvv_top2_f32(const float *x, int n, int *i1, float *v1, int *i2, float *v2)
+{
+    int a = -1, b = -1;
+    for (int i = 0; i < n; i++) {
+        if (isnan(x[i]))
+            continue;
+        if (a < 0 || x[i] > x[a]) {
+            b = a;
+            a = i;
+        } else if (b < 0 || x[i] > x[b]) {
+            b = i;
+        }
+    }
+    *i1 = a < 0 ? 0 : a;
+    *v1 = a < 0 ? NAN : x[a];
+    *i2 = b;
+    *v2 = b < 0 ? NAN : x[b];
+}

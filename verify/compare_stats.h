@@ -1,0 +1,89 @@
+/*
+ * compare_stats.h — bit-level comparison of two fp32 arrays, the one
+ * definition of "equal" every check and report in kvverify uses
+ * (DESIGN.md §3 "Comparisons report").
+ *
+ * Two elements are EQUAL iff their 32-bit patterns are identical; a NaN is
+ * never equal to anything (not even the same NaN bits), and +0 / -0 differ
+ * (their bits differ) although their ULP distance is 0.
+ *
+ * ULP distance is the sign-magnitude ordered integer distance: map a float's
+ * bits b to  ord(b) = b                  if the sign bit is clear,
+ *                      -(b & 0x7fffffff) if it is set,
+ * so that consecutive floats map to consecutive integers (and +0, -0 to 0);
+ * the distance is |ord(a) - ord(b)|. A pair with a NaN has distance
+ * KVV_ULP_NAN (the maximum), so "max ULP" shows a NaN as a huge number rather
+ * than hiding it. Infinities are ordinary ends of the ordering.
+ *
+ * NMSE = sum (test - ref)^2 / sum ref^2 over the pairs where both are finite
+ * (0 when there is no difference, +inf when ref is all zeros and test is
+ * not). max |Δ| is over finite pairs too.
+ *
+ *   kvv_cmp_stats s;
+ *   kvv_cmp_init(&s);
+ *   kvv_cmp_update(&s, cached_k, recomputed_k, n);   // may be called repeatedly
+ *   if (s.n_diff) printf("first at %lld: %a vs %a\n", (long long)s.first,
+ *                        s.first_ref, s.first_test);
+ *
+ * Accumulation: indices are global across update calls (the second call's
+ * element 0 has index s.n before the call), so a per-layer table can feed
+ * rows one at a time and still get a meaningful first-mismatch index.
+ * Everything here is pure arithmetic on caller memory; no allocation.
+ */
+#ifndef KVV_COMPARE_STATS_H
+#define KVV_COMPARE_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVV_ULP_NAN UINT64_MAX
+
+typedef struct {
+    uint64_t n;           /* elements compared */
+    uint64_t n_diff;      /* elements whose bit patterns differ (NaN never equal) */
+    uint64_t n_nan;       /* pairs where either side is NaN */
+    uint64_t max_ulp;     /* max ULP distance (KVV_ULP_NAN if a NaN was seen) */
+    double max_abs;       /* max |test - ref| over finite pairs */
+    double sum_sq_diff;   /* sum (test - ref)^2 over finite pairs */
+    double sum_sq_ref;    /* sum ref^2 over finite pairs */
+    int64_t first;        /* global index of the first differing element, -1 if none */
+    float first_ref;      /* the two values there (valid when first >= 0) */
+    float first_test;
+} kvv_cmp_stats;
+
+/* Reset to "nothing compared". */
+void kvv_cmp_init(kvv_cmp_stats *s);
+
+/* Compare n elements: ref[i] against test[i]; accumulates into s.
+ * @return the number of differing elements among these n. */
+uint64_t kvv_cmp_update(kvv_cmp_stats *s, const float *ref, const float *test, size_t n);
+
+/* Fold src into dst as if src's elements had been compared after dst's
+ * (src's first index is shifted by dst->n). */
+void kvv_cmp_merge(kvv_cmp_stats *dst, const kvv_cmp_stats *src);
+
+/* sum_sq_diff / sum_sq_ref, with 0/0 = 0 and x/0 = +inf. */
+double kvv_cmp_nmse(const kvv_cmp_stats *s);
+
+/* True iff every element compared was bit-equal (and at least 0 compared). */
+bool kvv_cmp_equal(const kvv_cmp_stats *s);
+
+/* Bit pattern of a float (memcpy; no aliasing games). */
+uint32_t kvv_f32_bits(float x);
+float kvv_f32_from_bits(uint32_t b);
+
+/* Bit-equality as defined above (NaN never equal). */
+bool kvv_f32_bit_equal(float a, float b);
+
+/* ULP distance as defined above; KVV_ULP_NAN when either is NaN. */
+uint64_t kvv_ulp_distance(float a, float b);
+
+/* Index of the largest element (lowest index on ties; NaNs are skipped;
+ * 0 for an all-NaN or empty input). The argmax every greedy check uses. */
+int kvv_argmax_f32(const float *x, int n);
+
+/* The two largest values and their indices (i2 = -1 when n < 2). */
+void kvv_top2_f32(const float *x, int n, int *i1, float *v1, int *i2, float *v2);
+
+#endif

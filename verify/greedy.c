@@ -1,0 +1,268 @@
+/* greedy.c — cached vs cache-free greedy decoding (see greedy.h). */
+#include "verify/greedy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const kvv_check_opts *o;
+    kvv_check_result *r;
+    int T, N, V;
+    int32_t *seq;     /* [T+N] prompt then generated (scratch for the no-cache run) */
+    int32_t *pos;     /* [T+N] 0..T+N-1 */
+    int32_t *tok_c;   /* [N] cached run's tokens */
+    int32_t *tok_n;   /* [N] no-cache run's tokens */
+    int32_t *tok_x;   /* [N] control run's tokens */
+    float *lc, *ln, *lx; /* [N][V] logits per step: cached, no-cache, control */
+} greedy_ctx;
+
+/* Cached decode on e: prompt, then N-1 single-token steps. */
+static kvv_status decode_cached(greedy_ctx *c, kvv_engine *e, int32_t *toks, float *logits,
+                                kvv_error *err)
+{
+    kvv_engine_reset(e);
+    kvv_status s = kvv_engine_forward(e, c->T, c->o->tokens, c->pos, NULL, KVV_LOGITS_LAST,
+                                      logits, err);
+    if (s)
+        return s;
+    toks[0] = kvv_argmax_f32(logits, c->V);
+    for (int i = 1; i < c->N; i++) {
+        float *row = logits + (size_t)i * c->V;
+        s = kvv_engine_forward(e, 1, &toks[i - 1], &c->pos[c->T + i - 1], NULL, KVV_LOGITS_LAST,
+                               row, err);
+        if (s)
+            return s;
+        toks[i] = kvv_argmax_f32(row, c->V);
+    }
+    return KVV_OK;
+}
+
+/* No-cache decode: recompute the whole sequence at every step. */
+static kvv_status decode_nocache(greedy_ctx *c, kvv_engine *e, kvv_error *err)
+{
+    memcpy(c->seq, c->o->tokens, (size_t)c->T * sizeof *c->seq);
+    for (int i = 0; i < c->N; i++) {
+        float *row = c->ln + (size_t)i * c->V;
+        kvv_engine_reset(e);
+        kvv_status s = kvv_engine_forward(e, c->T + i, c->seq, c->pos, NULL, KVV_LOGITS_LAST,
+                                          row, err);
+        if (s)
+            return s;
+        c->tok_n[i] = kvv_argmax_f32(row, c->V);
+        c->seq[c->T + i] = c->tok_n[i];
+        if (c->o->progress && (i + 1) % 8 == 0)
+            c->o->progress(c->o->progress_user, "greedy", i + 1, c->N);
+    }
+    return KVV_OK;
+}
+
+typedef struct {
+    int first_token_diff;   /* step, -1 if none */
+    int first_logit_diff;   /* step, -1 if none */
+    int steps;              /* steps whose logits were compared */
+    kvv_cmp_stats st;
+} cmp_out;
+
+/* Compare a cached-style run (toks, logits) against the no-cache run. */
+static void compare_runs(const greedy_ctx *c, const int32_t *toks, const float *logits,
+                         cmp_out *out, json_t *per_step)
+{
+    kvv_cmp_init(&out->st);
+    out->first_token_diff = out->first_logit_diff = -1;
+    out->steps = 0;
+    for (int i = 0; i < c->N; i++) {
+        kvv_cmp_stats s;
+        kvv_cmp_init(&s);
+        kvv_cmp_update(&s, c->ln + (size_t)i * c->V, logits + (size_t)i * c->V, (size_t)c->V);
+        kvv_cmp_merge(&out->st, &s);
+        out->steps++;
+        if (per_step)
+            json_array_append_new(per_step, json_integer((json_int_t)s.n_diff));
+        if (s.n_diff && out->first_logit_diff < 0)
+            out->first_logit_diff = i;
+        if (toks[i] != c->tok_n[i]) {
+            out->first_token_diff = i;
+            break; /* later steps see different contexts */
+        }
+    }
+}
+
+static json_t *tokens_json(const int32_t *t, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(t[i]));
+    return a;
+}
+
+static json_t *top2_json(const float *row, int V)
+{
+    int i1, i2;
+    float v1, v2;
+    kvv_top2_f32(row, V, &i1, &v1, &i2, &v2);
+    char m[40];
+    snprintf(m, sizeof m, "%.9g", (double)v1 - (double)v2);
+    return json_pack("{s:i, s:f, s:i, s:f, s:s}", "top1", i1, (double)v1, "top2", i2,
+                     i2 >= 0 ? (double)v2 : 0.0, "margin", m);
+}
+
+static kvv_status run(greedy_ctx *c, kvv_error *err)
+{
+    const kvv_check_opts *o = c->o;
+    kvv_check_result *r = c->r;
+    kvv_engine *e = NULL, *ep = NULL;
+    kvv_status s = kvv_engine_open(o->model, &o->engine, &e, err);
+    if (s)
+        return s;
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+    kvv_check_set_engine(r, &d);
+    if (o->controls || o->force_fail) {
+        kvv_engine_opts po = o->engine;
+        po.control |= KVV_CTL_PERTURB_WEIGHT;
+        if ((s = kvv_engine_open(o->model, &po, &ep, err)))
+            goto out;
+    }
+    if ((s = decode_nocache(c, e, err)))
+        goto out;
+    if ((s = decode_cached(c, o->force_fail ? ep : e, c->tok_c, c->lc, err)))
+        goto out;
+
+    json_t *per_step = json_array();
+    json_object_set_new(r->details, "logits_differing_per_step", per_step);
+    cmp_out m;
+    compare_runs(c, c->tok_c, c->lc, &m, per_step);
+    if (kvv_check_add_row(r, -1, "logits", &m.st))
+        goto nomem;
+
+    int step = m.first_token_diff >= 0 ? m.first_token_diff : m.first_logit_diff;
+    if (step >= 0) {
+        const float *rc = c->lc + (size_t)step * c->V, *rn = c->ln + (size_t)step * c->V;
+        json_object_set_new(r->details, "at_first_difference",
+                            json_pack("{s:i, s:o, s:o}", "step", step, "cached",
+                                      top2_json(rc, c->V), "nocache", top2_json(rn, c->V)));
+        kvv_cmp_stats s1;
+        kvv_cmp_init(&s1);
+        kvv_cmp_update(&s1, rn, rc, (size_t)c->V);
+        kvv_mismatch mm = {.layer = -1, .token = step, .head = -1, .index = -1};
+        if (m.first_logit_diff == step && s1.first >= 0) {
+            snprintf(mm.tensor, sizeof mm.tensor, "logits");
+            mm.index = (int)s1.first;
+            mm.expected = s1.first_ref;
+            mm.actual = s1.first_test;
+        } else {
+            snprintf(mm.tensor, sizeof mm.tensor, "token");
+            mm.expected = (float)c->tok_n[step];
+            mm.actual = (float)c->tok_c[step];
+        }
+        int i1, i2;
+        float v1, v2;
+        kvv_top2_f32(rc, c->V, &i1, &v1, &i2, &v2);
+        snprintf(mm.variant, sizeof mm.variant, "step %d, top-2 margin %.6g", step,
+                 (double)v1 - (double)v2);
+        kvv_check_note_mismatch(r, &mm);
+    }
+
+    if (o->controls) {
+        if ((s = decode_cached(c, ep, c->tok_x, c->lx, err)))
+            goto out;
+        cmp_out x;
+        compare_runs(c, c->tok_x, c->lx, &x, NULL);
+        char tokdiv[64];
+        if (x.first_token_diff >= 0)
+            snprintf(tokdiv, sizeof tokdiv, "tokens diverge at step %d", x.first_token_diff);
+        else
+            snprintf(tokdiv, sizeof tokdiv, "tokens identical");
+        bool det = x.st.n_diff > 0 || x.first_token_diff >= 0;
+        if (kvv_check_add_control(r, "cached decode with one perturbed weight (output_norm[0])",
+                                  det,
+                                  "%llu of %llu logits differ over %d steps; %s",
+                                  (unsigned long long)x.st.n_diff, (unsigned long long)x.st.n,
+                                  x.steps, tokdiv))
+            goto nomem;
+    }
+
+    json_object_set_new(r->details, "n_prompt", json_integer(c->T));
+    json_object_set_new(r->details, "n_gen", json_integer(c->N));
+    json_object_set_new(r->details, "steps_compared", json_integer(m.steps));
+    json_object_set_new(r->details, "first_token_divergence", json_integer(m.first_token_diff));
+    json_object_set_new(r->details, "first_logits_difference", json_integer(m.first_logit_diff));
+    json_object_set_new(r->details, "tokens_cached", tokens_json(c->tok_c, c->N));
+    json_object_set_new(r->details, "tokens_nocache", tokens_json(c->tok_n, c->N));
+    json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
+
+    int missed = kvv_check_controls_missed(r);
+    if (m.first_token_diff < 0 && m.st.n_diff == 0 && missed == 0)
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
+                              "%d of %d tokens identical; logits bit-equal at every step", c->N,
+                              c->N);
+    else if (m.first_token_diff >= 0 || m.st.n_diff) {
+        int match = m.first_token_diff >= 0 ? m.first_token_diff : c->N;
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
+                              "%d of %d tokens match before divergence; logits differ from step "
+                              "%d (%llu values)",
+                              match, c->N, m.first_logit_diff, (unsigned long long)m.st.n_diff);
+    } else {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
+                              "tokens and logits identical, but %d control(s) NOT detected",
+                              missed);
+        kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
+                                 "trusted to fail");
+    }
+    goto out;
+nomem:
+    s = kvv_error_set(err, KVV_ERR_NOMEM, "greedy: out of memory");
+out:
+    kvv_engine_close(ep);
+    kvv_engine_close(e);
+    return s;
+}
+
+kvv_status kvv_check_greedy(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    double t0 = kvv_now_seconds();
+    greedy_ctx c;
+    memset(&c, 0, sizeof c);
+    c.o = o;
+    c.r = r;
+    c.N = o->n_gen;
+    kvv_status s = KVV_OK;
+    if (c.N < 1)
+        s = kvv_error_set(err, KVV_ERR_USAGE, "greedy: -n %d: need at least 1 token", c.N);
+    if (!s)
+        s = kvv_check_opts_validate(o, o->n_tokens + (c.N > 0 ? c.N - 1 : 0), err);
+    if (s) {
+        kvv_check_set_error(r, err);
+        return s;
+    }
+    c.T = o->n_tokens;
+    c.V = o->model->hp.n_vocab;
+    size_t nl = (size_t)c.N * c.V;
+    c.seq = malloc((size_t)(c.T + c.N) * sizeof *c.seq);
+    c.pos = malloc((size_t)(c.T + c.N) * sizeof *c.pos);
+    c.tok_c = calloc((size_t)c.N, sizeof *c.tok_c);
+    c.tok_n = calloc((size_t)c.N, sizeof *c.tok_n);
+    c.tok_x = calloc((size_t)c.N, sizeof *c.tok_x);
+    c.lc = malloc(nl * sizeof(float));
+    c.ln = malloc(nl * sizeof(float));
+    c.lx = malloc(nl * sizeof(float));
+    if (!c.seq || !c.pos || !c.tok_c || !c.tok_n || !c.tok_x || !c.lc || !c.ln || !c.lx)
+        s = kvv_error_set(err, KVV_ERR_NOMEM, "greedy: out of memory for %d steps", c.N);
+    if (!s) {
+        for (int i = 0; i < c.T + c.N; i++)
+            c.pos[i] = i;
+        s = run(&c, err);
+    }
+    if (s)
+        kvv_check_set_error(r, err);
+    free(c.seq);
+    free(c.pos);
+    free(c.tok_c);
+    free(c.tok_n);
+    free(c.tok_x);
+    free(c.lc);
+    free(c.ln);
+    free(c.lx);
+    r->seconds = kvv_now_seconds() - t0;
+    return s;
+}

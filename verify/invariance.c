@@ -1,0 +1,315 @@
+/* invariance.c — same tokens, any batching / chunking / threads, same bits
+ * (see invariance.h). */
+#include "verify/invariance.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify/capture.h"
+
+typedef struct {
+    char name[40];
+    int step;       /* tokens per forward call (T = all at once) */
+    int prefill;    /* > 0: prefill+decode with KVV_LOGITS_LAST, first `prefill` tokens */
+    int threads;    /* engine thread count (0 = as configured) */
+    bool flip;      /* plant one flipped residual bit */
+} variant;
+
+typedef struct {
+    const kvv_check_opts *o;
+    kvv_check_result *r;
+    int L, T, V, kd, vd, n_embd;
+    int32_t *pos;
+    kvv_capture base, cap;  /* baseline and variant captures */
+    float *lbase, *lvar;    /* [T][V] */
+    uint8_t *have;          /* [T] rows of lvar the variant produced */
+    kvv_cmp_stats total;
+} inv_ctx;
+
+static kvv_status run_variant(inv_ctx *c, kvv_engine *e, const variant *v, kvv_capture *cap,
+                              float *logits, kvv_error *err)
+{
+    kvv_engine_reset(e);
+    memset(c->have, 0, (size_t)c->T);
+    kvv_capture_poison(cap);
+    cap->flip_layer = v->flip ? c->L / 2 : -1;
+    cap->flip_pos = c->T / 2;
+    cap->flip_index = 0;
+    kvv_hooks h = kvv_capture_hooks(cap);
+    const int32_t *tok = c->o->tokens;
+    kvv_status s = KVV_OK;
+    if (v->prefill > 0) {
+        int p = v->prefill;
+        s = kvv_engine_forward(e, p, tok, c->pos, &h, KVV_LOGITS_LAST,
+                               logits + (size_t)(p - 1) * c->V, err);
+        c->have[p - 1] = 1;
+        for (int t = p; t < c->T && !s; t++) {
+            s = kvv_engine_forward(e, 1, tok + t, c->pos + t, &h, KVV_LOGITS_LAST,
+                                   logits + (size_t)t * c->V, err);
+            c->have[t] = 1;
+        }
+        return s;
+    }
+    for (int t0 = 0; t0 < c->T && !s; t0 += v->step) {
+        int n = c->T - t0 < v->step ? c->T - t0 : v->step;
+        s = kvv_engine_forward(e, n, tok + t0, c->pos + t0, &h, KVV_LOGITS_ALL,
+                               logits + (size_t)t0 * c->V, err);
+        memset(c->have + t0, 1, (size_t)n);
+    }
+    return s;
+}
+
+/* Compare [layers][T][dim] buffers; note the first mismatch. */
+static void cmp_tensor(inv_ctx *c, const char *tensor, const char *variant_name,
+                       const float *base, const float *var, int layers, int dim,
+                       kvv_cmp_stats *st)
+{
+    kvv_cmp_init(st);
+    for (int l = 0; l < layers; l++) {
+        kvv_cmp_stats s;
+        kvv_cmp_init(&s);
+        size_t off = (size_t)l * c->T * dim;
+        kvv_cmp_update(&s, base + off, var + off, (size_t)c->T * dim);
+        if (s.first >= 0) {
+            kvv_mismatch m = {.layer = l, .token = (int)(s.first / dim), .head = -1,
+                              .index = (int)(s.first % dim), .expected = s.first_ref,
+                              .actual = s.first_test};
+            snprintf(m.tensor, sizeof m.tensor, "%s", tensor);
+            snprintf(m.variant, sizeof m.variant, "%s", variant_name);
+            kvv_check_note_mismatch(c->r, &m);
+        }
+        kvv_cmp_merge(st, &s);
+    }
+}
+
+/* Compare the variant against the baseline; @return differing elements. */
+static uint64_t compare_variant(inv_ctx *c, const char *name, bool add_rows, kvv_status *s)
+{
+    kvv_cmp_stats k, v, res, lg;
+    cmp_tensor(c, "K", name, c->base.k, c->cap.k, c->L, c->kd, &k);
+    cmp_tensor(c, "V", name, c->base.v, c->cap.v, c->L, c->vd, &v);
+    cmp_tensor(c, "residual", name, c->base.resid, c->cap.resid, c->L + 1, c->n_embd, &res);
+    kvv_cmp_init(&lg);
+    for (int t = 0; t < c->T; t++) {
+        if (!c->have[t])
+            continue;
+        kvv_cmp_stats s1;
+        kvv_cmp_init(&s1);
+        kvv_cmp_update(&s1, c->lbase + (size_t)t * c->V, c->lvar + (size_t)t * c->V,
+                       (size_t)c->V);
+        if (s1.first >= 0) {
+            kvv_mismatch m = {.layer = -1, .token = t, .head = -1, .index = (int)s1.first,
+                              .expected = s1.first_ref, .actual = s1.first_test};
+            snprintf(m.tensor, sizeof m.tensor, "logits");
+            snprintf(m.variant, sizeof m.variant, "%s", name);
+            kvv_check_note_mismatch(c->r, &m);
+        }
+        kvv_cmp_merge(&lg, &s1);
+    }
+    if (add_rows) {
+        const struct { const char *kind; kvv_cmp_stats *st; } rows[] = {
+            {"K", &k}, {"V", &v}, {"residual", &res}, {"logits", &lg}};
+        for (size_t i = 0; i < 4; i++) {
+            char what[48];
+            snprintf(what, sizeof what, "%s %s", rows[i].kind, name);
+            if (kvv_check_add_row(c->r, -1, what, rows[i].st))
+                *s = KVV_ERR_NOMEM;
+            kvv_cmp_merge(&c->total, rows[i].st);
+        }
+    }
+    return k.n_diff + v.n_diff + res.n_diff + lg.n_diff;
+}
+
+/* Open an engine with `threads` threads; *honoured = it reports them. */
+static kvv_status open_threads(inv_ctx *c, int threads, kvv_engine **e, bool *honoured,
+                               kvv_error *err)
+{
+    kvv_engine_opts eo = c->o->engine;
+    eo.n_threads = threads;
+    kvv_status s = kvv_engine_open(c->o->model, &eo, e, err);
+    if (s)
+        return s;
+    kvv_engine_desc d;
+    kvv_engine_describe(*e, &d);
+    *honoured = d.n_threads == threads;
+    return KVV_OK;
+}
+
+static kvv_status run(inv_ctx *c, kvv_error *err)
+{
+    const kvv_check_opts *o = c->o;
+    kvv_check_result *r = c->r;
+    kvv_engine *e = NULL, *et = NULL;
+    kvv_status s = kvv_engine_open(o->model, &o->engine, &e, err);
+    if (s)
+        return s;
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+    kvv_check_set_engine(r, &d);
+
+    variant base = {.step = c->T};
+    snprintf(base.name, sizeof base.name, "all");
+    if ((s = run_variant(c, e, &base, &c->base, c->lbase, err)))
+        goto out;
+
+    variant vs[8];
+    int nv = 0;
+    const int steps[] = {1, 2, 7};
+    for (size_t i = 0; i < 3; i++) {
+        vs[nv] = (variant){.step = steps[i], .flip = o->force_fail && steps[i] == 7};
+        snprintf(vs[nv].name, sizeof vs[nv].name, "chunk=%d%s", steps[i],
+                 vs[nv].flip ? " (planted flip)" : "");
+        nv++;
+    }
+    if (c->T >= 2) {
+        vs[nv] = (variant){.step = 1, .prefill = c->T / 2};
+        snprintf(vs[nv].name, sizeof vs[nv].name, "prefill %d + decode", c->T / 2);
+        nv++;
+    }
+    int total_runs = nv + (o->controls ? 1 : 0);
+    for (int i = 0; i < nv; i++) {
+        if ((s = run_variant(c, e, &vs[i], &c->cap, c->lvar, err)))
+            goto out;
+        compare_variant(c, vs[i].name, true, &s);
+        if (s)
+            goto nomem;
+        if (o->progress)
+            o->progress(o->progress_user, "invariance", i + 1, total_runs);
+    }
+
+    /* thread counts, when the engine has threads */
+    static const int default_threads[] = {1, 2};
+    const int *tcs = o->thread_counts ? o->thread_counts : default_threads;
+    int ntc = o->thread_counts ? o->n_thread_counts : 2;
+    int base_threads = d.n_threads;
+    json_t *jt = json_array();
+    json_object_set_new(r->details, "thread_counts", jt);
+    bool threaded = true;
+    for (int i = 0; i < ntc && threaded; i++) {
+        if (tcs[i] == base_threads || tcs[i] < 1)
+            continue;
+        bool honoured = false;
+        if ((s = open_threads(c, tcs[i], &et, &honoured, err)))
+            goto out;
+        if (!honoured) {
+            threaded = false;
+            break;
+        }
+        json_array_append_new(jt, json_integer(tcs[i]));
+        const int tsteps[] = {c->T, 1};
+        for (size_t k = 0; k < 2; k++) {
+            variant tv = {.step = tsteps[k], .threads = tcs[i]};
+            snprintf(tv.name, sizeof tv.name, "threads=%d %s", tcs[i], k ? "chunk=1" : "all");
+            if ((s = run_variant(c, et, &tv, &c->cap, c->lvar, err)))
+                goto out;
+            compare_variant(c, tv.name, true, &s);
+            if (s)
+                goto nomem;
+        }
+        kvv_engine_close(et);
+        et = NULL;
+    }
+    json_object_set_new(r->details, "engine_threads",
+                        json_string(threaded ? "thread counts compared"
+                                             : "engine has no threads (it reports 1 thread "
+                                               "whatever is asked)"));
+
+    if (o->controls) {
+        variant cv = {.step = 7, .flip = true};
+        snprintf(cv.name, sizeof cv.name, "chunk=7 + planted flip");
+        if ((s = run_variant(c, e, &cv, &c->cap, c->lvar, err)))
+            goto out;
+        kvv_check_result probe; /* count without touching r's first mismatch */
+        kvv_check_result *keep = c->r;
+        kvv_check_result_init(&probe, "probe");
+        c->r = &probe;
+        uint64_t n = compare_variant(c, cv.name, false, &s);
+        c->r = keep;
+        char where[256] = "";
+        if (probe.has_mismatch)
+            kvv_mismatch_format(&probe.mismatch, where, sizeof where);
+        kvv_check_result_free(&probe);
+        char name[96];
+        snprintf(name, sizeof name, "flipped bit in residual[l=%d,t=%d] during chunk=7", c->L / 2,
+                 c->T / 2);
+        if (kvv_check_add_control(r, name, n > 0, "%llu elements differ; first %s",
+                                  (unsigned long long)n, where))
+            goto nomem;
+    }
+
+    json_object_set_new(r->details, "n_tokens", json_integer(c->T));
+    json_object_set_new(r->details, "variants", json_integer(nv));
+    json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
+    int missed = kvv_check_controls_missed(r);
+    if (c->total.n_diff == 0 && missed == 0)
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
+                              "0 of %llu K/V/residual/logit values differ over %d variants",
+                              (unsigned long long)c->total.n, r->n_rows / 4);
+    else if (c->total.n_diff)
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%llu of %llu values differ, max ULP %llu",
+                              (unsigned long long)c->total.n_diff,
+                              (unsigned long long)c->total.n,
+                              (unsigned long long)c->total.max_ulp);
+    else {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "0 differ, but %d control(s) NOT detected",
+                              missed);
+        kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
+                                 "trusted to fail");
+    }
+    goto out;
+nomem:
+    s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory");
+out:
+    kvv_engine_close(et);
+    kvv_engine_close(e);
+    return s;
+}
+
+kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    double t0 = kvv_now_seconds();
+    inv_ctx c;
+    memset(&c, 0, sizeof c);
+    c.o = o;
+    c.r = r;
+    kvv_cmp_init(&c.total);
+    kvv_status s = kvv_check_opts_validate(o, o->n_tokens, err);
+    if (s) {
+        kvv_check_set_error(r, err);
+        return s;
+    }
+    const kvv_hparams *hp = &o->model->hp;
+    c.L = hp->n_layer;
+    c.T = o->n_tokens;
+    c.V = hp->n_vocab;
+    c.n_embd = hp->n_embd;
+    c.kd = hp->n_head_kv * hp->head_dim;
+    c.vd = hp->n_head_kv * hp->head_dim_v;
+    size_t nl = (size_t)c.T * c.V;
+    c.pos = malloc((size_t)c.T * sizeof *c.pos);
+    c.lbase = malloc(nl * sizeof(float));
+    c.lvar = malloc(nl * sizeof(float));
+    c.have = malloc((size_t)c.T);
+    if (!c.pos || !c.lbase || !c.lvar || !c.have)
+        s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory for %d tokens", c.T);
+    unsigned what = KVV_CAPTURE_RESID | KVV_CAPTURE_KV;
+    if (!s)
+        s = kvv_capture_init(&c.base, hp, c.T, what, err);
+    if (!s)
+        s = kvv_capture_init(&c.cap, hp, c.T, what, err);
+    if (!s) {
+        for (int t = 0; t < c.T; t++)
+            c.pos[t] = t;
+        s = run(&c, err);
+    }
+    if (s)
+        kvv_check_set_error(r, err);
+    kvv_capture_free(&c.base);
+    kvv_capture_free(&c.cap);
+    free(c.pos);
+    free(c.lbase);
+    free(c.lvar);
+    free(c.have);
+    r->seconds = kvv_now_seconds() - t0;
+    return s;
+}

@@ -1,0 +1,36 @@
+/*
+ * invariance.h — the invariance check (DESIGN.md §4): the same tokens give
+ * the same bits however the engine is driven.
+ *
+ * Baseline: the whole prompt in one forward call (prefill, all logits) on
+ * the engine as configured. Variants, each compared with the baseline on
+ * K and V (kv hook), the residual entering every layer plus the final one
+ * (residual hook), and the logits of every row the variant returns:
+ *   chunk=1      token-by-token decode (one forward per token)
+ *   chunk=2      pieces of 2 tokens
+ *   chunk=7      pieces of 7 tokens (a ragged last piece)
+ *   prefill+decode  the first half as one batch returning only its last
+ *                row of logits (KVV_LOGITS_LAST), then the rest one token at
+ *                a time, each returning KVV_LOGITS_LAST
+ *   threads=N    all at once and token-by-token with N threads, for each N of
+ *                o->thread_counts (default 1, 2) that differs from the
+ *                baseline's — only when the engine honours a thread count
+ *                (its description reports the requested threads); otherwise
+ *                recorded as "engine has no threads" in the details.
+ *
+ * Rows: one per variant and tensor kind (layer -1): "K chunk=7", "V ...",
+ * "residual ...", "logits ...". The first mismatch names layer and token.
+ *
+ * Control (o->controls): the chunk=7 run again with the lowest mantissa bit
+ * of one residual element flipped (layer L/2, token T/2) by the residual
+ * hook: the comparison must see a difference. o->force_fail plants that flip
+ * into the real chunk=7 variant (FAIL).
+ */
+#ifndef KVV_INVARIANCE_H
+#define KVV_INVARIANCE_H
+
+#include "verify/check.h"
+
+kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
+
+#endif

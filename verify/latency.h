@@ -1,0 +1,56 @@
+/*
+ * latency.h — `kvverify latency`: per layer, the time to read cached K/V
+ * against the time to recompute them from checkpointed residuals with the
+ * engine's kv_from_residual, for batch sizes 1 ... 4096 tokens (DESIGN.md §4
+ * latency). Bytes moved, FLOPs, achieved GB/s and GFLOP/s, beside the
+ * machine's roofline from a small built-in probe (stream copy bandwidth,
+ * OpenBLAS sgemm peak). Medians over repeats; a table, no verdict.
+ *
+ * Reading: K and V rows of the batch's positions loaded from the engine's
+ * cache into fp32 buffers (what attention must read). Recomputing: the
+ * batch's residuals [n][n_embd] through attn_norm and the K/V projections
+ * (+ q/k-norm and RoPE where the architecture has them).
+ * The cache and the residuals are filled with seeded values: timing does
+ * not depend on them.
+ */
+#ifndef KVV_LATENCY_H
+#define KVV_LATENCY_H
+
+#include <stdio.h>
+
+#include "verify/check.h"
+
+typedef struct {
+    double stream_gbs;     /* copy bandwidth, (read + write) bytes / s / 1e9 */
+    double sgemm_gflops;   /* OpenBLAS sgemm 1024^3 */
+} kvv_roofline;
+
+typedef struct {
+    int layer;             /* -1: mean over the layers measured */
+    int batch;
+    double read_s, recompute_s;      /* medians */
+    double read_bytes, recompute_bytes, recompute_flops;
+} kvv_latency_row;
+
+typedef struct {
+    kvv_check_opts check;  /* model, engine, seed, progress */
+    const int *batches;    /* NULL = 1, 4, 16, 64, 256, 1024, 4096 */
+    int n_batches;
+    int repeats;           /* default 5 */
+    bool all_layers;       /* default: first, middle, last */
+} kvv_latency_opts;
+
+typedef struct {
+    kvv_roofline roof;
+    kvv_latency_row *rows;
+    int n_rows;
+    int crossover;         /* smallest batch where recompute < read (mean rows), 0 if none */
+} kvv_latency_result;
+
+void kvv_roofline_probe(kvv_roofline *out);
+kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
+                           kvv_check_result *r, kvv_error *err);
+void kvv_latency_result_free(kvv_latency_result *res);
+void kvv_latency_print(FILE *f, const kvv_latency_result *res, bool per_layer);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * memory.h — `kvverify memory`: bytes held over a multi-turn conversation by
+ * the full cache and by KV-Direct (both modes) at a live-token budget
+ * (DESIGN.md §4 memory), plus the arithmetic behind the paper's Gemma 3-4B
+ * figures for any shape.
+ *
+ * Measured mode: each turn prefills the turn's user tokens in one batch and
+ * then decodes `gen_per_turn` tokens greedily; after every turn the bytes
+ * each policy holds (live K/V + checkpoints, exact) are recorded, and the
+ * generated tokens of each KV-Direct mode are compared with the full
+ * cache's (they must be identical in an exact engine).
+ *
+ * Arithmetic mode (kvv_memory_arith): no model file; from hyperparameters
+ * alone, the bytes a full cache, KV-Direct and a sliding-window-aware cache
+ * hold at a range of context lengths.
+ */
+#ifndef KVV_MEMORY_H
+#define KVV_MEMORY_H
+
+#include <stdio.h>
+
+#include "verify/check.h"
+
+typedef struct {
+    kvv_check_opts check;          /* model, engine, seed, progress (tokens unused) */
+    int n_turns;                   /* default 20 */
+    int gen_per_turn;              /* default 16 */
+    int budget;                    /* KV-Direct live tokens; 0 = a quarter of the conversation */
+    const int32_t *const *turn_tokens; /* per-turn user tokens; NULL = seeded random ids */
+    const int *turn_len;
+    int random_turn_len;           /* length of random turns (default 12) */
+} kvv_memory_opts;
+
+typedef struct {
+    int turn;
+    int positions;                 /* positions in the cache after the turn */
+    uint64_t full_bytes;
+    uint64_t kvd_layer_bytes;
+    uint64_t kvd_token_bytes;
+} kvv_memory_turn;
+
+typedef struct {
+    int n_turns;
+    kvv_memory_turn *turns;
+    uint64_t peak_full, peak_layer, peak_token;
+    int budget;
+    bool layer_tokens_equal, token_tokens_equal; /* generated tokens identical to full */
+} kvv_memory_result;
+
+kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_check_result *r,
+                          kvv_error *err);
+void kvv_memory_result_free(kvv_memory_result *res);
+void kvv_memory_print(FILE *f, const kvv_memory_result *res);
+
+/* Arithmetic table for hyperparameters hp (bf16 storage as the paper's
+ * figures assume): rows for several context lengths, and the (n, B) pairs
+ * that reproduce "full = full_mb, KV-Direct = kvd_mb" when given (> 0). */
+void kvv_memory_arith(FILE *f, const kvv_hparams *hp, double full_mb, double kvd_mb);
+json_t *kvv_memory_arith_json(const kvv_hparams *hp, double full_mb, double kvd_mb);
+
+#endif

@@ -1,0 +1,104 @@
+/* policy_run.c — see policy_run.h. */
+#include "verify/policy_run.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify/check.h"
+#include "verify/compare_stats.h"
+
+void kvv_policy_run_out_free(kvv_policy_run_out *out)
+{
+    if (!out)
+        return;
+    free(out->tokens);
+    free(out->argmax);
+    free(out->logits);
+    free(out->bytes_per_step);
+    memset(out, 0, sizeof *out);
+}
+
+kvv_status kvv_policy_run(const kvv_model *m, const kvv_engine_opts *eo,
+                          const kvv_policy_cfg *cfg, const int32_t *prompt, int n_prompt,
+                          int n_gen, const int32_t *forced, kvv_policy_run_out *out,
+                          kvv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n_prompt < 1 || n_gen < 1)
+        return kvv_error_set(err, KVV_ERR_USAGE, "policy run: empty prompt or no steps");
+    int n_vocab = m->hp.n_vocab;
+    out->n_gen = n_gen;
+    out->n_vocab = n_vocab;
+    out->tokens = calloc((size_t)n_gen, sizeof *out->tokens);
+    out->argmax = calloc((size_t)n_gen, sizeof *out->argmax);
+    out->logits = malloc((size_t)n_gen * (size_t)n_vocab * sizeof *out->logits);
+    out->bytes_per_step = calloc((size_t)n_gen, sizeof *out->bytes_per_step);
+    int32_t *pos = malloc((size_t)n_prompt * sizeof *pos);
+    if (!out->tokens || !out->argmax || !out->logits || !out->bytes_per_step || !pos) {
+        free(pos);
+        kvv_policy_run_out_free(out);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "policy run: out of memory");
+    }
+    kvv_engine_opts o = *eo;
+    o.n_ctx = n_prompt + n_gen;
+    kvv_engine *e = NULL;
+    kvv_policy *p = NULL;
+    double t0 = kvv_now_seconds();
+    kvv_status s = kvv_engine_open(m, &o, &e, err);
+    if (s == KVV_OK)
+        s = kvv_policy_open(e, cfg, &p, err);
+    for (int i = 0; i < n_prompt; i++)
+        pos[i] = i;
+    if (s == KVV_OK)
+        s = kvv_policy_forward(p, n_prompt, prompt, pos, NULL, KVV_LOGITS_LAST, out->logits, err);
+    for (int i = 0; s == KVV_OK && i < n_gen; i++) {
+        if (i > 0) {
+            int32_t tok = out->tokens[i - 1], ps = n_prompt + i - 1;
+            s = kvv_policy_forward(p, 1, &tok, &ps, NULL, KVV_LOGITS_LAST,
+                                   out->logits + (size_t)i * (size_t)n_vocab, err);
+            if (s != KVV_OK)
+                break;
+        }
+        const float *row = out->logits + (size_t)i * (size_t)n_vocab;
+        out->argmax[i] = kvv_argmax_f32(row, n_vocab);
+        out->tokens[i] = forced ? forced[i] : out->argmax[i];
+        kvv_policy_stats st;
+        kvv_policy_get_stats(p, &st);
+        out->bytes_per_step[i] = st.bytes_kv + st.bytes_ckpt;
+    }
+    if (s == KVV_OK)
+        kvv_policy_get_stats(p, &out->stats);
+    out->seconds = kvv_now_seconds() - t0;
+    kvv_policy_close(p);
+    kvv_engine_close(e);
+    free(pos);
+    if (s != KVV_OK)
+        kvv_policy_run_out_free(out);
+    return s;
+}
+
+/* Stable log-softmax in double; the same code for both rows, so identical
+ * rows give identical probabilities and every KL term is exactly 0. */
+double kvv_kl_logits(const float *p_logits, const float *q_logits, int n)
+{
+    double mp = -INFINITY, mq = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (p_logits[i] > mp) mp = p_logits[i];
+        if (q_logits[i] > mq) mq = q_logits[i];
+    }
+    double sp = 0, sq = 0;
+    for (int i = 0; i < n; i++) {
+        sp += exp((double)p_logits[i] - mp);
+        sq += exp((double)q_logits[i] - mq);
+    }
+    double lsp = log(sp), lsq = log(sq), kl = 0;
+    for (int i = 0; i < n; i++) {
+        double lp = (double)p_logits[i] - mp - lsp;
+        double lq = (double)q_logits[i] - mq - lsq;
+        double pi = exp(lp);
+        if (pi > 0)
+            kl += pi * (lp - lq);
+    }
+    return kl;
+}

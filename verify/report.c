@@ -1,0 +1,273 @@
+/* report.c — the result model (see report.h): check results, runs, exit
+ * codes, sha256 of the model, atomic file writes. The writers are in
+ * report_console.c, report_json.c and report_junit.c. */
+#include "verify/report.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nettle/sha2.h>
+
+const char *kvv_verdict_name(kvv_verdict v)
+{
+    switch (v) {
+    case KVV_VERDICT_PASS: return "pass";
+    case KVV_VERDICT_FAIL: return "fail";
+    case KVV_VERDICT_ERROR: return "error";
+    case KVV_VERDICT_SKIPPED: return "skipped";
+    }
+    return "error";
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    if (!size)
+        return;
+    snprintf(dst, size, "%s", src ? src : "");
+}
+
+char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
+{
+    char where[96] = "";
+    size_t n = 0;
+    const char *sep = "";
+#define ADD(fmt, v)                                                                   \
+    do {                                                                              \
+        int w_ = snprintf(where + n, sizeof where - n, "%s" fmt, sep, v);             \
+        if (w_ > 0 && (size_t)w_ < sizeof where - n)                                  \
+            n += (size_t)w_;                                                          \
+        sep = ",";                                                                    \
+    } while (0)
+    if (m->layer >= 0)
+        ADD("l=%d", m->layer);
+    if (m->token >= 0)
+        ADD("t=%d", m->token);
+    if (m->head >= 0)
+        ADD("h=%d", m->head);
+    if (m->index >= 0)
+        ADD("i=%d", m->index);
+#undef ADD
+    snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%.9g) got 0x%08x (%.9g)", m->tensor, where,
+             m->variant[0] ? " " : "", m->variant, (unsigned)kvv_f32_bits(m->expected),
+             (double)m->expected, (unsigned)kvv_f32_bits(m->actual), (double)m->actual);
+    return buf;
+}
+
+void kvv_check_result_init(kvv_check_result *r, const char *name)
+{
+    memset(r, 0, sizeof *r);
+    copy_str(r->name, sizeof r->name, name);
+    r->verdict = KVV_VERDICT_SKIPPED;
+    r->details = json_object();
+}
+
+void kvv_check_result_free(kvv_check_result *r)
+{
+    if (!r)
+        return;
+    free(r->rows);
+    free(r->controls);
+    json_decref(r->details);
+    r->rows = NULL;
+    r->controls = NULL;
+    r->details = NULL;
+    r->n_rows = r->cap_rows = r->n_controls = r->cap_controls = 0;
+}
+
+static int grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return 1;
+    int nc = *cap ? *cap * 2 : 16;
+    while (nc < need)
+        nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q)
+        return 0;
+    *p = q;
+    *cap = nc;
+    return 1;
+}
+
+kvv_status kvv_check_add_row(kvv_check_result *r, int layer, const char *what,
+                             const kvv_cmp_stats *st)
+{
+    if (!grow((void **)&r->rows, &r->cap_rows, r->n_rows + 1, sizeof *r->rows))
+        return KVV_ERR_NOMEM;
+    kvv_layer_row *row = &r->rows[r->n_rows++];
+    row->layer = layer;
+    copy_str(row->what, sizeof row->what, what);
+    row->st = *st;
+    return KVV_OK;
+}
+
+kvv_status kvv_check_add_control(kvv_check_result *r, const char *name, bool detected,
+                                 const char *detail_fmt, ...)
+{
+    if (!grow((void **)&r->controls, &r->cap_controls, r->n_controls + 1, sizeof *r->controls))
+        return KVV_ERR_NOMEM;
+    kvv_control_result *c = &r->controls[r->n_controls++];
+    copy_str(c->name, sizeof c->name, name);
+    c->detected = detected;
+    va_list ap;
+    va_start(ap, detail_fmt);
+    vsnprintf(c->detail, sizeof c->detail, detail_fmt, ap);
+    va_end(ap);
+    return KVV_OK;
+}
+
+void kvv_check_note_mismatch(kvv_check_result *r, const kvv_mismatch *m)
+{
+    if (r->has_mismatch)
+        return;
+    r->mismatch = *m;
+    r->has_mismatch = true;
+}
+
+void kvv_check_set_verdict(kvv_check_result *r, kvv_verdict v, const char *key_fmt, ...)
+{
+    r->verdict = v;
+    va_list ap;
+    va_start(ap, key_fmt);
+    vsnprintf(r->key_figure, sizeof r->key_figure, key_fmt, ap);
+    va_end(ap);
+}
+
+void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+void kvv_check_set_error(kvv_check_result *r, const kvv_error *err)
+{
+    r->verdict = (err && err->status == KVV_ERR_UNSUPPORTED) ? KVV_VERDICT_SKIPPED
+                                                             : KVV_VERDICT_ERROR;
+    copy_str(r->message, sizeof r->message, err && err->msg[0] ? err->msg : "internal error");
+    if (!r->key_figure[0])
+        copy_str(r->key_figure, sizeof r->key_figure,
+                 r->verdict == KVV_VERDICT_SKIPPED ? "not supported" : "did not run");
+}
+
+int kvv_check_controls_missed(const kvv_check_result *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_controls; i++)
+        n += !r->controls[i].detected;
+    return n;
+}
+
+void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d)
+{
+    r->engine = *d;
+    r->has_engine = true;
+}
+
+/* ------------------------------------------------------------------ a run */
+
+void kvv_report_init(kvv_report *rep, const char *model_path, uint64_t seed)
+{
+    memset(rep, 0, sizeof *rep);
+    copy_str(rep->version, sizeof rep->version, KVV_REPORT_VERSION);
+    copy_str(rep->model_path, sizeof rep->model_path, model_path);
+    rep->seed = seed;
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(rep->started, sizeof rep->started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void kvv_report_free(kvv_report *rep)
+{
+    if (!rep)
+        return;
+    for (int i = 0; i < rep->n_checks; i++)
+        kvv_check_result_free(&rep->checks[i]);
+    free(rep->checks);
+    rep->checks = NULL;
+    rep->n_checks = rep->cap_checks = 0;
+}
+
+kvv_check_result *kvv_report_add(kvv_report *rep, const char *name)
+{
+    if (!grow((void **)&rep->checks, &rep->cap_checks, rep->n_checks + 1, sizeof *rep->checks))
+        return NULL;
+    kvv_check_result *r = &rep->checks[rep->n_checks++];
+    kvv_check_result_init(r, name);
+    return r;
+}
+
+int kvv_report_exit_code(const kvv_report *rep)
+{
+    bool fail = false, error = false, skipped = rep->n_checks == 0;
+    for (int i = 0; i < rep->n_checks; i++) {
+        switch (rep->checks[i].verdict) {
+        case KVV_VERDICT_PASS: break;
+        case KVV_VERDICT_FAIL: fail = true; break;
+        case KVV_VERDICT_ERROR: error = true; break;
+        case KVV_VERDICT_SKIPPED: skipped = true; break;
+        }
+    }
+    if (fail)
+        return KVV_EXIT_FAIL;
+    if (error)
+        return KVV_EXIT_BAD_INPUT;
+    if (skipped)
+        return KVV_EXIT_NOTHING;
+    return KVV_EXIT_PASS;
+}
+
+kvv_status kvv_sha256_file(const char *path, char hex[65], kvv_error *err)
+{
+    hex[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sha256_update(&ctx, n, buf);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return kvv_error_set(err, KVV_ERR_IO, "%s: read error", path);
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_digest(&ctx, SHA256_DIGEST_SIZE, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    return KVV_OK;
+}
+
+kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len, kvv_error *err)
+{
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 16);
+    if (!tmp)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(tmp, pl + 16, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        kvv_status s = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path,
+                                     strerror(errno));
+        free(tmp);
+        return s;
+    }
+    int bad = fwrite(data, 1, len, f) != len;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        kvv_status s = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path,
+                                     strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return s;
+    }
+    free(tmp);
+    return KVV_OK;
+}

@@ -1,0 +1,208 @@
+/*
+ * report.h — the result model every check fills, and the report writers
+ * (console table, JSON, JUnit XML). DESIGN.md §5 "Reports"; the JSON layout
+ * is written down in docs/report-schema.md (+ docs/report-schema.json).
+ *
+ * A check (verify/kv.h, patch.h, greedy.h, invariance.h, and later compare,
+ * kvdirect, evict, ...) fills one kvv_check_result:
+ *
+ *   kvv_check_result r;
+ *   kvv_check_result_init(&r, "kv");
+ *   kvv_check_add_row(&r, 3, "K all", &stats);               // per-layer table
+ *   kvv_check_note_mismatch(&r, &(kvv_mismatch){.tensor = "K", .layer = 3, ...});
+ *   kvv_check_add_control(&r, "flipped bit in K[l=2,t=5]", true, "1 element differs");
+ *   json_object_set_new(r.details, "chunk", json_integer(5)); // free-form figures
+ *   kvv_check_set_verdict(&r, KVV_VERDICT_PASS, "0 of 61440 elements differ");
+ *   ...
+ *   kvv_check_result_free(&r);
+ *
+ * A run is a kvv_report: metadata (model, sha256, engine, version, seed) plus
+ * an array of results it owns:
+ *
+ *   kvv_report rep;
+ *   kvv_report_init(&rep, "model.gguf", seed);
+ *   kvv_check_result *r = kvv_report_add(&rep, "kv");   // borrowed slot
+ *   kvv_check_kv(&opts, r, &err);
+ *   kvv_report_print_console(stdout, &rep, 0);
+ *   kvv_report_write_json(&rep, "r.json", &err);
+ *   kvv_report_write_junit(&rep, "r.xml", &err);
+ *   int code = kvv_report_exit_code(&rep);
+ *   kvv_report_free(&rep);
+ *
+ * Verdicts: PASS (ran; every comparison bit-equal; every control detected),
+ * FAIL (ran; a difference was found, or a control was NOT detected),
+ * ERROR (could not run to the end: engine error, out of memory), SKIPPED
+ * (nothing to check here, e.g. unsupported). A check that ran and failed is a
+ * verdict, not a kvv_status error (STYLE habit 3).
+ *
+ * Exit code of a run (DESIGN.md §6), kvv_report_exit_code: any FAIL -> 1;
+ * else any ERROR -> 2; else any SKIPPED (or no checks) -> 77; else 0.
+ * "0 only if every check ran and passed."
+ */
+#ifndef KVV_REPORT_H
+#define KVV_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "engine/engine.h"
+#include "model/error.h"
+#include "verify/compare_stats.h"
+
+typedef enum {
+    KVV_VERDICT_PASS = 0,
+    KVV_VERDICT_FAIL = 1,
+    KVV_VERDICT_ERROR = 2,
+    KVV_VERDICT_SKIPPED = 3
+} kvv_verdict;
+
+/* "pass", "fail", "error", "skipped". */
+const char *kvv_verdict_name(kvv_verdict v);
+
+/* One row of a per-layer table: the comparison of one tensor kind (what)
+ * at one layer (layer = -1: not layer-specific, e.g. logits or a total). */
+typedef struct {
+    int layer;
+    char what[48];        /* e.g. "K token-by-token", "V chunk=5", "logits" */
+    kvv_cmp_stats st;
+} kvv_layer_row;
+
+/* Where the first difference of a check was. Fields that do not apply are
+ * -1 (ints) / "" (strings). */
+typedef struct {
+    char tensor[16];      /* "K", "V", "residual", "logits", "token" */
+    char variant[64];     /* which recompute / run, e.g. "chunk=5", "step" */
+    int layer;
+    int token;            /* position in the sequence (or decode step) */
+    int head;             /* KV head (or -1) */
+    int index;            /* index inside the head (or inside the row) */
+    float expected;       /* reference side (cache, run A, no-cache, baseline) */
+    float actual;         /* side under test */
+} kvv_mismatch;
+
+/* Format "K[l=3,t=5,h=1,i=7] chunk=5: expected 0x3f800000 (1) got 0x3f800001
+ * (1.00000012)" into buf. @return buf. */
+char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size);
+
+/* One negative control: a planted difference and whether the check saw it. */
+typedef struct {
+    char name[96];        /* e.g. "flipped bit in K[l=2,t=5]" */
+    bool detected;
+    char detail[192];     /* how: "1 of 61440 elements differ, first K[l=2,t=5,h=0,i=0]" */
+} kvv_control_result;
+
+typedef struct {
+    char name[32];             /* check name: "kv", "patch", ... */
+    kvv_verdict verdict;       /* SKIPPED until set */
+    char key_figure[160];      /* the one line the summary table shows */
+    char message[512];         /* error text (ERROR), failure reason (FAIL), or "" */
+    double seconds;            /* wall time of the check */
+    bool has_engine;
+    kvv_engine_desc engine;    /* the engine the check measured */
+    kvv_layer_row *rows;       /* n_rows (owned) */
+    int n_rows, cap_rows;
+    bool has_mismatch;
+    kvv_mismatch mismatch;     /* the FIRST mismatch noted */
+    kvv_control_result *controls; /* n_controls (owned) */
+    int n_controls, cap_controls;
+    json_t *details;           /* owned JSON object with free-form figures */
+} kvv_check_result;
+
+/* Initialise r (SKIPPED, empty tables, details = {}). Never fails except on
+ * OOM, where details is NULL and later json calls are no-ops. */
+void kvv_check_result_init(kvv_check_result *r, const char *name);
+void kvv_check_result_free(kvv_check_result *r); /* accepts NULL; r reusable after init */
+
+/* Append a table row (stats copied). @return KVV_OK or KVV_ERR_NOMEM. */
+kvv_status kvv_check_add_row(kvv_check_result *r, int layer, const char *what,
+                             const kvv_cmp_stats *st);
+/* Append a control result. @return KVV_OK or KVV_ERR_NOMEM. */
+kvv_status kvv_check_add_control(kvv_check_result *r, const char *name, bool detected,
+                                 const char *detail_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Keep m if it is the first mismatch noted. */
+void kvv_check_note_mismatch(kvv_check_result *r, const kvv_mismatch *m);
+/* Set verdict and key figure (printf-style). */
+void kvv_check_set_verdict(kvv_check_result *r, kvv_verdict v, const char *key_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Set the message (printf-style). */
+void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Mark ERROR with err's message (for a kvv_status failure inside a check). */
+void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
+/* Number of controls not detected. */
+int kvv_check_controls_missed(const kvv_check_result *r);
+/* Record the engine description. */
+void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
+
+/* ------------------------------------------------------------------ a run */
+
+typedef struct {
+    char version[16];          /* KVV_REPORT_VERSION of the writer ("0.1.0") */
+    char model_path[1024];
+    char model_sha256[65];     /* lowercase hex, "" if not computed */
+    char architecture[32];     /* "" if unknown */
+    uint64_t seed;
+    bool has_engine;
+    kvv_engine_desc engine;    /* the engine as requested / first opened */
+    char prompt_source[32];    /* "random", "tokens", "text" */
+    int n_prompt;              /* prompt length */
+    char started[32];          /* UTC, ISO 8601 */
+    double seconds;            /* total wall time */
+    kvv_check_result *checks;  /* n_checks (owned) */
+    int n_checks, cap_checks;
+} kvv_report;
+
+/* Version string written into reports (same as `kvverify --version`). */
+#define KVV_REPORT_VERSION "0.1.0"
+/* Version of the JSON layout (docs/report-schema.md). */
+#define KVV_REPORT_SCHEMA 1
+
+void kvv_report_init(kvv_report *rep, const char *model_path, uint64_t seed);
+void kvv_report_free(kvv_report *rep); /* accepts NULL */
+/* Append an initialised result named `name`; borrowed pointer valid until
+ * the next kvv_report_add or kvv_report_free. NULL on OOM. */
+kvv_check_result *kvv_report_add(kvv_report *rep, const char *name);
+/* Exit code per the rule at the top of this file. */
+int kvv_report_exit_code(const kvv_report *rep);
+
+/* sha256 of a file (nettle), 64 lowercase hex digits + NUL into hex.
+ * KVV_ERR_IO naming the file on a read error. */
+kvv_status kvv_sha256_file(const char *path, char hex[65], kvv_error *err);
+
+/* Console: the summary table (check, verdict, key figure, time), then one
+ * line per control and per failure. flags: KVV_CONSOLE_* bits. */
+enum {
+    KVV_CONSOLE_LAYERS = 1u << 0,   /* also print every check's per-layer rows */
+    KVV_CONSOLE_QUIET = 1u << 1     /* only the summary table and failures */
+};
+void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags);
+/* Per-layer table of one check (what the single-check commands print). */
+void kvv_check_print_rows(FILE *f, const kvv_check_result *r);
+/* Controls and first mismatch lines of one check. */
+void kvv_check_print_notes(FILE *f, const kvv_check_result *r);
+
+/* JSON (docs/report-schema.md): a new reference the caller json_decref's;
+ * NULL on OOM. */
+json_t *kvv_report_to_json(const kvv_report *rep);
+json_t *kvv_check_to_json(const kvv_check_result *r);
+json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d);
+json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s);
+/* Write the JSON report atomically (temp file + rename; an existing file is
+ * untouched on failure). KVV_ERR_IO naming the file. */
+kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err);
+
+/* JUnit XML: one <testsuite>, one <testcase> per check; FAIL -> <failure>
+ * whose message is the first mismatch (or the reason), ERROR -> <error>,
+ * SKIPPED -> <skipped/>. Written atomically like the JSON. */
+kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_error *err);
+
+/* Helper for writers elsewhere: write len bytes to path via path.tmp +
+ * rename. KVV_ERR_IO naming the file. */
+kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len,
+                                 kvv_error *err);
+
+#endif

@@ -1,0 +1,125 @@
+/* report_console.c — the human-readable report (see report.h). */
+#include "verify/report.h"
+
+#include <ctype.h>
+#include <string.h>
+
+static void upper(char *dst, size_t size, const char *s)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < size; i++)
+        dst[i] = (char)toupper((unsigned char)s[i]);
+    dst[i] = 0;
+}
+
+static void print_engine(FILE *f, const kvv_engine_desc *d)
+{
+    fprintf(f, "engine  %s (%s), cache %s, %d thread%s%s%s\n", d->name, d->mode, d->cache_type,
+            d->n_threads, d->n_threads == 1 ? "" : "s", d->kernels[0] ? ", " : "", d->kernels);
+}
+
+void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
+{
+    if (!r->n_rows)
+        return;
+    fprintf(f, "  %-5s %-22s %10s %10s %12s %12s %12s\n", "layer", "compared", "elements",
+            "differing", "max ULP", "NMSE", "max |d|");
+    for (int i = 0; i < r->n_rows; i++) {
+        const kvv_layer_row *w = &r->rows[i];
+        char layer[16], ulp[24];
+        if (w->layer >= 0)
+            snprintf(layer, sizeof layer, "%d", w->layer);
+        else
+            snprintf(layer, sizeof layer, "-");
+        if (w->st.max_ulp == KVV_ULP_NAN)
+            snprintf(ulp, sizeof ulp, "NaN");
+        else
+            snprintf(ulp, sizeof ulp, "%llu", (unsigned long long)w->st.max_ulp);
+        fprintf(f, "  %-5s %-22s %10llu %10llu %12s %12.4g %12.4g\n", layer, w->what,
+                (unsigned long long)w->st.n, (unsigned long long)w->st.n_diff, ulp,
+                kvv_cmp_nmse(&w->st), w->st.max_abs);
+    }
+}
+
+void kvv_check_print_notes(FILE *f, const kvv_check_result *r)
+{
+    for (int i = 0; i < r->n_controls; i++) {
+        const kvv_control_result *c = &r->controls[i];
+        fprintf(f, "  %s control: %s — %s (%s)\n", r->name, c->name,
+                c->detected ? "detected" : "NOT DETECTED", c->detail);
+    }
+    if (r->has_mismatch) {
+        char buf[256];
+        fprintf(f, "  %s first mismatch: %s\n", r->name,
+                kvv_mismatch_format(&r->mismatch, buf, sizeof buf));
+    }
+    if (r->message[0] && r->verdict != KVV_VERDICT_PASS)
+        fprintf(f, "  %s %s: %s\n", r->name, kvv_verdict_name(r->verdict), r->message);
+}
+
+void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
+{
+    bool quiet = flags & KVV_CONSOLE_QUIET;
+    if (!quiet) {
+        const char *base = strrchr(rep->model_path, '/');
+        fprintf(f, "model   %s", base ? base + 1 : rep->model_path);
+        if (rep->architecture[0])
+            fprintf(f, " (%s)", rep->architecture);
+        if (rep->model_sha256[0])
+            fprintf(f, "  sha256 %.16s…", rep->model_sha256);
+        fprintf(f, "\n");
+        if (rep->has_engine)
+            print_engine(f, &rep->engine);
+        if (rep->n_prompt)
+            fprintf(f, "prompt  %s, %d tokens, seed %llu\n", rep->prompt_source, rep->n_prompt,
+                    (unsigned long long)rep->seed);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "%-12s %-8s %9s  %s\n", "check", "verdict", "time", "key figure");
+    for (int i = 0; i < rep->n_checks; i++) {
+        const kvv_check_result *r = &rep->checks[i];
+        char v[16];
+        upper(v, sizeof v, kvv_verdict_name(r->verdict));
+        fprintf(f, "%-12s %-8s %8.2fs  %s\n", r->name, v, r->seconds, r->key_figure);
+    }
+    int code = kvv_report_exit_code(rep);
+    fprintf(f, "%s in %.2fs\n",
+            code == KVV_EXIT_PASS   ? "all checks passed"
+            : code == KVV_EXIT_FAIL ? "FAILED"
+            : code == KVV_EXIT_NOTHING ? "nothing could be checked"
+                                       : "ERROR: a check could not run",
+            rep->seconds);
+    bool any = false;
+    for (int i = 0; i < rep->n_checks; i++) {
+        const kvv_check_result *r = &rep->checks[i];
+        bool show = !quiet || r->verdict != KVV_VERDICT_PASS;
+        if (!show || (!r->n_controls && !r->has_mismatch && !r->message[0]))
+            continue;
+        if (quiet) {
+            /* failures only: skip detected controls */
+            char buf[256];
+            if (r->has_mismatch)
+                fprintf(f, "  %s first mismatch: %s\n", r->name,
+                        kvv_mismatch_format(&r->mismatch, buf, sizeof buf));
+            for (int c = 0; c < r->n_controls; c++)
+                if (!r->controls[c].detected)
+                    fprintf(f, "  %s control: %s — NOT DETECTED (%s)\n", r->name,
+                            r->controls[c].name, r->controls[c].detail);
+            if (r->message[0])
+                fprintf(f, "  %s %s: %s\n", r->name, kvv_verdict_name(r->verdict), r->message);
+            continue;
+        }
+        if (!any)
+            fprintf(f, "\n");
+        any = true;
+        kvv_check_print_notes(f, r);
+    }
+    if (flags & KVV_CONSOLE_LAYERS) {
+        for (int i = 0; i < rep->n_checks; i++) {
+            if (!rep->checks[i].n_rows)
+                continue;
+            fprintf(f, "\n%s:\n", rep->checks[i].name);
+            kvv_check_print_rows(f, &rep->checks[i]);
+        }
+    }
+}

@@ -1,0 +1,146 @@
+/* report_json.c — the machine-readable report (docs/report-schema.md). */
+#include "verify/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A double as JSON: a number when finite, else the string "inf", "-inf" or
+ * "nan" (JSON has no non-finite numbers). */
+static json_t *jnum(double x)
+{
+    if (isfinite(x))
+        return json_real(x);
+    if (isnan(x))
+        return json_string("nan");
+    return json_string(x > 0 ? "inf" : "-inf");
+}
+
+static json_t *jfloat_value(float x)
+{
+    char hex[16], hf[48];
+    snprintf(hex, sizeof hex, "0x%08x", (unsigned)kvv_f32_bits(x));
+    snprintf(hf, sizeof hf, "%a", (double)x);
+    return json_pack("{s:o, s:s, s:s}", "value", jnum((double)x), "bits", hex, "hex", hf);
+}
+
+json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d)
+{
+    return json_pack("{s:s, s:s, s:s, s:i, s:I, s:s}", "name", d->name, "mode", d->mode,
+                     "cache_type", d->cache_type, "n_threads", d->n_threads, "control",
+                     (json_int_t)d->control, "kernels", d->kernels);
+}
+
+json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
+{
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:o, s:I}", "compared", (json_int_t)s->n,
+                          "differing", (json_int_t)s->n_diff, "nan_pairs", (json_int_t)s->n_nan,
+                          "max_ulp",
+                          s->max_ulp == KVV_ULP_NAN ? json_null()
+                                                    : json_integer((json_int_t)s->max_ulp),
+                          "nmse", jnum(kvv_cmp_nmse(s)), "first_index", (json_int_t)s->first);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "max_abs", jnum(s->max_abs));
+    if (s->first >= 0) {
+        json_object_set_new(o, "first_expected", jfloat_value(s->first_ref));
+        json_object_set_new(o, "first_actual", jfloat_value(s->first_test));
+    }
+    return o;
+}
+
+static json_t *mismatch_to_json(const kvv_mismatch *m)
+{
+    char text[256];
+    kvv_mismatch_format(m, text, sizeof text);
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:o, s:s}", "tensor", m->tensor,
+                     "variant", m->variant, "layer", m->layer, "token", m->token, "head",
+                     m->head, "index", m->index, "expected", jfloat_value(m->expected),
+                     "actual", jfloat_value(m->actual), "text", text);
+}
+
+json_t *kvv_check_to_json(const kvv_check_result *r)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", r->name, "verdict",
+                          kvv_verdict_name(r->verdict), "key_figure", r->key_figure, "message",
+                          r->message, "seconds", jnum(r->seconds));
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
+                                                   : json_null());
+    json_object_set_new(o, "first_mismatch",
+                        r->has_mismatch ? mismatch_to_json(&r->mismatch) : json_null());
+    json_t *ctl = json_array();
+    for (int i = 0; i < r->n_controls; i++)
+        json_array_append_new(ctl, json_pack("{s:s, s:b, s:s}", "name", r->controls[i].name,
+                                             "detected", r->controls[i].detected, "detail",
+                                             r->controls[i].detail));
+    json_object_set_new(o, "controls", ctl);
+    json_t *rows = json_array();
+    for (int i = 0; i < r->n_rows; i++) {
+        json_t *row = kvv_cmp_stats_to_json(&r->rows[i].st);
+        if (!row)
+            continue;
+        json_object_set_new(row, "layer", json_integer(r->rows[i].layer));
+        json_object_set_new(row, "what", json_string(r->rows[i].what));
+        json_array_append_new(rows, row);
+    }
+    json_object_set_new(o, "layers", rows);
+    json_object_set_new(o, "details", r->details ? json_incref(r->details) : json_object());
+    return o;
+}
+
+json_t *kvv_report_to_json(const kvv_report *rep)
+{
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:s, s:o, s:i}", "kvverify_version",
+                          rep->version, "schema_version", KVV_REPORT_SCHEMA, "started",
+                          rep->started, "verdict", "", "prompt_source", rep->prompt_source,
+                          "seed", (json_int_t)rep->seed, "seed_hex", "", "seconds",
+                          jnum(rep->seconds), "exit_code", kvv_report_exit_code(rep));
+    if (!o)
+        return NULL;
+    char seed_hex[24];
+    snprintf(seed_hex, sizeof seed_hex, "0x%016llx", (unsigned long long)rep->seed);
+    json_object_set_new(o, "seed_hex", json_string(seed_hex));
+    /* seed as a JSON integer is exact only below 2^63; seed_hex always is */
+    if (rep->seed > (uint64_t)INT64_MAX)
+        json_object_set_new(o, "seed", json_null());
+    int code = kvv_report_exit_code(rep);
+    json_object_set_new(o, "verdict",
+                        json_string(code == KVV_EXIT_PASS   ? "pass"
+                                    : code == KVV_EXIT_FAIL ? "fail"
+                                    : code == KVV_EXIT_NOTHING ? "skipped"
+                                                               : "error"));
+    json_object_set_new(o, "n_prompt", json_integer(rep->n_prompt));
+    json_object_set_new(o, "model",
+                        json_pack("{s:s, s:s, s:s}", "path", rep->model_path, "sha256",
+                                  rep->model_sha256, "architecture", rep->architecture));
+    json_object_set_new(o, "engine", rep->has_engine ? kvv_engine_desc_to_json(&rep->engine)
+                                                     : json_null());
+    json_t *checks = json_array();
+    for (int i = 0; i < rep->n_checks; i++)
+        json_array_append_new(checks, kvv_check_to_json(&rep->checks[i]));
+    json_object_set_new(o, "checks", checks);
+    return o;
+}
+
+kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err)
+{
+    json_t *o = kvv_report_to_json(rep);
+    char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!s)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory building the JSON report",
+                             path);
+    size_t n = strlen(s);
+    char *buf = realloc(s, n + 2);
+    if (!buf) {
+        free(s);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    buf[n] = '\n';
+    buf[n + 1] = 0;
+    kvv_status st = kvv_write_file_atomic(path, buf, n + 1, err);
+    free(buf);
+    return st;
+}

@@ -1,0 +1,138 @@
+/*
+ * suite.h — nightly suites: a manifest of cases (model × engine × mode ×
+ * cache type × checks or golden vector), run in deterministic shards so a
+ * CI matrix or a Slurm array spreads one night's run over many machines.
+ * Manifest syntax and examples: docs/nightly.md.
+ *
+ * Text manifest, one case per line ('#' starts a comment, blank lines skip):
+ *
+ *   NAME key=value key=value ...
+ *
+ *   model=PATH       GGUF model (required); relative paths are relative to
+ *                    the manifest's folder
+ *   engine=NAME      ref (default) or cpu
+ *   mode=MODE        exact / invariant / fast (default: exact for ref,
+ *                    invariant otherwise)
+ *   threads=N        engine threads (default 1)
+ *   cache=T          f32 (default), f16, bf16
+ *   checks=LIST      comma list of kv, patch, greedy, invariance, kvdirect
+ *   vector=PATH      a .kvv golden vector to check the engine against
+ *   tokens=N         prompt length for checks (random ids, default 16)
+ *   seed=S           prompt seed (default 1)
+ *   n=N              greedy/kvdirect decode steps (default 16)
+ *   optional=yes     a missing model file skips the case instead of an error
+ *
+ * A case needs checks=, vector= or both. The JSON form is
+ * {"cases": [{"name": "...", "model": "...", "checks": ["kv", "patch"], ...}]}
+ * with the same keys (numbers may be JSON integers, checks a string or array).
+ *
+ * Sharding: --shard I/N runs the cases whose 0-based manifest index i has
+ * i % N == I - 1; the N shards together run every case exactly once.
+ *
+ *   kvv_suite *s;
+ *   if (kvv_suite_load("nightly.txt", &s, &err)) ...
+ *   kvv_suite_results res;
+ *   kvv_suite_run(s, 1, 4, &res, &err);     // shard 1 of 4
+ *   kvv_suite_write_junit(&res, "shard1.xml", &err);
+ *   int code = kvv_suite_exit_code(&res);
+ *   kvv_suite_results_free(&res);
+ *   kvv_suite_free(s);
+ */
+#ifndef KVV_SUITE_H
+#define KVV_SUITE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "model/error.h"
+#include "verify/report.h"
+
+/* Check bits of kvv_suite_case.checks. */
+enum {
+    KVV_SUITE_KV = 1u << 0,
+    KVV_SUITE_PATCH = 1u << 1,
+    KVV_SUITE_GREEDY = 1u << 2,
+    KVV_SUITE_INVARIANCE = 1u << 3,
+    KVV_SUITE_KVDIRECT = 1u << 4
+};
+
+typedef struct {
+    char name[64];           /* unique in the manifest */
+    int line;                /* manifest line (text) or array index + 1 (JSON) */
+    char model[1024];        /* resolved path */
+    char engine[16];
+    char mode[16];           /* "" = engine default */
+    int threads;
+    char cache[8];
+    unsigned checks;         /* KVV_SUITE_* bits */
+    char vector[1024];       /* resolved path, "" = none */
+    int n_tokens;
+    uint64_t seed;
+    int n_gen;
+    bool optional;
+} kvv_suite_case;
+
+typedef struct {
+    char path[1024];
+    kvv_suite_case *cases;   /* n_cases, in manifest order (owned) */
+    int n_cases;
+} kvv_suite;
+
+/* Parse a manifest (text or JSON, told apart by a leading '{'). Errors are
+ * KVV_ERR_FORMAT "FILE: line N: key K: reason" (KVV_ERR_IO if unreadable).
+ * On success *out is owned by the caller (kvv_suite_free). */
+kvv_status kvv_suite_load(const char *path, kvv_suite **out, kvv_error *err);
+/* The same from a buffer; base_dir resolves relative paths (NULL = "."). */
+kvv_status kvv_suite_parse(const char *text, size_t len, const char *name, const char *base_dir,
+                           kvv_suite **out, kvv_error *err);
+void kvv_suite_free(kvv_suite *s); /* accepts NULL */
+
+/* Is 0-based case index i in shard shard_i of shard_n (1 <= shard_i <= shard_n)? */
+bool kvv_suite_in_shard(int i, int shard_i, int shard_n);
+/* Parse "I/N" (1 <= I <= N <= 100000). @return false if malformed. */
+bool kvv_suite_parse_shard(const char *s, int *shard_i, int *shard_n);
+
+/* One testcase of a run: a check (or "vector") of one case. */
+typedef struct {
+    int case_index;          /* index into the suite's cases */
+    kvv_check_result r;      /* verdict, figures, first mismatch (owned) */
+} kvv_suite_outcome;
+
+typedef struct {
+    const kvv_suite *suite;  /* borrowed */
+    int shard_i, shard_n;
+    int n_cases_run;
+    kvv_suite_outcome *out;  /* n_out (owned) */
+    int n_out, cap_out;
+    double seconds;
+} kvv_suite_results;
+
+/* Progress line per testcase on f (NULL = silent). */
+typedef struct {
+    FILE *log;
+} kvv_suite_run_opts;
+
+/* Run the shard's cases. A case that cannot run (missing non-optional
+ * model, engine error, corrupt vector) gives ERROR outcomes, not a failed
+ * call: the status is KVV_OK unless memory ran out.
+ * @return KVV_OK or KVV_ERR_NOMEM. */
+kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
+                         const kvv_suite_run_opts *ro, kvv_suite_results *res, kvv_error *err);
+void kvv_suite_results_free(kvv_suite_results *res); /* accepts NULL */
+
+/* 1 if any FAIL; else 2 if any ERROR; else 77 if nothing passed (empty
+ * shard, all skipped); else 0. */
+int kvv_suite_exit_code(const kvv_suite_results *res);
+
+/* JUnit XML: <testsuites><testsuite name="kvverify suite MANIFEST shard I/N">
+ * one <testcase classname="kvverify.suite.CASE" name="CHECK"> per outcome.
+ * Shards' files merge by concatenating their <testsuite> elements
+ * (docs/nightly.md). Written atomically. */
+kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path, kvv_error *err);
+/* JSON: {"manifest", "shard", "cases": [...], "summary": {...}} (new reference). */
+json_t *kvv_suite_results_to_json(const kvv_suite_results *res);
+
+#endif
