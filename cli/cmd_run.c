@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/commands.h"
 #include "cli/opts.h"
@@ -49,6 +50,7 @@ static void run_usage(FILE *f)
             "                        top-K [id, logit] pairs\n"
             "  --all-logits          with --teacher --json: every logit of every position\n"
             "  --hash                sha256 over all logits, K, V and residuals of the run\n"
+            "  --time                print load, prompt and decode times (tokens/s) on stderr\n"
             "  --engine NAME         ref (default) or another registered engine\n"
             "  --mode M              engine mode: exact (ref), fast or invariant (cpu)\n"
             "  --threads N           engine threads (cpu engine)\n"
@@ -68,7 +70,7 @@ typedef struct {
     bool n_given;
     long top_k;
     bool top_given;
-    bool teacher, json, all_logits, hash;
+    bool teacher, json, all_logits, hash, time;
     kvv_engine_opts eo;
 } run_args;
 
@@ -114,6 +116,8 @@ static int parse_args(int argc, char **argv, run_args *a, bool *done)
             a->all_logits = true;
         } else if (kvv_opts_flag(&o, "--hash")) {
             a->hash = true;
+        } else if (kvv_opts_flag(&o, "--time")) {
+            a->time = true;
         } else if (kvv_opts_value(&o, "--engine")) {
             if (o.value)
                 a->eo.name = o.value;
@@ -296,6 +300,42 @@ static void report_step(reporter *rp, int step, int pos, int32_t input, const fl
 
 /* ------------------------------------------------------------ the command */
 
+/* Wall-clock and process CPU seconds. */
+typedef struct {
+    double wall, cpu;
+} stamp;
+
+static stamp now_s(void)
+{
+    struct timespec w, c;
+    clock_gettime(CLOCK_MONOTONIC, &w);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+    stamp s = {(double)w.tv_sec + 1e-9 * (double)w.tv_nsec,
+               (double)c.tv_sec + 1e-9 * (double)c.tv_nsec};
+    return s;
+}
+
+static void stamp_add(stamp *acc, stamp from, stamp to)
+{
+    acc->wall += to.wall - from.wall;
+    acc->cpu += to.cpu - from.cpu;
+}
+
+static void print_phase(const char *what, int n, stamp t)
+{
+    fprintf(stderr, "; %s %d tokens %.3f s wall, %.3f s cpu (%.1f tokens/s wall, %.1f cpu)", what,
+            n, t.wall, t.cpu, t.wall > 0 ? n / t.wall : 0.0, t.cpu > 0 ? n / t.cpu : 0.0);
+}
+
+static void print_times(stamp load, int n_prompt, stamp prompt, int n_dec, stamp dec)
+{
+    fprintf(stderr, "time: load %.3f s wall, %.3f s cpu", load.wall, load.cpu);
+    print_phase("prompt", n_prompt, prompt);
+    if (n_dec > 0)
+        print_phase("decode", n_dec, dec);
+    fputc('\n', stderr);
+}
+
 static void print_ids(const char *label, const int32_t *ids, int n)
 {
     printf("%s:", label);
@@ -338,6 +378,8 @@ int kvv_cmd_run(int argc, char **argv)
         return rc;
 
     kvv_error err = {0};
+    const stamp t_start = now_s();
+    stamp t_prompt = {0, 0}, t_dec = {0, 0}, t_load = {0, 0};
     kvv_model *m = NULL;
     kvv_tokenizer *tok = NULL;
     kvv_engine *e = NULL;
@@ -418,23 +460,31 @@ int kvv_cmd_run(int argc, char **argv)
         print_ids("prompt", seq, n_prompt);
     }
 
+    stamp_add(&t_load, t_start, now_s());
+    const stamp t0 = now_s();
     if (a.teacher) {
         if ((st = step_forward(e, tr, n_prompt, seq, 0, KVV_LOGITS_ALL, logits, nv, &err)))
             goto fail;
+        stamp_add(&t_prompt, t0, now_s());
         for (int t = 0; t < n_prompt; t++)
             report_step(&rp, t, t, seq[t], logits + (size_t)t * nv);
     } else {
         if ((st = step_forward(e, tr, n_prompt, seq, 0, KVV_LOGITS_LAST, logits, nv, &err)))
             goto fail;
+        stamp_add(&t_prompt, t0, now_s());
         for (int s = 0; s < n_gen; s++) {
             const int pos = n_prompt - 1 + s;
             report_step(&rp, s, pos, s == 0 ? seq[n_prompt - 1] : gen[s - 1], logits);
             gen[s] = argmax_row(logits, nv);
+            const stamp t1 = now_s();
             if (s + 1 < n_gen &&
                 (st = step_forward(e, tr, 1, &gen[s], pos + 1, KVV_LOGITS_LAST, logits, nv, &err)))
                 goto fail;
+            stamp_add(&t_dec, t1, now_s());
         }
     }
+    if (a.time)
+        print_times(t_load, n_prompt, t_prompt, n_gen > 0 ? n_gen - 1 : 0, t_dec);
 
     char hex[65] = "";
     if (tr) {

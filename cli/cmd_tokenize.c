@@ -4,7 +4,7 @@
  *
  *   kvverify tokenize MODEL.gguf TEXT [--raw] [--special] [--json]
  *   kvverify tokenize MODEL.gguf -f FILE [...]        (FILE "-" = stdin)
- *   kvverify tokenize MODEL.gguf --decode "1,403,407" [--json]
+ *   kvverify tokenize MODEL.gguf --decode "1,403,407" [--json]   (or -f FILE of ids)
  *
  * Text output: the ids on one line, separated by spaces. --decode prints the
  * decoded text instead (no newline added). --json: one object
@@ -30,7 +30,7 @@ static void tokenize_usage(FILE *f)
 {
     fprintf(f,
             "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special] [--json]\n"
-            "       kvverify tokenize MODEL.gguf --decode IDS [--json]\n\n"
+            "       kvverify tokenize MODEL.gguf --decode (IDS | -f FILE) [--json]\n\n"
             "Tokenize TEXT (or the bytes of FILE; '-' reads stdin) with the model's\n"
             "tokenizer (tokenizer.ggml.*: SentencePiece 'llama', byte-level BPE 'gpt2' with\n"
             "its pre-tokenizer, WordPiece 'bert') and print the token ids on one line,\n"
@@ -41,7 +41,8 @@ static void tokenize_usage(FILE *f)
             "  --raw             add no BOS/EOS (llama.cpp's add_special=false)\n"
             "  --special         turn control-token texts such as <s> into those tokens\n"
             "                    (llama.cpp's parse_special=true)\n"
-            "  --decode IDS      decode comma- or space-separated ids to text instead\n"
+            "  --decode          the input is token ids (separated by commas, spaces or\n"
+            "                    newlines): print their text instead\n"
             "  --json            one JSON object: model, tokenizer, tokens, pieces (and\n"
             "                    text with --decode)\n"
             "  -h, --help        this help\n\n"
@@ -49,7 +50,8 @@ static void tokenize_usage(FILE *f)
             "77 the model's tokenizer is not supported\n");
 }
 
-/* Whole file (or stdin) into a malloc'ed buffer. */
+/* Whole file (or stdin) into a malloc'ed buffer, NUL-terminated (*len
+ * excludes the NUL; the text itself may hold NUL bytes). */
 static char *read_all(const char *path, size_t *len)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
@@ -83,8 +85,15 @@ static char *read_all(const char *path, size_t *len)
         free(buf);
         return NULL;
     }
+    char *nb = realloc(buf, n + 1); /* room for a terminating NUL */
+    if (!nb) {
+        fprintf(stderr, "kvverify tokenize: %s: out of memory\n", path);
+        free(buf);
+        return NULL;
+    }
+    nb[n] = '\0';
     *len = n;
-    return buf;
+    return nb;
 }
 
 /* Ids separated by commas and/or spaces. */
@@ -92,7 +101,7 @@ static bool parse_ids(kvv_opts *o, const char *s, int32_t **ids, int *n)
 {
     size_t cap = 1;
     for (const char *p = s; *p; p++)
-        cap += (*p == ',' || *p == ' ');
+        cap += (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t' || *p == '\r');
     *ids = malloc(cap * sizeof **ids);
     *n = 0;
     if (!*ids) {
@@ -101,7 +110,7 @@ static bool parse_ids(kvv_opts *o, const char *s, int32_t **ids, int *n)
     }
     const char *p = s;
     while (*p) {
-        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t')
+        while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
             p++;
         if (!*p)
             break;
@@ -109,8 +118,8 @@ static bool parse_ids(kvv_opts *o, const char *s, int32_t **ids, int *n)
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < INT32_MIN || v > INT32_MAX ||
-            (*end && *end != ',' && *end != ' ' && *end != '\n' && *end != '\t')) {
-            kvv_opts_error(o, "option --decode: item %d of '%s' is not an integer", *n + 1, s);
+            (*end && *end != ',' && *end != ' ' && *end != '\n' && *end != '\t' && *end != '\r')) {
+            kvv_opts_error(o, "option --decode: item %d ('%.20s') is not a token id", *n + 1, p);
             free(*ids);
             *ids = NULL;
             return false;
@@ -206,8 +215,8 @@ int kvv_cmd_tokenize(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "tokenize", argc, argv);
-    const char *model = NULL, *text = NULL, *file = NULL, *decode = NULL;
-    bool raw = false, json = false, special = false;
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool raw = false, json = false, special = false, decode = false;
     while (kvv_opts_next(&o)) {
         if (kvv_opts_flag(&o, "-h") || kvv_opts_flag(&o, "--help")) {
             tokenize_usage(stdout);
@@ -220,8 +229,8 @@ int kvv_cmd_tokenize(int argc, char **argv)
             special = true;
         } else if (kvv_opts_value(&o, "-f") || kvv_opts_value(&o, "--file")) {
             file = o.value;
-        } else if (kvv_opts_value(&o, "--decode")) {
-            decode = o.value;
+        } else if (kvv_opts_flag(&o, "--decode")) {
+            decode = true;
         } else if (kvv_opts_positional(&o) && !model) {
             model = o.arg;
         } else if (kvv_opts_positional(&o) && !text) {
@@ -236,22 +245,40 @@ int kvv_cmd_tokenize(int argc, char **argv)
         kvv_opts_error(&o, "missing MODEL.gguf");
         return KVV_EXIT_BAD_INPUT;
     }
-    int sources = (text != NULL) + (file != NULL) + (decode != NULL);
+    int sources = (text != NULL) + (file != NULL);
     if (sources != 1) {
-        kvv_opts_error(&o, sources ? "give only one of TEXT, -f FILE and --decode IDS"
-                                   : "missing TEXT (or -f FILE, or --decode IDS)");
+        kvv_opts_error(&o, sources ? "give TEXT or -f FILE, not both"
+                                   : "missing TEXT (or -f FILE)");
         return KVV_EXIT_BAD_INPUT;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    if (file) {
+        if (!(buf = read_all(file, &len)))
+            return KVV_EXIT_BAD_INPUT;
+        text = buf;
+    } else {
+        len = strlen(text);
     }
     int32_t *ids = NULL;
     int n = 0;
-    if (decode && !parse_ids(&o, decode, &ids, &n))
-        return KVV_EXIT_BAD_INPUT;
+    if (decode) {
+        if (memchr(text, '\0', len)) {
+            kvv_opts_error(&o, "--decode: %s holds a NUL byte, not token ids", file ? file : "TEXT");
+            free(buf);
+            return KVV_EXIT_BAD_INPUT;
+        }
+        if (!parse_ids(&o, text, &ids, &n)) {
+            free(buf);
+            return KVV_EXIT_BAD_INPUT;
+        }
+    }
 
     kvv_error err = {0};
     kvv_gguf *g = NULL;
     kvv_tokenizer *t = NULL;
-    char *buf = NULL, *out = NULL;
-    size_t len = 0, out_len = 0;
+    char *out = NULL;
+    size_t out_len = 0;
     int rc = KVV_EXIT_BAD_INPUT;
     if (kvv_gguf_open(model, &g, &err) || kvv_tokenizer_open(g, &t, &err)) {
         rc = kvv_cli_fail(&err);
@@ -269,13 +296,6 @@ int kvv_cmd_tokenize(int argc, char **argv)
             rc = KVV_EXIT_PASS;
         }
         goto done;
-    }
-    if (file) {
-        if (!(buf = read_all(file, &len)))
-            goto done;
-        text = buf;
-    } else {
-        len = strlen(text);
     }
     if (kvv_tokenize_ex(t, text, len, !raw, special, &ids, &n, &err)) {
         rc = kvv_cli_fail(&err);

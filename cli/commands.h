@@ -18,6 +18,8 @@ int kvv_cmd_kv(int argc, char **argv);
 int kvv_cmd_patch(int argc, char **argv);
 int kvv_cmd_greedy(int argc, char **argv);
 int kvv_cmd_invariance(int argc, char **argv);
+int kvv_cmd_compare(int argc, char **argv);
+int kvv_cmd_bench(int argc, char **argv);
 int kvv_cmd_run(int argc, char **argv);
 int kvv_cmd_synth(int argc, char **argv);
 int kvv_cmd_tokenize(int argc, char **argv);

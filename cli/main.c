@@ -19,6 +19,8 @@ static const kvv_command commands[] = {
     {"patch", kvv_cmd_patch, "residual patching at every layer gives KL exactly 0"},
     {"greedy", kvv_cmd_greedy, "greedy decoding with and without a KV cache, bit for bit"},
     {"invariance", kvv_cmd_invariance, "chunking, prefill vs decode, threads: same bits"},
+    {"compare", kvv_cmd_compare, "engine A vs engine B per layer and on logits: ULP, NMSE, KL, top-1"},
+    {"bench", kvv_cmd_bench, "prompt and decode tokens/s of an engine, with FLOPs and bytes per token"},
     {"run", kvv_cmd_run, "greedy decoding or a teacher-forced pass: token ids, text, logits"},
     {"synth", kvv_cmd_synth, "write a random-weight GGUF model of a supported architecture"},
     {"tokenize", kvv_cmd_tokenize, "text to token ids (and --decode ids to text), as llama.cpp"},

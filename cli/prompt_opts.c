@@ -290,7 +290,7 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
                 rep->engine.control = 0;
                 rep->has_engine = true;
             }
-    unsigned flags = (c->quiet ? KVV_CONSOLE_QUIET : 0) | (c->layers ? KVV_CONSOLE_LAYERS : 0);
+    unsigned flags = c->quiet ? KVV_CONSOLE_QUIET : (c->layers ? KVV_CONSOLE_LAYERS : 0);
     kvv_report_print_console(stdout, rep, flags);
     fflush(stdout);
     int code = kvv_report_exit_code(rep);

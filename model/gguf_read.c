@@ -606,11 +606,14 @@ kvv_status kvv_gguf_open(const char *path, kvv_gguf **out, kvv_error *err)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return kvv_error_set(err, KVV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot read: %s", path,
-                             S_ISREG(sb.st_mode) ? strerror(e) : "not a regular file");
+        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot read: not a regular file", path);
     }
     uint64_t size = (uint64_t)sb.st_size;
     const uint8_t *base = empty;

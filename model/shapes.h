@@ -67,7 +67,7 @@ typedef struct {
      * weights were chosen"): linear N(0, 1/fan_in); q/k times qk_gain;
      * attn_output/ffn_down (Gemma: the post norms) times res_gain;
      * output_norm times out_gain; qk norms times qk_norm_gain; biases
-     * N(0, bias_scale^2); embedding rows times exp(emb_tau * N(0,1)). */
+     * N(0, bias_scale^2); embedding rows times exp(emb_tau * N(0,1) - emb_tau^2). */
     float res_gain;
     float out_gain;
     float qk_gain;

@@ -192,8 +192,8 @@ static void fill(const tdesc *t, const kvv_shape *s, uint64_t seed, float *x)
     case W_EMBD:
         for (int64_t row = 0; row < rows; row++) {
             double g = t->gain;
-            if (s->emb_tau > 0)
-                g *= synth_exp((double)s->emb_tau * rng_normal(&r));
+            if (s->emb_tau > 0) /* log-normal with mean square 1: E[exp(2tN - 2t^2)] = 1 */
+                g *= synth_exp((double)s->emb_tau * rng_normal(&r) - (double)s->emb_tau * s->emb_tau);
             for (int64_t i = 0; i < t->ne0; i++)
                 x[row * t->ne0 + i] = (float)(rng_normal(&r) * g);
         }

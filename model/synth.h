@@ -16,7 +16,8 @@
  * Weight scheme (../shared/peer/README.md, "How the synthetic weights were
  * chosen"; the gains are per shape, see shapes.h):
  *   token_embd      N(0,1) rows (Gemma: N(0,1/n_embd), rows times
- *                   exp(emb_tau*N(0,1)) when emb_tau > 0)
+ *                   exp(emb_tau*N(0,1) - emb_tau^2) when emb_tau > 0:
+ *                   log-normal row scales of mean square 1)
  *   linear weights  N(0, 1/fan_in); attn_q/attn_k (and the q/k rows of phi3's
  *                   attn_qkv) times qk_gain; attn_output/ffn_down times
  *                   res_gain except for Gemma

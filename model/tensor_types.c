@@ -1,6 +1,7 @@
 /*
- * tensor_types.c — GGML type traits, fp16/bf16 conversions, and the
- * dequantizers and quantizers of the types kvverify reads and writes.
+ * tensor_types.c — GGML type traits, fp16/bf16 conversions, the
+ * dequantizers of the plain and 32-element block types (the super-block
+ * types are in dequant_k.c), and the quantizers.
  *
  * Every block layout below is byte-for-byte that of llama.cpp's
  * ggml-common.h, written here as OFFSET SIZE tables; every formula is that of
@@ -10,14 +11,12 @@
  * host's byte order. No libm: rounding and |x| are done on the bits.
  */
 #include "model/tensor_types.h"
+#include "model/tensor_types_impl.h"
 
 #include <stdint.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ trait table */
-
-#define QK 32    /* elements per block of the *_0 / *_1 types */
-#define QK_K 256 /* elements per super-block of the K types */
 
 /* Indexed by ggml type id. Retired ids (4, 5: Q4_2/Q4_3; 31-33: Q4_0_4_4,
  * Q4_0_4_8, Q4_0_8_8; 36-38: IQ4_NL_4_4, IQ4_NL_4_8, IQ4_NL_8_8) have no
@@ -26,25 +25,25 @@ static const kvv_type_traits TRAITS[KVV_TYPE_COUNT] = {
     [KVV_TYPE_F32]     = { "F32",     1,    4,   true,  true  },
     [KVV_TYPE_F16]     = { "F16",     1,    2,   true,  true  },
     [KVV_TYPE_Q4_0]    = { "Q4_0",    QK,   18,  true,  true  },
-    [KVV_TYPE_Q4_1]    = { "Q4_1",    QK,   20,  true,  false },
-    [KVV_TYPE_Q5_0]    = { "Q5_0",    QK,   22,  true,  false },
-    [KVV_TYPE_Q5_1]    = { "Q5_1",    QK,   24,  true,  false },
+    [KVV_TYPE_Q4_1]    = { "Q4_1",    QK,   20,  true,  true  },
+    [KVV_TYPE_Q5_0]    = { "Q5_0",    QK,   22,  true,  true  },
+    [KVV_TYPE_Q5_1]    = { "Q5_1",    QK,   24,  true,  true  },
     [KVV_TYPE_Q8_0]    = { "Q8_0",    QK,   34,  true,  true  },
     [KVV_TYPE_Q8_1]    = { "Q8_1",    QK,   36,  false, false },
-    [KVV_TYPE_Q2_K]    = { "Q2_K",    QK_K, 84,  false, false },
-    [KVV_TYPE_Q3_K]    = { "Q3_K",    QK_K, 110, false, false },
+    [KVV_TYPE_Q2_K]    = { "Q2_K",    QK_K, 84,  true,  false },
+    [KVV_TYPE_Q3_K]    = { "Q3_K",    QK_K, 110, true,  false },
     [KVV_TYPE_Q4_K]    = { "Q4_K",    QK_K, 144, true,  false },
     [KVV_TYPE_Q5_K]    = { "Q5_K",    QK_K, 176, true,  false },
     [KVV_TYPE_Q6_K]    = { "Q6_K",    QK_K, 210, true,  false },
-    [KVV_TYPE_Q8_K]    = { "Q8_K",    QK_K, 292, false, false },
+    [KVV_TYPE_Q8_K]    = { "Q8_K",    QK_K, 292, true,  false },
     [KVV_TYPE_IQ2_XXS] = { "IQ2_XXS", QK_K, 66,  false, false },
     [KVV_TYPE_IQ2_XS]  = { "IQ2_XS",  QK_K, 74,  false, false },
     [KVV_TYPE_IQ3_XXS] = { "IQ3_XXS", QK_K, 98,  false, false },
     [KVV_TYPE_IQ1_S]   = { "IQ1_S",   QK_K, 50,  false, false },
-    [KVV_TYPE_IQ4_NL]  = { "IQ4_NL",  QK,   18,  false, false },
+    [KVV_TYPE_IQ4_NL]  = { "IQ4_NL",  QK,   18,  true,  false },
     [KVV_TYPE_IQ3_S]   = { "IQ3_S",   QK_K, 110, false, false },
     [KVV_TYPE_IQ2_S]   = { "IQ2_S",   QK_K, 82,  false, false },
-    [KVV_TYPE_IQ4_XS]  = { "IQ4_XS",  QK_K, 136, false, false },
+    [KVV_TYPE_IQ4_XS]  = { "IQ4_XS",  QK_K, 136, true,  false },
     [KVV_TYPE_I8]      = { "I8",      1,    1,   false, false },
     [KVV_TYPE_I16]     = { "I16",     1,    2,   false, false },
     [KVV_TYPE_I32]     = { "I32",     1,    4,   false, false },
@@ -52,9 +51,9 @@ static const kvv_type_traits TRAITS[KVV_TYPE_COUNT] = {
     [KVV_TYPE_F64]     = { "F64",     1,    8,   false, false },
     [KVV_TYPE_IQ1_M]   = { "IQ1_M",   QK_K, 56,  false, false },
     [KVV_TYPE_BF16]    = { "BF16",    1,    2,   true,  true  },
-    [KVV_TYPE_TQ1_0]   = { "TQ1_0",   QK_K, 54,  false, false },
-    [KVV_TYPE_TQ2_0]   = { "TQ2_0",   QK_K, 66,  false, false },
-    [KVV_TYPE_MXFP4]   = { "MXFP4",   QK,   17,  false, false },
+    [KVV_TYPE_TQ1_0]   = { "TQ1_0",   QK_K, 54,  true,  false },
+    [KVV_TYPE_TQ2_0]   = { "TQ2_0",   QK_K, 66,  true,  false },
+    [KVV_TYPE_MXFP4]   = { "MXFP4",   QK,   17,  true,  false },
 };
 
 const kvv_type_traits *kvv_type_traits_of(uint32_t t)
@@ -107,42 +106,6 @@ size_t kvv_type_row_size(uint32_t t, int64_t n)
 }
 
 /* ------------------------------------------------------ bits and scalars */
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v & 0xff);
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)((v >> (8 * i)) & 0xff);
-}
 
 /* |x| by clearing the sign bit (fabsf). */
 static float abs_f32(float x)
@@ -350,130 +313,6 @@ static void deq_q8_0(const uint8_t *x, float *y, int64_t nb)
     }
 }
 
-/* 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of a
- * Q4_K / Q5_K block (ggml's get_scale_min_k4): sub-blocks 0..3 use the low
- * 6 bits of q[j] / q[j+4]; 4..7 take 4 bits from q[j+4] and their top 2
- * bits from the spare top bits of q[j-4] / q[j]. */
-static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
-/* block_q4_K (144 bytes, 256 weights in 8 sub-blocks of 32):
- *   0    2    fp16    d     super-block scale of the scales
- *   2    2    fp16    dmin  super-block scale of the mins
- *   4    12   u8[12]  scales: 8 scales + 8 mins, 6 bits each
- *   16   128  u8[128] qs: for each 64 weights, 32 bytes; low nibbles are
- *                     sub-block 2k, high nibbles sub-block 2k+1
- * y = (d*sc) * q - (dmin*m) */
-static void deq_q4_k(const uint8_t *x, float *y, int64_t nb)
-{
-    for (int64_t i = 0; i < nb; i++, x += 144) {
-        const float d = kvv_fp16_to_fp32(rd16(x));
-        const float min = kvv_fp16_to_fp32(rd16(x + 2));
-        const uint8_t *scales = x + 4;
-        const uint8_t *q = x + 16;
-        int is = 0;
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K; j += 64) {
-            scale_min_k4(is + 0, scales, &sc, &m);
-            const float d1 = d * (float)sc;
-            const float m1 = min * (float)m;
-            scale_min_k4(is + 1, scales, &sc, &m);
-            const float d2 = d * (float)sc;
-            const float m2 = min * (float)m;
-            for (int l = 0; l < 32; l++)
-                *y++ = d1 * (float)(q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; l++)
-                *y++ = d2 * (float)(q[l] >> 4) - m2;
-            q += 32;
-            is += 2;
-        }
-    }
-}
-
-/* block_q5_K (176 bytes):
- *   0    2    fp16    d
- *   2    2    fp16    dmin
- *   4    12   u8[12]  scales (as Q4_K)
- *   16   32   u8[32]  qh: bit 2k of qh[l] is the 5th bit of weight l of
- *                     sub-block 2k, bit 2k+1 that of sub-block 2k+1
- *   48   128  u8[128] qs: low 4 bits (as Q4_K)
- * y = (d*sc) * q - (dmin*m) */
-static void deq_q5_k(const uint8_t *x, float *y, int64_t nb)
-{
-    for (int64_t i = 0; i < nb; i++, x += 176) {
-        const float d = kvv_fp16_to_fp32(rd16(x));
-        const float min = kvv_fp16_to_fp32(rd16(x + 2));
-        const uint8_t *scales = x + 4;
-        const uint8_t *qh = x + 16;
-        const uint8_t *ql = x + 48;
-        int is = 0;
-        uint8_t sc, m;
-        unsigned u1 = 1, u2 = 2;
-        for (int j = 0; j < QK_K; j += 64) {
-            scale_min_k4(is + 0, scales, &sc, &m);
-            const float d1 = d * (float)sc;
-            const float m1 = min * (float)m;
-            scale_min_k4(is + 1, scales, &sc, &m);
-            const float d2 = d * (float)sc;
-            const float m2 = min * (float)m;
-            for (int l = 0; l < 32; l++)
-                *y++ = d1 * (float)((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; l++)
-                *y++ = d2 * (float)((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
-            ql += 32;
-            is += 2;
-            u1 <<= 2;
-            u2 <<= 2;
-        }
-    }
-}
-
-/* block_q6_K (210 bytes, 16 sub-blocks of 16):
- *   0    128  u8[128] ql: low 4 bits
- *   128  64   u8[64]  qh: high 2 bits
- *   192  16   i8[16]  scales
- *   208  2    fp16    d
- * For each half (128 weights; ql += 64, qh += 32, sc += 8 per half) and
- * l in 0..31:  q(l)    = (ql[l]    & 0xF) | ((qh[l] >> 0 & 3) << 4)
- *              q(l+32) = (ql[l+32] & 0xF) | ((qh[l] >> 2 & 3) << 4)
- *              q(l+64) = (ql[l]    >> 4)  | ((qh[l] >> 4 & 3) << 4)
- *              q(l+96) = (ql[l+32] >> 4)  | ((qh[l] >> 6 & 3) << 4)
- * y = (d * sc[l/16 + 2k]) * (q - 32) */
-static void deq_q6_k(const uint8_t *x, float *y, int64_t nb)
-{
-    for (int64_t i = 0; i < nb; i++, x += 210) {
-        const float d = kvv_fp16_to_fp32(rd16(x + 208));
-        const uint8_t *ql = x;
-        const uint8_t *qh = x + 128;
-        const int8_t *sc = (const int8_t *)(x + 192);
-        for (int n = 0; n < QK_K; n += 128) {
-            for (int l = 0; l < 32; l++) {
-                const int is = l / 16;
-                const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                y[l + 0] = d * (float)sc[is + 0] * (float)q1;
-                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
-            }
-            y += 128;
-            ql += 64;
-            qh += 32;
-            sc += 8;
-        }
-    }
-}
-
 bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n)
 {
     const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);
@@ -490,10 +329,7 @@ bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n)
     case KVV_TYPE_Q5_0: deq_q5_0(x, dst, nb); break;
     case KVV_TYPE_Q5_1: deq_q5_1(x, dst, nb); break;
     case KVV_TYPE_Q8_0: deq_q8_0(x, dst, nb); break;
-    case KVV_TYPE_Q4_K: deq_q4_k(x, dst, nb); break;
-    case KVV_TYPE_Q5_K: deq_q5_k(x, dst, nb); break;
-    case KVV_TYPE_Q6_K: deq_q6_k(x, dst, nb); break;
-    default: return false;
+    default: return kvv_dequantize_blocks_ext(t, x, dst, nb);
     }
     return true;
 }
@@ -549,6 +385,97 @@ static void q_q4_0(const float *x, uint8_t *y, int64_t nb)
     }
 }
 
+/* min and max of a block as ggml's *_1 quantizers find them (NaN skipped
+ * by the comparisons). */
+static void block_min_max(const float *x, int n, float *min, float *max)
+{
+    float lo = 3.402823466e38f, hi = -3.402823466e38f;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < lo)
+            lo = x[j];
+        if (x[j] > hi)
+            hi = x[j];
+    }
+    *min = lo;
+    *max = hi;
+}
+
+/* quantize_row_q4_1_ref: d = (max - min)/15, id = 1/d; stored fp16(d),
+ * fp16(min); q = min(15, (int8_t)((x - min)*id + 0.5)). */
+static void q_q4_1(const float *x, uint8_t *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK, y += 20) {
+        float min, max;
+        block_min_max(x, QK, &min, &max);
+        const float d = (max - min) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        wr16(y, kvv_fp32_to_fp16(d));
+        wr16(y + 2, kvv_fp32_to_fp16(min));
+        for (int j = 0; j < QK / 2; j++) {
+            int xi0 = trunc_sat((x[j] - min) * id + 0.5f, -128, 127);
+            int xi1 = trunc_sat((x[QK / 2 + j] - min) * id + 0.5f, -128, 127);
+            xi0 = xi0 < 15 ? xi0 : 15;
+            xi1 = xi1 < 15 ? xi1 : 15;
+            y[4 + j] = (uint8_t)(((uint8_t)xi0 & 0x0F) | ((uint8_t)xi1 << 4));
+        }
+    }
+}
+
+/* Store 32 five-bit quants as Q5_0/Q5_1's qh (bit j = 5th bit of weight j)
+ * and qs (low nibbles as Q4_0). */
+static void put_q5(uint8_t *qh4, uint8_t *qs, const int *q)
+{
+    uint32_t qh = 0;
+    for (int j = 0; j < QK / 2; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0F) | ((q[j + QK / 2] & 0x0F) << 4));
+        qh |= (((uint32_t)q[j] & 0x10u) >> 4) << j;
+        qh |= (((uint32_t)q[j + QK / 2] & 0x10u) >> 4) << (j + QK / 2);
+    }
+    wr32(qh4, qh);
+}
+
+/* quantize_row_q5_0_ref: as Q4_0 with d = max / -16 and
+ * q = min(31, (int8_t)(x*id + 16.5)). */
+static void q_q5_0(const float *x, uint8_t *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK, y += 22) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            if (amax < abs_f32(x[j])) {
+                amax = abs_f32(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        wr16(y, kvv_fp32_to_fp16(d));
+        int q[QK];
+        for (int j = 0; j < QK; j++) {
+            const int v = trunc_sat(x[j] * id + 16.5f, -128, 127);
+            q[j] = (uint8_t)(v < 31 ? v : 31);
+        }
+        put_q5(y + 2, y + 6, q);
+    }
+}
+
+/* quantize_row_q5_1_ref: d = (max - min)/31, stored fp16(d), fp16(min);
+ * q = (uint8_t)((x - min)*id + 0.5) (no clamp in ggml; at most 31). */
+static void q_q5_1(const float *x, uint8_t *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += QK, y += 24) {
+        float min, max;
+        block_min_max(x, QK, &min, &max);
+        const float d = (max - min) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        wr16(y, kvv_fp32_to_fp16(d));
+        wr16(y + 2, kvv_fp32_to_fp16(min));
+        int q[QK];
+        for (int j = 0; j < QK; j++)
+            q[j] = trunc_sat((x[j] - min) * id + 0.5f, 0, 255);
+        put_q5(y + 4, y + 8, q);
+    }
+}
+
 bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n)
 {
     const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);
@@ -571,6 +498,9 @@ bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n)
         break;
     case KVV_TYPE_Q8_0: q_q8_0(src, y, nb); break;
     case KVV_TYPE_Q4_0: q_q4_0(src, y, nb); break;
+    case KVV_TYPE_Q4_1: q_q4_1(src, y, nb); break;
+    case KVV_TYPE_Q5_0: q_q5_0(src, y, nb); break;
+    case KVV_TYPE_Q5_1: q_q5_1(src, y, nb); break;
     default: return false;
     }
     return true;

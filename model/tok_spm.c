@@ -121,7 +121,8 @@ static kvv_status byte_token(const kvv_tokenizer *t, unsigned char c, int32_t *i
         *id = kvv_tok_map_get(&t->vocab, (const char *)&c, 1);
     if (*id < 0)
         return kvv_error_set(err, KVV_ERR_FORMAT,
-                             "tokenizer.ggml.tokens: no byte token <0x%02X> for byte fallback", c);
+                             "%s: tokenizer.ggml.tokens: no byte token <0x%02X> for byte fallback",
+                             t->path, c);
     return KVV_OK;
 }
 

@@ -15,8 +15,9 @@
  * mask-token strip flags), and the list of special tokens that the
  * tokenizer pre-partitions, longest first.
  *
- * Token lookup and merge ranks are hash maps, so a 100k-token vocabulary
- * loads in a few milliseconds.
+ * Token lookup and merge ranks are hash maps (FNV-1a with a murmur3
+ * finalizer, linear probing), so a 100k-token vocabulary loads in tens of
+ * milliseconds.
  */
 #include "model/tokenizer_impl.h"
 
@@ -34,6 +35,13 @@ uint32_t kvv_tok_hash(const char *s, size_t len)
         h ^= (unsigned char)s[i];
         h *= 16777619u;
     }
+    /* FNV's low bits mix poorly and the table indexes by them: finish with
+     * murmur3's avalanche step */
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
     return h;
 }
 
@@ -50,7 +58,7 @@ static kvv_status map_init(kvv_tok_map *m, size_t n, kvv_error *err)
     return KVV_OK;
 }
 
-void kvv_tok_map_put(kvv_tok_map *m, const char *key, size_t len, int32_t value)
+int32_t kvv_tok_map_put(kvv_tok_map *m, const char *key, size_t len, int32_t value)
 {
     uint32_t h = kvv_tok_hash(key, len);
     size_t mask = m->cap - 1;
@@ -62,10 +70,10 @@ void kvv_tok_map_put(kvv_tok_map *m, const char *key, size_t len, int32_t value)
             s->hash = h;
             s->value = value;
             m->count++;
-            return;
+            return -1;
         }
         if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0)
-            return; /* first value wins */
+            return s->value; /* first value wins */
     }
 }
 
@@ -131,6 +139,8 @@ static int32_t find_text(const kvv_tokenizer *t, const char *s)
 
 static bool in_list(const char *s, uint32_t len, const char *const *list)
 {
+    if (len == 0 || (s[0] != '<' && s[0] != '[' && s[0] != '_'))
+        return false; /* every listed text starts with one of these */
     for (; *list; list++)
         if (strlen(*list) == len && memcmp(*list, s, len) == 0)
             return true;
@@ -161,12 +171,16 @@ static const char *const k_fim_rep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-r
 static const char *const k_fim_sep[] = {"<|file_sep|>", NULL};
 
 /* Mark the lowest id whose text is in list as CONTROL, unless the role's id
- * came from metadata (key present). */
+ * came from metadata (key, or its deprecated name, with an id in range). */
 static void mark_first(kvv_tokenizer *t, const kvv_gguf *g, const char *key,
-                       const char *const *list)
+                       const char *old_key, const char *const *list)
 {
-    if (kvv_gguf_find_kv(g, key))
-        return;
+    uint32_t v;
+    kvv_error ignore = {0};
+    if ((kvv_gguf_get_u32(g, key, true, &v, &ignore) == KVV_OK && v < (uint32_t)t->n_vocab) ||
+        (old_key && kvv_gguf_get_u32(g, old_key, true, &v, &ignore) == KVV_OK &&
+         v < (uint32_t)t->n_vocab))
+        return; /* the role's id is in the metadata */
     int32_t best = -1;
     for (const char *const *p = list; *p; p++) {
         int32_t id = find_text(t, *p);
@@ -192,12 +206,12 @@ static bool contains_ci(const char *hay, const char *needle)
 /* Text-based attribute fix-ups of llama_vocab::load, in its order. */
 static void fix_attributes(kvv_tokenizer *t, const kvv_gguf *g)
 {
-    mark_first(t, g, "tokenizer.ggml.fim_pre_token_id", k_fim_pre);
-    mark_first(t, g, "tokenizer.ggml.fim_suf_token_id", k_fim_suf);
-    mark_first(t, g, "tokenizer.ggml.fim_mid_token_id", k_fim_mid);
-    mark_first(t, g, "tokenizer.ggml.fim_pad_token_id", k_fim_pad);
-    mark_first(t, g, "tokenizer.ggml.fim_rep_token_id", k_fim_rep);
-    mark_first(t, g, "tokenizer.ggml.fim_sep_token_id", k_fim_sep);
+    mark_first(t, g, "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id", k_fim_pre);
+    mark_first(t, g, "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id", k_fim_suf);
+    mark_first(t, g, "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id", k_fim_mid);
+    mark_first(t, g, "tokenizer.ggml.fim_pad_token_id", NULL, k_fim_pad);
+    mark_first(t, g, "tokenizer.ggml.fim_rep_token_id", NULL, k_fim_rep);
+    mark_first(t, g, "tokenizer.ggml.fim_sep_token_id", NULL, k_fim_sep);
     for (int i = 0; i < t->n_vocab; i++)
         if (in_list(t->text[i], t->text_len[i], k_eog_texts))
             t->attr[i] |= KVV_TOK_ATTR_CONTROL;
@@ -341,13 +355,12 @@ static kvv_status load_tokens(kvv_tokenizer *t, const kvv_gguf *g, kvv_error *er
         else
             memcpy(p, s->ptr, len);
         p[len] = '\0';
-        if (kvv_tok_map_get(&t->vocab, p, len) >= 0)
+        int32_t first = kvv_tok_map_put(&t->vocab, p, len, i);
+        if (first >= 0)
             return kvv_error_set(err, KVV_ERR_FORMAT,
                                  "%s: tokenizer.ggml.tokens at byte %llu: duplicate token '%s' "
                                  "(ids %d and %d)",
-                                 g->path, (unsigned long long)tok->offset, p,
-                                 kvv_tok_map_get(&t->vocab, p, len), i);
-        kvv_tok_map_put(&t->vocab, p, len, i);
+                                 g->path, (unsigned long long)tok->offset, p, first, i);
         t->text[i] = p;
         t->text_len[i] = (uint32_t)len;
         if ((int)len > t->max_token_len)
@@ -424,6 +437,7 @@ kvv_status kvv_tokenizer_open(const kvv_gguf *g, kvv_tokenizer **out, kvv_error 
     if (!t)
         return kvv_error_set(err, KVV_ERR_NOMEM, "tokenizer: out of memory");
     t->bos = t->eos = t->unk = t->sep = t->pad = -1;
+    snprintf(t->path, sizeof t->path, "%s", g->path ? g->path : "(memory)");
 
     if ((st = kvv_gguf_get_str(g, "tokenizer.ggml.model", true, t->model, sizeof t->model, err)))
         goto fail;
@@ -491,8 +505,12 @@ kvv_status kvv_tokenizer_open(const kvv_gguf *g, kvv_tokenizer **out, kvv_error 
     const int32_t ids[3] = {t->bos, t->eos, t->sep};
     for (int i = 0; i < 3; i++)
         if (adds[i] && ids[i] < 0) {
-            st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: %s is true, but %s is not set", g->path,
-                               checks[i].add, checks[i].id);
+            const kvv_gguf_kv *kv = kvv_gguf_find_kv(g, checks[i].add);
+            char where[48] = " (the model's default)";
+            if (kv)
+                snprintf(where, sizeof where, " at byte %llu", (unsigned long long)kv->offset);
+            st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: %s%s is true, but %s is not set", g->path,
+                               checks[i].add, where, checks[i].id);
             goto fail;
         }
     t->lowercase = true;

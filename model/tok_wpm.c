@@ -53,9 +53,9 @@ static kvv_status encode_word(const kvv_tokenizer *t, const char *w, int n, kvv_
     if (out->n == start) {
         if (t->unk < 0)
             return kvv_error_set(err, KVV_ERR_FORMAT,
-                                 "tokenizer.ggml.unknown_token_id: word '%.*s' has no WordPiece "
-                                 "tokenization and the vocabulary has no unknown token",
-                                 n - 3, w + 3);
+                                 "%s: tokenizer.ggml.unknown_token_id: word '%.*s' has no "
+                                 "WordPiece tokenization and the vocabulary has no unknown token",
+                                 t->path, n - 3, w + 3);
         return kvv_tok_ids_push(out, t->unk, err);
     }
     return KVV_OK;

@@ -156,8 +156,8 @@ kvv_status kvv_tokenize_ex(const kvv_tokenizer *t, const char *text, size_t len,
     bool eos = add_special && t->type != KVV_TOK_WPM && t->add_eos;
     bool sep = add_special && t->type == KVV_TOK_WPM;
     if ((bos && t->bos < 0) || (eos && t->eos < 0) || (sep && t->sep < 0)) {
-        st = kvv_error_set(err, KVV_ERR_FORMAT, "tokenizer: the vocabulary has no %s token to add",
-                           bos && t->bos < 0 ? "BOS" : eos && t->eos < 0 ? "EOS" : "SEP");
+        st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: the vocabulary has no %s token to add",
+                           t->path, bos && t->bos < 0 ? "BOS" : eos && t->eos < 0 ? "EOS" : "SEP");
         goto done;
     }
     if (bos && (st = kvv_tok_ids_push(&out, t->bos, err)))
@@ -405,7 +405,7 @@ kvv_status kvv_detokenize(const kvv_tokenizer *t, const int32_t *ids, int n, cha
         if (ids[i] < 0 || ids[i] >= t->n_vocab) {
             free(b.p);
             return kvv_error_set(err, KVV_ERR_USAGE, "token %d (position %d) is outside the "
-                                 "vocabulary of %d tokens", ids[i], i, t->n_vocab);
+                                 "vocabulary of %s (%d tokens)", ids[i], i, t->path, t->n_vocab);
         }
         if (!piece(t, ids[i], lstrip, &b)) {
             free(b.p);

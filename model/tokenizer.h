@@ -50,7 +50,10 @@ kvv_status kvv_tokenize_ex(const kvv_tokenizer *t, const char *text, size_t len,
 
 /* Decode ids to UTF-8 bytes (*out malloc'ed and NUL-terminated, caller
  * frees). Control tokens (BOS/EOS) produce no text; SPM's leading space
- * added by encoding is removed, as llama.cpp's detokenize does. */
+ * added by encoding is removed, as llama.cpp's detokenize does. (A leading
+ * BOS consumes that removal in llama.cpp, and here: [BOS, "▁Once"] decodes
+ * to " Once", ["▁Once"] to "Once".) BPE/WordPiece vocabularies apply
+ * llama.cpp's clean_spaces. An id outside the vocabulary: KVV_ERR_USAGE. */
 kvv_status kvv_detokenize(const kvv_tokenizer *t, const int32_t *ids, int n, char **out,
                           size_t *len, kvv_error *err);
 

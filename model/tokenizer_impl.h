@@ -57,8 +57,9 @@ typedef struct {
 
 uint32_t kvv_tok_hash(const char *s, size_t len);
 /* Insert if absent (the first value for a key wins, like std::map::emplace).
- * The map must have been sized for all insertions. */
-void kvv_tok_map_put(kvv_tok_map *m, const char *key, size_t len, int32_t value);
+ * The map must have been sized for all insertions.
+ * @return -1 if inserted, else the value already stored for key. */
+int32_t kvv_tok_map_put(kvv_tok_map *m, const char *key, size_t len, int32_t value);
 /* @return the value, or -1 if absent. */
 int32_t kvv_tok_map_get(const kvv_tok_map *m, const char *key, size_t len);
 
@@ -79,6 +80,8 @@ typedef struct {
 kvv_status kvv_pretok_open(const char *name, kvv_pretok **out, kvv_pretok_flags *flags,
                            kvv_error *err);
 void kvv_pretok_free(kvv_pretok *p);
+/* The i-th tokenizer.ggml.pre name kvverify knows, or NULL past the end. */
+const char *kvv_pretok_name(int i);
 
 /* Split len bytes of text into pre-tokens, each already mapped through GPT-2
  * bytes_to_unicode (as unicode_regex_split does). *words is one malloc'ed
@@ -124,8 +127,9 @@ int kvv_cpt_to_byte(uint32_t cpt);
 /* ------------------------------------------------------------ the tokenizer */
 struct kvv_tokenizer {
     kvv_tok_type type;
-    char model[16];            /* tokenizer.ggml.model */
-    char pre[64];              /* tokenizer.ggml.pre ("" if absent) */
+    char path[256];            /* the GGUF file's name, for messages */
+    char model[64];            /* tokenizer.ggml.model */
+    char pre[128];             /* tokenizer.ggml.pre ("" if absent) */
     int n_vocab;
     char *arena;               /* all token texts, each NUL-terminated */
     const char **text;         /* [n_vocab] into arena */

@@ -476,7 +476,7 @@ float kvv_oracle_dot(kvv_oracle *o, const float *a, const float *b, int64_t n)
             mpfr_set_flt(o->t[1], a[i], MPFR_RNDN);
             mpfr_set_flt(o->t[2], b[i], MPFR_RNDN);
             mpfr_mul(o->t[0], o->t[1], o->t[2], MPFR_RNDN);
-            mpfr_add(o->v, o->v, o->t[0], MPFR_RNDN); /* exact: < 2^1200 / 2^-298 range */
+            mpfr_add(o->v, o->v, o->t[0], MPFR_RNDN); /* exact: |sum| < 2^300, ulp >= 2^-298 */
         }
         return round_v(o, o->v);
     }

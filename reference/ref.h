@@ -3,7 +3,7 @@
  *
  * Scalar, single-threaded, fp32 activations, every weight dequantized exactly
  * at open. Every reduction runs in one documented order that depends only on
- * its length (see reference/README or the comments in ref_forward.c), the
+ * its length (docs/reference-engine.md; comments in ref_ops.c), the
  * build uses -ffp-contract=off, and no libm transcendental is on the computed
  * path (reference/kmath.h). So: the same model and inputs give the same bits
  * on any machine, compiler and -O level, and a prompt processed in one batch,

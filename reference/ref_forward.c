@@ -79,6 +79,8 @@ typedef struct {
     int32_t *key_pos; /* (n_ctx) their positions, ascending */
     float *score;     /* (n_ctx) scores, then probabilities, of one query head */
     int32_t *vis;     /* (n_ctx) index into key_pos of each visible key */
+    int32_t *cand_pos;/* (n_ctx) positions of the visible keys, for the select hook */
+    uint8_t *keep;    /* (n_ctx) the select hook's verdicts */
     float *qs;        /* (head_dim) a query head multiplied by the query scale */
     float *probs;     /* (n, n_head, n_ctx) for the attn hook, or NULL */
 } scratch;
@@ -99,6 +101,8 @@ static void scratch_free(scratch *s)
     free(s->key_pos);
     free(s->score);
     free(s->vis);
+    free(s->cand_pos);
+    free(s->keep);
     free(s->qs);
     free(s->probs);
 }
@@ -132,11 +136,13 @@ static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, 
     s->key_pos = malloc(NK * sizeof(int32_t));
     s->score = falloc(NK);
     s->vis = malloc(NK * sizeof(int32_t));
+    s->cand_pos = malloc(NK * sizeof(int32_t));
+    s->keep = malloc(NK ? NK : 1);
     s->qs = falloc((size_t)hp->head_dim);
     if (probs && !(s->probs = falloc(N * (size_t)hp->n_head * NK)))
         return false;
     return s->x && s->xn && s->q && s->k && s->v && s->att && s->proj && s->gate && s->up &&
-           s->kc && s->vc && s->key_pos && s->score && s->vis && s->qs;
+           s->kc && s->vc && s->key_pos && s->score && s->vis && s->cand_pos && s->keep && s->qs;
 }
 
 /* ------------------------------------------------------------ attention */
@@ -145,7 +151,8 @@ static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, 
  * q by the scale before the dot product (as llama.cpp's graphs do); gemma2
  * then soft-caps them. Query t (position p) sees key position j of KV head g
  * iff j <= p, (j, g) is present in the cache, and, on sliding-window layers,
- * p - j < n_swa. Softmax over the visible keys; the output sums p_j * v_j in
+ * p - j < n_swa; a select hook may then drop some of them for this query
+ * head. Softmax over the visible keys; the output sums p_j * v_j in
  * ascending j, per dimension, starting from +0. */
 static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_hooks *hooks,
                       scratch *s)
@@ -191,19 +198,36 @@ static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_ho
                     s->qs[d] = qh[d] * hp->query_scale;
                 qh = s->qs;
             }
+            /* visible keys: present, causal, inside the window */
             int nv = 0;
             for (int jj = 0; jj < n_keys; jj++) {
                 const int j = s->key_pos[jj];
                 if (j > p || (swa && p - j >= hp->n_swa) || !kvv_kv_cache_present(c, l, j, g))
                     continue;
+                s->vis[nv++] = jj;
+            }
+            if (hooks && hooks->select && nv > 0) {
+                /* a policy may exclude keys from this query's softmax */
+                for (int i = 0; i < nv; i++) {
+                    s->cand_pos[i] = s->key_pos[s->vis[i]];
+                    s->keep[i] = 1;
+                }
+                hooks->select(hooks->user, l, p, h, s->q + (size_t)t * Q + (size_t)h * hd, nv,
+                              s->cand_pos, s->keep);
+                int kept = 0;
+                for (int i = 0; i < nv; i++)
+                    if (s->keep[i])
+                        s->vis[kept++] = s->vis[i];
+                nv = kept;
+            }
+            for (int i = 0; i < nv; i++) {
+                const int jj = s->vis[i];
                 float sc = ref_dot(qh, s->kc + (size_t)jj * K + (size_t)g * hd, hd);
                 if (!prescale)
                     sc = sc * hp->query_scale;
                 if (hp->attn_softcap > 0.0f)
                     sc = ref_softcap(sc, hp->attn_softcap);
-                s->score[nv] = sc;
-                s->vis[nv] = jj;
-                nv++;
+                s->score[i] = sc;
             }
             ref_softmax(s->score, nv);
             float *o = s->att + (size_t)t * O + (size_t)h * hdv;        /* (hdv) */

@@ -526,7 +526,8 @@ kvv_status kvv_file_writer_write(const kvv_file_writer *w, const char *path, kvv
     snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot create the temporary file %s: %s", path,
+                           tmp, strerror(errno));
         goto out;
     }
     bool ok = fwrite(buf, 1, size, fp) == size;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "verify/compare.h"
 #include "verify/greedy.h"
 #include "verify/invariance.h"
 #include "verify/kv.h"
@@ -14,6 +15,7 @@ static const kvv_check_entry checks[] = {
     {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0"},
     {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit"},
     {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit"},
+    {"compare", kvv_check_compare, "the engine against the reference per layer and on logits"},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
 

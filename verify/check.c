@@ -38,6 +38,14 @@ kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv
     return KVV_OK;
 }
 
+kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions)
+{
+    kvv_engine_opts e = o->engine;
+    if (e.n_ctx <= 0)
+        e.n_ctx = n_positions;
+    return e;
+}
+
 /* splitmix64: a tiny, well-mixed generator with explicit state. */
 static uint64_t splitmix64(uint64_t *s)
 {

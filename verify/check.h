@@ -60,6 +60,12 @@ kvv_check_opts kvv_check_opts_default(void);
  * engine's context). KVV_ERR_USAGE with a message naming the field. */
 kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv_error *err);
 
+/* The engine options a check opens with: o->engine, with n_ctx set to
+ * n_positions when the caller left it 0 (a cache sized to the check, not to
+ * the model's training context: 30 layers x 4096 positions of a 135M model
+ * would be 377 MB per engine). */
+kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions);
+
 /* Signature shared by every check (the audit's table holds these). */
 typedef kvv_status (*kvv_check_fn)(const kvv_check_opts *o, kvv_check_result *r,
                                    kvv_error *err);

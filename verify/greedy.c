@@ -102,8 +102,14 @@ static json_t *top2_json(const float *row, int V)
     kvv_top2_f32(row, V, &i1, &v1, &i2, &v2);
     char m[40];
     snprintf(m, sizeof m, "%.9g", (double)v1 - (double)v2);
-    return json_pack("{s:i, s:f, s:i, s:f, s:s}", "top1", i1, (double)v1, "top2", i2,
-                     i2 >= 0 ? (double)v2 : 0.0, "margin", m);
+    char t1[24], t2[24], b1[24], b2[24];
+    snprintf(t1, sizeof t1, "%.9g", (double)v1);
+    snprintf(t2, sizeof t2, "%.9g", (double)v2);
+    snprintf(b1, sizeof b1, "0x%08x", (unsigned)kvv_f32_bits(v1));
+    snprintf(b2, sizeof b2, "0x%08x", (unsigned)kvv_f32_bits(v2));
+    return json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:s}", "top1", i1, "top1_logit", t1,
+                     "top1_bits", b1, "top2", i2, "top2_logit", t2, "top2_bits", b2, "margin",
+                     m);
 }
 
 static kvv_status run(greedy_ctx *c, kvv_error *err)
@@ -111,14 +117,15 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     const kvv_check_opts *o = c->o;
     kvv_check_result *r = c->r;
     kvv_engine *e = NULL, *ep = NULL;
-    kvv_status s = kvv_engine_open(o->model, &o->engine, &e, err);
+    kvv_engine_opts eo = kvv_check_engine_opts(o, c->T + c->N);
+    kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
     if (s)
         return s;
     kvv_engine_desc d;
     kvv_engine_describe(e, &d);
     kvv_check_set_engine(r, &d);
     if (o->controls || o->force_fail) {
-        kvv_engine_opts po = o->engine;
+        kvv_engine_opts po = eo;
         po.control |= KVV_CTL_PERTURB_WEIGHT;
         if ((s = kvv_engine_open(o->model, &po, &ep, err)))
             goto out;

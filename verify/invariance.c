@@ -21,7 +21,8 @@ typedef struct {
     int L, T, V, kd, vd, n_embd;
     int32_t *pos;
     kvv_capture base, cap;  /* baseline and variant captures */
-    float *lbase, *lvar;    /* [T][V] */
+    kvv_capture alt;        /* the control's unplanted run */
+    float *lbase, *lvar, *lalt; /* [T][V] */
     uint8_t *have;          /* [T] rows of lvar the variant produced */
     kvv_cmp_stats total;
 } inv_ctx;
@@ -82,20 +83,22 @@ static void cmp_tensor(inv_ctx *c, const char *tensor, const char *variant_name,
     }
 }
 
-/* Compare the variant against the baseline; @return differing elements. */
-static uint64_t compare_variant(inv_ctx *c, const char *name, bool add_rows, kvv_status *s)
+/* Compare the variant (c->cap, c->lvar) against a reference run (the
+ * baseline for the variants; @return differing elements. */
+static uint64_t compare_to(inv_ctx *c, const kvv_capture *ref, const float *lref,
+                           const char *name, bool add_rows, kvv_status *s)
 {
     kvv_cmp_stats k, v, res, lg;
-    cmp_tensor(c, "K", name, c->base.k, c->cap.k, c->L, c->kd, &k);
-    cmp_tensor(c, "V", name, c->base.v, c->cap.v, c->L, c->vd, &v);
-    cmp_tensor(c, "residual", name, c->base.resid, c->cap.resid, c->L + 1, c->n_embd, &res);
+    cmp_tensor(c, "K", name, ref->k, c->cap.k, c->L, c->kd, &k);
+    cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v);
+    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res);
     kvv_cmp_init(&lg);
     for (int t = 0; t < c->T; t++) {
         if (!c->have[t])
             continue;
         kvv_cmp_stats s1;
         kvv_cmp_init(&s1);
-        kvv_cmp_update(&s1, c->lbase + (size_t)t * c->V, c->lvar + (size_t)t * c->V,
+        kvv_cmp_update(&s1, lref + (size_t)t * c->V, c->lvar + (size_t)t * c->V,
                        (size_t)c->V);
         if (s1.first >= 0) {
             kvv_mismatch m = {.layer = -1, .token = t, .head = -1, .index = (int)s1.first,
@@ -120,11 +123,16 @@ static uint64_t compare_variant(inv_ctx *c, const char *name, bool add_rows, kvv
     return k.n_diff + v.n_diff + res.n_diff + lg.n_diff;
 }
 
+static uint64_t compare_variant(inv_ctx *c, const char *name, bool add_rows, kvv_status *s)
+{
+    return compare_to(c, &c->base, c->lbase, name, add_rows, s);
+}
+
 /* Open an engine with `threads` threads; *honoured = it reports them. */
 static kvv_status open_threads(inv_ctx *c, int threads, kvv_engine **e, bool *honoured,
                                kvv_error *err)
 {
-    kvv_engine_opts eo = c->o->engine;
+    kvv_engine_opts eo = kvv_check_engine_opts(c->o, c->T);
     eo.n_threads = threads;
     kvv_status s = kvv_engine_open(c->o->model, &eo, e, err);
     if (s)
@@ -140,7 +148,8 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     const kvv_check_opts *o = c->o;
     kvv_check_result *r = c->r;
     kvv_engine *e = NULL, *et = NULL;
-    kvv_status s = kvv_engine_open(o->model, &o->engine, &e, err);
+    kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
+    kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
     if (s)
         return s;
     kvv_engine_desc d;
@@ -215,15 +224,20 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
                                                "whatever is asked)"));
 
     if (o->controls) {
-        variant cv = {.step = 7, .flip = true};
+        /* the same drive (chunk=7) with and without the planted flip, so the
+         * detection is the plant's even on an engine that is not invariant */
+        variant plain = {.step = 7}, cv = {.step = 7, .flip = true};
+        snprintf(plain.name, sizeof plain.name, "chunk=7");
         snprintf(cv.name, sizeof cv.name, "chunk=7 + planted flip");
+        if ((s = run_variant(c, e, &plain, &c->alt, c->lalt, err)))
+            goto out;
         if ((s = run_variant(c, e, &cv, &c->cap, c->lvar, err)))
             goto out;
         kvv_check_result probe; /* count without touching r's first mismatch */
         kvv_check_result *keep = c->r;
         kvv_check_result_init(&probe, "probe");
         c->r = &probe;
-        uint64_t n = compare_variant(c, cv.name, false, &s);
+        uint64_t n = compare_to(c, &c->alt, c->lalt, cv.name, false, &s);
         c->r = keep;
         char where[256] = "";
         if (probe.has_mismatch)
@@ -232,7 +246,9 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
         char name[96];
         snprintf(name, sizeof name, "flipped bit in residual[l=%d,t=%d] during chunk=7", c->L / 2,
                  c->T / 2);
-        if (kvv_check_add_control(r, name, n > 0, "%llu elements differ; first %s",
+        if (kvv_check_add_control(r, name, n > 0,
+                                  "%llu elements differ from the same run without the flip; "
+                                  "first %s",
                                   (unsigned long long)n, where))
             goto nomem;
     }
@@ -289,14 +305,17 @@ kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kv
     c.pos = malloc((size_t)c.T * sizeof *c.pos);
     c.lbase = malloc(nl * sizeof(float));
     c.lvar = malloc(nl * sizeof(float));
+    c.lalt = malloc(nl * sizeof(float));
     c.have = malloc((size_t)c.T);
-    if (!c.pos || !c.lbase || !c.lvar || !c.have)
+    if (!c.pos || !c.lbase || !c.lvar || !c.lalt || !c.have)
         s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory for %d tokens", c.T);
     unsigned what = KVV_CAPTURE_RESID | KVV_CAPTURE_KV;
     if (!s)
         s = kvv_capture_init(&c.base, hp, c.T, what, err);
     if (!s)
         s = kvv_capture_init(&c.cap, hp, c.T, what, err);
+    if (!s && o->controls)
+        s = kvv_capture_init(&c.alt, hp, c.T, what, err);
     if (!s) {
         for (int t = 0; t < c.T; t++)
             c.pos[t] = t;
@@ -306,6 +325,8 @@ kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kv
         kvv_check_set_error(r, err);
     kvv_capture_free(&c.base);
     kvv_capture_free(&c.cap);
+    kvv_capture_free(&c.alt);
+    free(c.lalt);
     free(c.pos);
     free(c.lbase);
     free(c.lvar);

@@ -169,7 +169,7 @@ static kvv_status recompute_with(kv_ctx *c, const kvv_engine_opts *eo, float *k,
 /* Control 2: a different summation order must be detected. */
 static kvv_status control_reversed(kv_ctx *c, kvv_error *err)
 {
-    kvv_engine_opts eo = c->o->engine;
+    kvv_engine_opts eo = kvv_check_engine_opts(c->o, c->T);
     eo.control |= KVV_CTL_KV_REVERSED_SUM;
     kvv_cmp_stats at_dtype;
     kvv_cmp_init(&at_dtype);
@@ -226,7 +226,7 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
 {
     const kvv_check_opts *o = c->o;
     kvv_check_result *r = c->r;
-    kvv_engine_opts eo = o->engine;
+    kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
     kvv_engine *e = NULL;
     kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
     if (s)
@@ -306,10 +306,14 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
                               "0 of %llu K/V elements differ (3 recomputes x %d layers)",
                               (unsigned long long)tot.n, c->L);
     } else if (ndiff) {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%llu of %llu K/V elements differ, max ULP %llu",
-                              (unsigned long long)ndiff, (unsigned long long)(tot.n + hook.n),
-                              (unsigned long long)(tot.max_ulp > hook.max_ulp ? tot.max_ulp
-                                                                              : hook.max_ulp));
+        char hook_note[64] = "";
+        if (hook.n_diff)
+            snprintf(hook_note, sizeof hook_note, "; kv hook != cache in %llu",
+                     (unsigned long long)hook.n_diff);
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
+                              "%llu of %llu recomputed K/V elements differ, max ULP %llu%s",
+                              (unsigned long long)tot.n_diff, (unsigned long long)tot.n,
+                              (unsigned long long)tot.max_ulp, hook_note);
         if (hook.n_diff)
             kvv_check_set_message(r, "the kv hook's K/V differ from the cache in %llu elements",
                                   (unsigned long long)hook.n_diff);

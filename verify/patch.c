@@ -115,7 +115,8 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
     const kvv_check_opts *o = c->o;
     kvv_check_result *r = c->r;
     kvv_engine *e;
-    kvv_status s = kvv_engine_open(o->model, &o->engine, &e, err);
+    kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
+    kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
     if (s)
         return s;
     kvv_engine_desc d;

@@ -22,7 +22,7 @@ void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
 {
     if (!r->n_rows)
         return;
-    fprintf(f, "  %-5s %-22s %10s %10s %12s %12s %12s\n", "layer", "compared", "elements",
+    fprintf(f, "  %-5s %-30s %10s %10s %12s %12s %12s\n", "layer", "compared", "elements",
             "differing", "max ULP", "NMSE", "max |d|");
     for (int i = 0; i < r->n_rows; i++) {
         const kvv_layer_row *w = &r->rows[i];
@@ -35,7 +35,7 @@ void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
             snprintf(ulp, sizeof ulp, "NaN");
         else
             snprintf(ulp, sizeof ulp, "%llu", (unsigned long long)w->st.max_ulp);
-        fprintf(f, "  %-5s %-22s %10llu %10llu %12s %12.4g %12.4g\n", layer, w->what,
+        fprintf(f, "  %-5s %-30s %10llu %10llu %12s %12.4g %12.4g\n", layer, w->what,
                 (unsigned long long)w->st.n, (unsigned long long)w->st.n_diff, ulp,
                 kvv_cmp_nmse(&w->st), w->st.max_abs);
     }

@@ -59,9 +59,10 @@ bool kvv_suite_parse_shard(const char *s, int *shard_i, int *shard_n)
 
 typedef struct {
     const char *file;
-    const char *base;
+    const char *base;   /* folder that relative paths are relative to */
     kvv_error *err;
-    int line;
+    int line;           /* text: line number; JSON: case number (1-based) */
+    bool json;
 } pctx;
 
 static kvv_status perr(pctx *p, const char *key, const char *fmt, ...)
@@ -74,7 +75,7 @@ static kvv_status perr(pctx *p, const char *key, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     return kvv_error_set(p->err, KVV_ERR_FORMAT, "%s: %s %d: key %s: %s", p->file,
-                         p->base ? "line" : "case", p->line, key, why);
+                         p->json ? "case" : "line", p->line, key, why);
 }
 
 static bool resolve(pctx *p, const char *v, char *dst, size_t cap)
@@ -145,6 +146,17 @@ static kvv_status set_key(pctx *p, kvv_suite_case *c, const char *key, const cha
         if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
             return perr(p, key, "'%s' is not yes or no", v);
         c->optional = strcmp(v, "yes") == 0;
+    } else if (strcmp(key, "control") == 0) {
+        int l, q, k = 0;
+        if (strcmp(v, "force-fail") == 0)
+            c->force_fail = true;
+        else if (strcmp(v, "weight") == 0)
+            c->control |= KVV_CTL_PERTURB_WEIGHT;
+        else if (sscanf(v, "resid:%d:%d%n", &l, &q, &k) == 2 && v[k] == '\0' && l >= 0 && q >= 0) {
+            c->perturb_layer = l;
+            c->perturb_pos = q;
+        } else
+            return perr(p, key, "'%s' is not force-fail, weight or resid:LAYER:POS", v);
     } else if (strcmp(key, "checks") == 0) {
         char buf[256];
         if (strlen(v) >= sizeof buf)
@@ -176,6 +188,8 @@ static void case_defaults(kvv_suite_case *c)
     c->n_tokens = 16;
     c->seed = 1;
     c->n_gen = 16;
+    c->perturb_layer = -1;
+    c->perturb_pos = -1;
 }
 
 /* Check a finished case and append it. */
@@ -263,7 +277,7 @@ static kvv_status parse_json(pctx *p, const char *text, size_t len, kvv_suite *s
     json_t *cases = json_object_get(root, "cases");
     kvv_status st = KVV_OK;
     int cap = 0;
-    const char *saved_base = p->base;
+    p->json = true;
     if (!json_is_array(cases)) {
         p->line = 0;
         st = perr(p, "cases", "missing, or not an array");
@@ -312,7 +326,6 @@ static kvv_status parse_json(pctx *p, const char *text, size_t len, kvv_suite *s
                 st = perr(p, key, "value of an unsupported JSON type");
             if (st)
                 break;
-            p->base = saved_base ? saved_base : ".";
             st = set_key(p, &c, key, buf);
             if (st)
                 break;
@@ -338,7 +351,7 @@ kvv_status kvv_suite_parse(const char *text, size_t len, const char *name, const
     memcpy(copy, text, len);
     copy[len] = '\0';
     snprintf(s->path, sizeof s->path, "%s", name);
-    pctx p = {name, base_dir ? base_dir : ".", err, 0};
+    pctx p = {name, base_dir ? base_dir : ".", err, 0, false};
     kvv_status st;
     if (strlen(copy) != len)
         st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: byte %zu: NUL byte in a text file", name,
@@ -455,6 +468,9 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
     co.engine = c->engine;
     co.mode = c->mode[0] ? c->mode : NULL;
     co.n_threads = c->threads;
+    co.control = c->control;
+    co.perturb_layer = c->perturb_layer;
+    co.perturb_pos = c->perturb_pos;
     kvv_vectors_result vr;
     kvv_error err = {0};
     double t0 = kvv_now_seconds();
@@ -521,6 +537,7 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             o.n_tokens = c->n_tokens;
             o.n_gen = c->n_gen;
             o.seed = c->seed;
+            o.force_fail = c->force_fail;
             kvv_error e2 = {0};
             double t0 = kvv_now_seconds();
             kvv_status cs = check_table[k].run(&o, r, &e2);
@@ -702,7 +719,7 @@ kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path,
         sb_put(&b, "    <system-out>model=");
         sb_xml(&b, c->model);
         sb_fmt(&b, " engine=%s mode=%s cache=%s threads=%d", c->engine,
-               c->mode[0] ? c->mode : "default", c->cache, c->threads);
+               kvv_mode_name(case_engine(c).mode), c->cache, c->threads);
         if (c->vector[0]) {
             sb_put(&b, " vector=");
             sb_xml(&b, c->vector);
@@ -731,7 +748,7 @@ json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
         n[r->verdict]++;
         json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:i, s:s, s:o}", "case", c->name,
                               "case_index", res->out[i].case_index, "model", c->model, "engine",
-                              c->engine, "mode", c->mode[0] ? c->mode : "default", "cache_type",
+                              c->engine, "mode", kvv_mode_name(case_engine(c).mode), "cache_type",
                               c->cache, "threads", c->threads, "vector", c->vector,
                               "result", kvv_check_to_json(r));
         json_array_append_new(cases, j);

@@ -21,6 +21,10 @@
  *   seed=S           prompt seed (default 1)
  *   n=N              greedy/kvdirect decode steps (default 16)
  *   optional=yes     a missing model file skips the case instead of an error
+ *   control=C        negative control, the case must FAIL: `force-fail` (the
+ *                    checks plant their control in the real comparison),
+ *                    `weight` or `resid:L:P` (the vector check runs with a
+ *                    perturbed weight / residual bit, as vectors check --perturb)
  *
  * A case needs checks=, vector= or both. The JSON form is
  * {"cases": [{"name": "...", "model": "...", "checks": ["kv", "patch"], ...}]}
@@ -73,6 +77,10 @@ typedef struct {
     uint64_t seed;
     int n_gen;
     bool optional;
+    bool force_fail;         /* control=force-fail */
+    unsigned control;        /* control=weight: KVV_CTL_PERTURB_WEIGHT */
+    int perturb_layer;       /* control=resid:L:P, else -1 */
+    int perturb_pos;
 } kvv_suite_case;
 
 typedef struct {

@@ -11,8 +11,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define WORKER_SPINS 200000 /* pause iterations before a worker sleeps */
-#define CALLER_SPINS 4000   /* pause iterations before the caller yields */
+#define WORKER_SPINS 4000   /* pause iterations before a worker starts yielding */
+#define WORKER_YIELDS 64    /* sched_yield rounds before a worker sleeps */
+#define CALLER_SPINS 2000   /* pause iterations before the caller yields */
 
 typedef struct {
     kvv_cpu_pool *pool;
@@ -47,8 +48,11 @@ static void *worker_main(void *a)
     unsigned seen = 0;
     for (;;) {
         unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        for (int s = 0; g == seen && s < WORKER_SPINS; s++) {
-            cpu_relax();
+        for (int s = 0; g == seen && s < WORKER_SPINS + WORKER_YIELDS; s++) {
+            if (s < WORKER_SPINS)
+                cpu_relax();
+            else
+                sched_yield();
             g = atomic_load_explicit(&p->gen, memory_order_acquire);
         }
         if (g == seen) {

@@ -33,6 +33,10 @@ check "stories --raw" "403 407 261 378" "$("$KVV" tokenize "$M" "Once upon a tim
 check "options first" "403 407 261 378" "$("$KVV" tokenize --raw "$M" "Once upon a time")"
 check "decode" "Once upon a time" "$("$KVV" tokenize "$M" --decode 403,407,261,378)"
 check "decode spaces" "Once upon a time" "$("$KVV" tokenize "$M" --decode "403 407 261 378")"
+check "decode flag after" "Once upon a time" "$("$KVV" tokenize "$M" "403,407,261,378" --decode)"
+printf '403\n407\n261\n378\n' >"$tmp/ids.txt"
+check "decode -f" "Once upon a time" "$("$KVV" tokenize "$M" --decode -f "$tmp/ids.txt")"
+check "decode BOS keeps space" " Once upon a time" "$("$KVV" tokenize "$M" --decode 1,403,407,261,378)"
 
 # -f FILE and stdin give the same ids as the text
 printf 'Once upon a time' >"$tmp/p.txt"
@@ -63,7 +67,8 @@ check "--special" "1 1 403" "$("$KVV" tokenize "$M" "<s>Once" --special)"
 grep -q "none.gguf" "$tmp/e"; check "missing model message" 0 $?
 "$KVV" tokenize "$M" -f "$tmp/none.txt" >/dev/null 2>"$tmp/e"; check "missing file exit" 2 $?
 grep -q "none.txt" "$tmp/e"; check "missing file message" 0 $?
-"$KVV" tokenize "$M" --decode 1,x >/dev/null 2>&1; check "bad ids exit" 2 $?
+"$KVV" tokenize "$M" --decode 1,x >/dev/null 2>"$tmp/e"; check "bad ids exit" 2 $?
+grep -q "item 2" "$tmp/e"; check "bad ids message" 0 $?
 "$KVV" tokenize "$M" --decode 1,512 >/dev/null 2>"$tmp/e"; check "id out of range exit" 2 $?
 grep -q "512" "$tmp/e"; check "id out of range message" 0 $?
 "$KVV" tokenize "$M" hi --bogus >/dev/null 2>&1; check "unknown option exit" 2 $?

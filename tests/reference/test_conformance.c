@@ -289,7 +289,7 @@ static void test_stories_lily(void **state)
     kvv_ref *r;
     kvv_ref_opts o = kvv_ref_opts_default();
     assert_int_equal(kvv_ref_open(m, &o, &r, &err), KVV_OK);
-    const int n_gen = 20, nv = m->hp.n_vocab;
+    const int n_gen = 30, nv = m->hp.n_vocab;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(n + n_gen));
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)(n + n_gen));
     float *lg = malloc(sizeof(float) * (size_t)nv);

@@ -1,0 +1,297 @@
+/*
+ * cmd_bench.c — `kvverify bench MODEL`: prompt and decode throughput of an
+ * engine (median of --repeats runs), with the roofline of the model beside
+ * it: FLOPs and weight bytes per token, and the GFLOP/s and GB/s the
+ * measured rates imply.
+ *
+ * One repeat: clear the cache, process the prompt in one forward call
+ * (logits of the last row only, as llama-bench's pp test), then decode
+ * --gen tokens one forward call each (llama-bench's tg test). Token ids are
+ * pseudo-random from --seed. A warm-up pass (up to 8 prompt tokens) first
+ * pages the mapped weights in. Beside wall-clock rates the command reports
+ * the process CPU time over wall time of each phase ("cpu" column): on a
+ * shared machine a figure well below the thread count means the rates were
+ * measured while other processes held the cores.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "engine/engine.h"
+#include "model/tensor_types.h"
+#include "verify/audit.h"
+#include "verify/check.h"
+
+static void help(void)
+{
+    printf("usage: kvverify bench MODEL [options]\n\n"
+           "Prompt (prefill) and decode throughput in tokens/s, median of repeats, with the\n"
+           "model's FLOPs and weight bytes per token and the GFLOP/s and GB/s they imply.\n\n"
+           "  --engine NAME       ref or cpu (default cpu)\n"
+           "  --mode MODE         exact (ref), fast or invariant (cpu; default invariant)\n"
+           "  --threads N         engine threads (default 1)\n"
+           "  --cache-type T      f32 (default), f16 or bf16\n"
+           "  --prompt N          prompt tokens per repeat (default 128; 0 skips)\n"
+           "  --gen N             decoded tokens per repeat (default 64; 0 skips)\n"
+           "  --repeats R         repeats; the median is reported (default 3)\n"
+           "  --seed S            token ids (default 1)\n"
+           "  --json              print one JSON object instead of the table\n"
+           "  --json=FILE         also write the JSON object to FILE\n");
+}
+
+/* Bytes of weights one token's pass reads, as engine `name` holds them: the
+ * cpu engine keeps F32, Q8_0 and Q4_0 as stored and widens the rest to F32;
+ * the reference widens everything. */
+static double tensor_bytes(const kvv_gguf_tensor *t, const char *engine)
+{
+    if (!t)
+        return 0;
+    double n = (double)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    bool kept = t->type == KVV_TYPE_F32 ||
+                (strcmp(engine, "cpu") == 0 &&
+                 (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
+    return kept ? (double)t->nbytes : 4.0 * n;
+}
+
+static double weight_bytes(const kvv_model *m, const char *engine, double *head)
+{
+    double b = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const kvv_layer_tensors *L = &m->layers[l];
+        const kvv_gguf_tensor *ts[] = {L->wq, L->wk, L->wv, L->wqkv, L->wo,
+                                       L->w_gate, L->w_up, L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            b += tensor_bytes(ts[i], engine);
+    }
+    *head = tensor_bytes(m->output ? m->output : m->tok_embd, engine);
+    return b;
+}
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    const char *model_path, *engine, *mode, *json_file;
+    long threads, prompt, gen, repeats;
+    uint64_t seed;
+    kvv_cache_type cache_type;
+    bool json;
+} bench_args;
+
+static int parse(int argc, char **argv, bench_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->engine = "cpu";
+    a->threads = 1;
+    a->prompt = 128;
+    a->gen = 64;
+    a->repeats = 3;
+    a->seed = 1;
+    kvv_opts o;
+    kvv_opts_init(&o, "bench", argc, argv);
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            help();
+            return -1;
+        }
+        if (kvv_opts_flag(&o, "--json")) {
+            a->json = true;
+        } else if (strncmp(o.arg, "--json=", 7) == 0) {
+            a->json_file = o.arg + 7;
+            if (!a->json_file[0])
+                kvv_opts_error(&o, "option --json=FILE: empty file name");
+        } else if (kvv_opts_value(&o, "--engine")) {
+            a->engine = o.value;
+        } else if (kvv_opts_value(&o, "--mode")) {
+            kvv_mode m;
+            if (o.value && !kvv_mode_from_name(o.value, &m))
+                kvv_opts_error(&o, "option --mode: '%s' is not exact, fast or invariant", o.value);
+            a->mode = o.value;
+        } else if (kvv_opts_value(&o, "--cache-type")) {
+            if (o.value && !kvv_cache_type_from_name(o.value, &a->cache_type))
+                kvv_opts_error(&o, "option --cache-type: '%s' is not f32, f16 or bf16", o.value);
+        } else if (kvv_opts_value(&o, "--threads")) {
+            if (o.value)
+                kvv_opts_int(&o, "--threads", o.value, 1, 256, &a->threads);
+        } else if (kvv_opts_value(&o, "--prompt")) {
+            if (o.value)
+                kvv_opts_int(&o, "--prompt", o.value, 0, 1 << 20, &a->prompt);
+        } else if (kvv_opts_value(&o, "--gen")) {
+            if (o.value)
+                kvv_opts_int(&o, "--gen", o.value, 0, 1 << 20, &a->gen);
+        } else if (kvv_opts_value(&o, "--repeats")) {
+            if (o.value)
+                kvv_opts_int(&o, "--repeats", o.value, 1, 1000, &a->repeats);
+        } else if (kvv_opts_value(&o, "--seed")) {
+            if (o.value)
+                kvv_opts_u64(&o, "--seed", o.value, &a->seed);
+        } else if (kvv_opts_positional(&o) && !a->model_path) {
+            a->model_path = o.arg;
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (!o.failed && !a->model_path)
+        kvv_opts_error(&o, "missing MODEL");
+    if (!o.failed && a->prompt == 0 && a->gen == 0)
+        kvv_opts_error(&o, "--prompt 0 and --gen 0: nothing to measure");
+    return o.failed ? 1 : 0;
+}
+
+int kvv_cmd_bench(int argc, char **argv)
+{
+    bench_args a;
+    int pc = parse(argc, argv, &a);
+    if (pc)
+        return pc < 0 ? KVV_EXIT_PASS : KVV_EXIT_BAD_INPUT;
+    kvv_error err = {0};
+    kvv_model *m;
+    if (kvv_model_open(a.model_path, &m, &err))
+        return kvv_cli_fail(&err);
+    const kvv_hparams *hp = &m->hp;
+    int np = (int)a.prompt, ng = (int)a.gen, total = np + ng;
+    kvv_engine_opts eo = kvv_engine_opts_default();
+    eo.name = a.engine;
+    eo.mode = strcmp(a.engine, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
+    if (a.mode)
+        kvv_mode_from_name(a.mode, &eo.mode);
+    eo.n_threads = (int)a.threads;
+    eo.cache_type = a.cache_type;
+    eo.n_ctx = total;
+    kvv_engine *e;
+    if (kvv_engine_open(m, &eo, &e, &err)) {
+        kvv_model_close(m);
+        return kvv_cli_fail(&err);
+    }
+    int32_t *tok = malloc((size_t)total * sizeof *tok), *pos = malloc((size_t)total * sizeof *pos);
+    float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    double *pp = calloc((size_t)a.repeats, sizeof *pp), *tg = calloc((size_t)a.repeats, sizeof *tg);
+    double *ppc = calloc((size_t)a.repeats, sizeof *ppc), *tgc = calloc((size_t)a.repeats, sizeof *tgc);
+    int code = KVV_EXIT_PASS;
+    if (!tok || !pos || !logits || !pp || !tg || !ppc || !tgc) {
+        fprintf(stderr, "kvverify bench: out of memory\n");
+        code = KVV_EXIT_BAD_INPUT;
+        goto out;
+    }
+    kvv_prompt_random(a.seed, hp->n_vocab, -1, tok, total);
+    for (int i = 0; i < total; i++)
+        pos[i] = i;
+    /* warm-up: page the weights in */
+    if (kvv_engine_forward(e, np > 8 ? 8 : (np > 0 ? np : 1), tok, pos, NULL, KVV_LOGITS_LAST,
+                           logits, &err)) {
+        code = kvv_cli_fail(&err);
+        goto out;
+    }
+    for (int r = 0; r < a.repeats; r++) {
+        kvv_engine_reset(e);
+        double t0 = kvv_now_seconds(), c0 = cpu_seconds();
+        if (np > 0 && kvv_engine_forward(e, np, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err)) {
+            code = kvv_cli_fail(&err);
+            goto out;
+        }
+        double t1 = kvv_now_seconds(), c1 = cpu_seconds();
+        for (int i = np; i < total; i++)
+            if (kvv_engine_forward(e, 1, tok + i, pos + i, NULL, KVV_LOGITS_LAST, logits, &err)) {
+                code = kvv_cli_fail(&err);
+                goto out;
+            }
+        double t2 = kvv_now_seconds(), c2 = cpu_seconds();
+        pp[r] = np > 0 ? np / (t1 - t0) : 0;
+        tg[r] = ng > 0 ? ng / (t2 - t1) : 0;
+        ppc[r] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
+        tgc[r] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
+    }
+    double pp_med = median(pp, (int)a.repeats), tg_med = median(tg, (int)a.repeats);
+    double ppc_med = median(ppc, (int)a.repeats), tgc_med = median(tgc, (int)a.repeats);
+
+    /* roofline figures */
+    double macs_layers, macs_head, head_bytes;
+    kvv_model_macs_per_token(hp, &macs_layers, &macs_head);
+    double wbytes = weight_bytes(m, a.engine, &head_bytes);
+    double flops_pp = 2.0 * macs_layers + (np > 0 ? 2.0 * macs_head / np : 0);
+    double flops_tg = 2.0 * (macs_layers + macs_head);
+    double bytes_tg = wbytes + head_bytes;
+    double bytes_pp = np > 0 ? (wbytes + head_bytes) / np : 0;
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+
+    json_t *j = json_object();
+    json_object_set_new(j, "model", json_string(a.model_path));
+    json_object_set_new(j, "architecture", json_string(hp->arch_name));
+    json_object_set_new(j, "engine", kvv_engine_desc_to_json(&d));
+    json_object_set_new(j, "n_prompt", json_integer(np));
+    json_object_set_new(j, "n_gen", json_integer(ng));
+    json_object_set_new(j, "repeats", json_integer(a.repeats));
+    json_object_set_new(j, "prompt_tok_s", json_real(pp_med));
+    json_object_set_new(j, "decode_tok_s", json_real(tg_med));
+    json_object_set_new(j, "prompt_cpu_util", json_real(ppc_med));
+    json_object_set_new(j, "decode_cpu_util", json_real(tgc_med));
+    json_t *jp = json_array(), *jt = json_array();
+    for (int r = 0; r < a.repeats; r++) {
+        json_array_append_new(jp, json_real(pp[r]));
+        json_array_append_new(jt, json_real(tg[r]));
+    }
+    json_object_set_new(j, "prompt_tok_s_all", jp);
+    json_object_set_new(j, "decode_tok_s_all", jt);
+    json_object_set_new(j, "flops_per_prompt_token", json_real(flops_pp));
+    json_object_set_new(j, "flops_per_decode_token", json_real(flops_tg));
+    json_object_set_new(j, "weight_bytes_per_prompt_token", json_real(bytes_pp));
+    json_object_set_new(j, "weight_bytes_per_decode_token", json_real(bytes_tg));
+    json_object_set_new(j, "prompt_gflop_s", json_real(flops_pp * pp_med * 1e-9));
+    json_object_set_new(j, "decode_gb_s", json_real(bytes_tg * tg_med * 1e-9));
+    if (a.json)
+        json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    if (a.json)
+        printf("\n");
+    if (a.json_file && json_dump_file(j, a.json_file, JSON_INDENT(2) | JSON_REAL_PRECISION(9))) {
+        fprintf(stderr, "kvverify bench: cannot write %s\n", a.json_file);
+        code = KVV_EXIT_BAD_INPUT;
+    }
+    json_decref(j);
+    if (!a.json) {
+        printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a.model_path, hp->arch_name,
+               hp->n_layer, hp->n_embd, hp->n_vocab);
+        printf("engine   %s mode=%s threads=%d cache=%s  [%s]\n", d.name, d.mode, d.n_threads,
+               d.cache_type, d.kernels);
+        printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu",
+               "FLOP/token", "bytes/token", "achieved");
+        if (np > 0)
+            printf("%-8s %8d %12.1f %6.2f %14.4g %14.4g %6.1f GFLOP/s\n", "prompt", np, pp_med,
+                   ppc_med, flops_pp, bytes_pp, flops_pp * pp_med * 1e-9);
+        if (ng > 0)
+            printf("%-8s %8d %12.1f %6.2f %14.4g %14.4g %6.1f GB/s\n", "decode", ng, tg_med,
+                   tgc_med, flops_tg, bytes_tg, bytes_tg * tg_med * 1e-9);
+        printf("(median of %ld repeats; bytes = weights read once per forward call)\n", a.repeats);
+    }
+out:
+    free(tok);
+    free(pos);
+    free(logits);
+    free(pp);
+    free(tg);
+    free(ppc);
+    free(tgc);
+    kvv_engine_close(e);
+    kvv_model_close(m);
+    return code;
+}

@@ -1,0 +1,58 @@
+/*
+ * tensor_types_impl.h — private to model/tensor_types.c and model/dequant_k.c:
+ * little-endian field access, float bits, and the dequantizers of the
+ * K-quant, IQ4, MXFP4, TQ1_0 and TQ2_0 types (dequant_k.c).
+ */
+#ifndef KVV_TENSOR_TYPES_IMPL_H
+#define KVV_TENSOR_TYPES_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "model/tensor_types.h"
+
+#define QK 32    /* elements per block of the *_0 / *_1 / IQ4_NL / MXFP4 types */
+#define QK_K 256 /* elements per super-block of the K types */
+
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline void wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)((v >> (8 * i)) & 0xff);
+}
+
+/* Dequantize nb blocks of t (Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4,
+ * TQ1_0, TQ2_0) from x into y. Returns false if t is not one of those. */
+bool kvv_dequantize_blocks_ext(kvv_type t, const uint8_t *x, float *y, int64_t nb);
+
+#endif

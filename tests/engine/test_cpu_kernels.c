@@ -1,0 +1,192 @@
+/*
+ * test_cpu_kernels.c — the cpu engine's kernel tables and thread pool.
+ *
+ * For every kernel table this CPU can run (generic always; AVX2, AVX-512
+ * where supported): gemm_f32 gives the same bits whatever the batch size,
+ * the token's place in the batch and the row blocking (the invariant-mode
+ * contract of cpu_kernels.h), and agrees with a double-precision product;
+ * the fused Q8_0 kernel gives exactly the bits of gemm_f32 on the
+ * dequantized rows; the SIMD dequantizers equal kvv_dequantize_row; dot is
+ * gemm_f32 of one row and one token. The pool calls every thread index once
+ * per run.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_pool.h"
+#include "model/tensor_types.h"
+#include "tests/test_util.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static const kvv_cpu_kernels *tables[3];
+static int n_tables;
+
+static int setup(void **state)
+{
+    (void)state;
+    n_tables = 0;
+    const char *names[] = {"generic", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++) {
+        const kvv_cpu_kernels *k = kvv_cpu_kernels_select(names[i]);
+        if (k)
+            tables[n_tables++] = k;
+    }
+    return 0;
+}
+
+static void test_select(void **state)
+{
+    (void)state;
+    const kvv_cpu_kernels *best = kvv_cpu_kernels_select(NULL);
+    assert_non_null(best);
+    assert_non_null(kvv_cpu_kernels_select("generic"));
+    assert_null(kvv_cpu_kernels_select("no-such-isa"));
+    /* auto picks the widest the CPU has */
+    assert_ptr_equal(best, tables[n_tables - 1]);
+}
+
+static void test_gemm_invariant(void **state)
+{
+    (void)state;
+    const int Ks[] = {1, 7, 8, 9, 37, 64, 200, 576};
+    const int R = 13, T = 11;
+    for (int ti = 0; ti < n_tables; ti++) {
+        const kvv_cpu_kernels *k = tables[ti];
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            int K = Ks[ki];
+            float *W = malloc(sizeof(float) * R * K), *X = malloc(sizeof(float) * T * K);
+            float *Y = malloc(sizeof(float) * T * R), *Y1 = malloc(sizeof(float) * T * R);
+            float *Y2 = malloc(sizeof(float) * T * R);
+            for (int i = 0; i < R * K; i++)
+                W[i] = frand();
+            for (int i = 0; i < T * K; i++)
+                X[i] = frand();
+            k->gemm_f32(K, W, K, R, X, K, T, Y, R);
+            for (int t = 0; t < T; t++) /* one token at a time */
+                k->gemm_f32(K, W, K, R, X + (size_t)t * K, K, 1, Y1 + (size_t)t * R, R);
+            for (int r = 0; r < R; r++) /* one row at a time, tokens 2 by 2 */
+                for (int t = 0; t < T; t += 2)
+                    k->gemm_f32(K, W + (size_t)r * K, K, 1, X + (size_t)t * K, K,
+                                t + 2 <= T ? 2 : 1, Y2 + (size_t)t * R + r, R);
+            assert_memory_equal(Y, Y1, sizeof(float) * T * R);
+            assert_memory_equal(Y, Y2, sizeof(float) * T * R);
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < R; r++) {
+                    double s = 0, a = 0;
+                    for (int i = 0; i < K; i++) {
+                        s += (double)W[r * K + i] * X[t * K + i];
+                        a += fabs((double)W[r * K + i] * X[t * K + i]);
+                    }
+                    assert_true(fabs(Y[t * R + r] - s) <= 1e-6 * a + 1e-30);
+                    float d = k->dot(K, W + (size_t)r * K, X + (size_t)t * K);
+                    assert_memory_equal(&d, &Y[t * R + r], sizeof d);
+                }
+            free(W);
+            free(X);
+            free(Y);
+            free(Y1);
+            free(Y2);
+        }
+    }
+}
+
+static void test_q8_0_fused_and_dequant(void **state)
+{
+    (void)state;
+    const int K = 256, R = 9, T = 5;
+    size_t rb = kvv_type_row_size(KVV_TYPE_Q8_0, K), rb4 = kvv_type_row_size(KVV_TYPE_Q4_0, K);
+    uint8_t *q = malloc(rb * R), *q4 = malloc(rb4 * R);
+    float *src = malloc(sizeof(float) * K), *Wd = malloc(sizeof(float) * R * K);
+    float *X = malloc(sizeof(float) * T * K), *Y = malloc(sizeof(float) * T * R);
+    float *Yq = malloc(sizeof(float) * T * R), *a = malloc(sizeof(float) * K);
+    float *b = malloc(sizeof(float) * K);
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < K; i++)
+            src[i] = frand() * (r + 1);
+        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, src, q + r * rb, K));
+        assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, src, q4 + r * rb4, K));
+        assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, q + r * rb, Wd + (size_t)r * K, K));
+    }
+    for (int i = 0; i < T * K; i++)
+        X[i] = frand();
+    for (int ti = 0; ti < n_tables; ti++) {
+        const kvv_cpu_kernels *k = tables[ti];
+        for (int r = 0; r < R; r++) {
+            k->dequant_q8_0(q + r * rb, a, K);
+            assert_memory_equal(a, Wd + (size_t)r * K, sizeof(float) * K);
+            k->dequant_q4_0(q4 + r * rb4, a, K);
+            assert_true(kvv_dequantize_row(KVV_TYPE_Q4_0, q4 + r * rb4, b, K));
+            assert_memory_equal(a, b, sizeof(float) * K);
+        }
+        k->gemm_f32(K, Wd, K, R, X, K, T, Y, R);
+        for (int nt = 1; nt <= T; nt++) {
+            memset(Yq, 0, sizeof(float) * T * R);
+            k->gemv_q8_0(K, q, rb, R, X, K, nt, Yq, R);
+            assert_memory_equal(Yq, Y, sizeof(float) * nt * R);
+        }
+    }
+    free(q);
+    free(q4);
+    free(src);
+    free(Wd);
+    free(X);
+    free(Y);
+    free(Yq);
+    free(a);
+    free(b);
+}
+
+typedef struct {
+    atomic_int calls[8];
+    atomic_int total;
+} pool_ctx;
+
+static void pool_task(void *ctx, int ith, int nth)
+{
+    pool_ctx *p = ctx;
+    assert_true(ith >= 0 && ith < nth && nth <= 8);
+    atomic_fetch_add(&p->calls[ith], 1);
+    atomic_fetch_add(&p->total, 1);
+}
+
+static void test_pool(void **state)
+{
+    (void)state;
+    for (int nth = 1; nth <= 3; nth++) {
+        kvv_cpu_pool *p = kvv_cpu_pool_new(nth);
+        assert_non_null(p);
+        assert_int_equal(kvv_cpu_pool_threads(p), nth);
+        pool_ctx c;
+        memset(&c, 0, sizeof c);
+        for (int rep = 0; rep < 500; rep++)
+            kvv_cpu_pool_run(p, pool_task, &c);
+        for (int i = 0; i < nth; i++)
+            assert_int_equal(atomic_load(&c.calls[i]), 500);
+        assert_int_equal(atomic_load(&c.total), 500 * nth);
+        kvv_cpu_pool_free(p);
+    }
+    kvv_cpu_pool_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_select),
+        cmocka_unit_test(test_gemm_invariant),
+        cmocka_unit_test(test_q8_0_fused_and_dequant),
+        cmocka_unit_test(test_pool),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

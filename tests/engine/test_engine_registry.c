@@ -1,0 +1,179 @@
+/*
+ * test_engine_registry.c — engine/engine.c and the reference adapter
+ * engine/engine_ref.c: opening by name, an unknown name (KVV_ERR_USAGE
+ * naming the engines available), modes, option checks, the vtable wrappers
+ * (forward, kv_from_residual, cache, describe, reset) giving exactly what the
+ * reference engine gives, and mode/cache-type names.
+ * Uses a synthetic model built in memory (no ../shared needed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "model/synth.h"
+#include "tests/test_util.h"
+
+typedef struct {
+    uint8_t *buf;
+    kvv_model *m;
+} synth_model;
+
+static void synth_open(synth_model *s, const char *shape)
+{
+    kvv_error err = {0};
+    kvv_synth_opts o;
+    memset(&o, 0, sizeof o);
+    o.shape = kvv_shape_find(shape);
+    assert_non_null(o.shape);
+    o.type = KVV_TYPE_F32;
+    o.seed = 2;
+    kvv_gguf_writer *w;
+    size_t size;
+    kvv_gguf *g;
+    if (kvv_synth_build(&o, &w, &err) || kvv_gguf_writer_to_buffer(w, &s->buf, &size, &err))
+        fail_msg("%s", err.msg);
+    kvv_gguf_writer_free(w);
+    if (kvv_gguf_open_memory(s->buf, size, shape, &g, &err) || kvv_model_from_gguf(g, &s->m, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void synth_close(synth_model *s)
+{
+    kvv_model_close(s->m);
+    free(s->buf);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    kvv_mode md;
+    assert_string_equal(kvv_mode_name(KVV_MODE_EXACT), "exact");
+    assert_string_equal(kvv_mode_name(KVV_MODE_INVARIANT), "invariant");
+    assert_string_equal(kvv_mode_name((kvv_mode)99), "unknown");
+    assert_true(kvv_mode_from_name("fast", &md) && md == KVV_MODE_FAST);
+    assert_false(kvv_mode_from_name("Fast", &md));
+    assert_false(kvv_mode_from_name(NULL, &md));
+    kvv_cache_type ct;
+    assert_true(kvv_cache_type_from_name("bf16", &ct) && ct == KVV_CACHE_BF16);
+    assert_false(kvv_cache_type_from_name("f8", &ct));
+    assert_string_equal(kvv_cache_type_name(KVV_CACHE_F16), "f16");
+    kvv_engine_opts o = kvv_engine_opts_default();
+    assert_string_equal(o.name, "ref");
+    assert_int_equal(o.mode, KVV_MODE_EXACT);
+    assert_int_equal(o.cache_type, KVV_CACHE_F32);
+}
+
+static void test_open_errors(void **state)
+{
+    (void)state;
+    synth_model s;
+    synth_open(&s, "llama-tiny");
+    kvv_error err = {0};
+    kvv_engine *e = (kvv_engine *)&err; /* must be reset to NULL on failure */
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = "nope";
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "unknown engine 'nope'"));
+    assert_non_null(strstr(err.msg, "available: ref"));
+    o = kvv_engine_opts_default();
+    o.mode = KVV_MODE_FAST;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "exact"));
+    o = kvv_engine_opts_default();
+    o.n_ctx = -3;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    o = kvv_engine_opts_default();
+    o.cache_type = (kvv_cache_type)7;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_int_equal(kvv_engine_open(NULL, NULL, &e, &err), KVV_ERR_USAGE);
+    kvv_engine_close(NULL);
+    assert_int_equal(kvv_engine_forward(NULL, 1, NULL, NULL, NULL, KVV_LOGITS_NONE, NULL, &err),
+                     KVV_ERR_USAGE);
+    assert_null(kvv_engine_cache(NULL));
+    synth_close(&s);
+}
+
+/* The wrappers give the reference engine's bits. */
+static void test_ref_through_vtable(void **state)
+{
+    (void)state;
+    synth_model s;
+    synth_open(&s, "qwen2-tiny");
+    const kvv_hparams *hp = &s.m->hp;
+    kvv_error err = {0};
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.cache_type = KVV_CACHE_F16;
+    o.control = KVV_CTL_KV_REVERSED_SUM;
+    kvv_engine *e;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+    assert_string_equal(d.name, "ref");
+    assert_string_equal(d.mode, "exact");
+    assert_string_equal(d.cache_type, "f16");
+    assert_int_equal(d.n_threads, 1);
+    assert_int_equal(d.control, KVV_CTL_KV_REVERSED_SUM);
+    assert_true(strlen(d.kernels) > 0);
+    kvv_kv_cache *c = kvv_engine_cache(e);
+    assert_non_null(c);
+    assert_int_equal(c->type, KVV_CACHE_F16);
+    assert_int_equal(c->n_ctx, hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    kvv_engine_close(e);
+
+    /* forward + reset + kv_from_residual against the bare reference */
+    o = kvv_engine_opts_default();
+    o.n_ctx = 32;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    kvv_ref_opts ro = kvv_ref_opts_default();
+    ro.n_ctx = 32;
+    kvv_ref *r;
+    assert_int_equal(kvv_ref_open(s.m, &ro, &r, &err), KVV_OK);
+    int32_t tok[6] = {1, 7, 99, 300, 4, 58}, pos[6] = {0, 1, 2, 3, 4, 5};
+    const size_t nv = (size_t)hp->n_vocab;
+    float *a = malloc(6 * nv * sizeof(float)), *b = malloc(6 * nv * sizeof(float));
+    assert_true(a && b);
+    assert_int_equal(kvv_engine_forward(e, 6, tok, pos, NULL, KVV_LOGITS_ALL, a, &err), KVV_OK);
+    assert_int_equal(kvv_ref_forward(r, 6, tok, pos, NULL, KVV_LOGITS_ALL, b, &err), KVV_OK);
+    assert_memory_equal(a, b, 6 * nv * sizeof(float));
+    assert_int_equal(kvv_engine_cache(e)->n_pos, 6);
+    kvv_engine_reset(e);
+    assert_int_equal(kvv_engine_cache(e)->n_pos, 0);
+    assert_int_equal(kvv_kv_cache_live(kvv_engine_cache(e), 0), 0);
+    assert_int_equal(kvv_engine_forward(e, 6, tok, pos, NULL, KVV_LOGITS_ALL, a, &err), KVV_OK);
+    assert_memory_equal(a, b, 6 * nv * sizeof(float));
+    float h[64 * 6];
+    assert_true(hp->n_embd <= 64);
+    for (int i = 0; i < 6 * hp->n_embd; i++)
+        h[i] = (float)((i * 7) % 13) * 0.25f - 1.5f;
+    const size_t kw = (size_t)hp->n_head_kv * hp->head_dim;
+    float *k1 = malloc(6 * kw * sizeof(float)), *v1 = malloc(6 * kw * sizeof(float));
+    float *k2 = malloc(6 * kw * sizeof(float)), *v2 = malloc(6 * kw * sizeof(float));
+    assert_true(k1 && v1 && k2 && v2);
+    assert_int_equal(kvv_engine_kv_from_residual(e, 1, 6, h, pos, k1, v1, &err), KVV_OK);
+    assert_int_equal(kvv_ref_kv_from_residual(r, 1, 6, h, pos, k2, v2, &err), KVV_OK);
+    assert_memory_equal(k1, k2, 6 * kw * sizeof(float));
+    assert_memory_equal(v1, v2, 6 * kw * sizeof(float));
+    assert_int_equal(kvv_engine_kv_from_residual(e, hp->n_layer, 1, h, pos, k1, v1, &err),
+                     KVV_ERR_USAGE);
+    free(k1);
+    free(v1);
+    free(k2);
+    free(v2);
+    free(a);
+    free(b);
+    kvv_ref_close(r);
+    kvv_engine_close(e);
+    synth_close(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_ref_through_vtable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,224 @@
+/*
+ * test_checks.c — kv, patch, greedy and invariance on the reference engine:
+ * every check passes, with every negative control detected, for every model
+ * in ../shared/models and ../shared/peer/models and for synthetic models of
+ * every architecture (written here, so this part needs no ../shared), with
+ * f32, f16 and bf16 caches; and --force-fail makes every check FAIL.
+ * Prompts are short (6 tokens, 4 greedy steps) to keep the whole run fast.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/synth.h"
+#include "tests/test_util.h"
+#include "verify/audit.h"
+#include "verify/check.h"
+
+#define N_PROMPT 6
+#define N_GEN 4
+
+/* The checks of this module (the audit table holds others too). */
+static const char *const mine[] = {"kv", "patch", "greedy", "invariance"};
+#define N_MINE 4
+
+/* Controls each check must plant (and detect). */
+static int expected_controls(const char *name)
+{
+    return strcmp(name, "kv") == 0 ? 2 : 1;
+}
+
+/* Run every audit check on one model and cache type; assert pass. */
+static void check_model(const char *path, kvv_cache_type ct)
+{
+    kvv_model *m;
+    kvv_error err = {0};
+    if (kvv_model_open(path, &m, &err) != KVV_OK)
+        fail_msg("%s: %s", path, err.msg);
+    int32_t tok[N_PROMPT];
+    kvv_prompt_random(7, m->hp.n_vocab, -1, tok, N_PROMPT);
+    kvv_check_opts o = kvv_check_opts_default();
+    o.model = m;
+    o.tokens = tok;
+    o.n_tokens = N_PROMPT;
+    o.n_gen = N_GEN;
+    o.engine.cache_type = ct;
+    for (int i = 0; i < N_MINE; i++) {
+        const kvv_check_entry *ce = kvv_audit_find(mine[i]);
+        assert_non_null(ce);
+        kvv_check_result r;
+        kvv_check_result_init(&r, ce->name);
+        kvv_status s = ce->run(&o, &r, &err);
+        if (s != KVV_OK || r.verdict != KVV_VERDICT_PASS) {
+            char mm[256] = "";
+            if (r.has_mismatch)
+                kvv_mismatch_format(&r.mismatch, mm, sizeof mm);
+            fail_msg("%s cache %s check %s: %s — %s %s %s", path, kvv_cache_type_name(ct),
+                     ce->name, kvv_verdict_name(r.verdict), r.key_figure, r.message, mm);
+        }
+        assert_int_equal(r.n_controls, expected_controls(ce->name));
+        for (int c = 0; c < r.n_controls; c++)
+            if (!r.controls[c].detected)
+                fail_msg("%s %s control '%s' not detected: %s", path, ce->name,
+                         r.controls[c].name, r.controls[c].detail);
+        assert_true(r.has_engine);
+        assert_string_equal(r.engine.name, "ref");
+        assert_string_equal(r.engine.cache_type, kvv_cache_type_name(ct));
+        assert_true(r.n_rows > 0);
+        for (int k = 0; k < r.n_rows; k++) {
+            assert_true(r.rows[k].st.n > 0);
+            assert_int_equal(r.rows[k].st.n_diff, 0);
+        }
+        kvv_check_result_free(&r);
+    }
+    kvv_model_close(m);
+}
+
+static const kvv_cache_type cache_types[] = {KVV_CACHE_F32, KVV_CACHE_F16, KVV_CACHE_BF16};
+
+/* Every *.gguf directly in dir (not in subfolders). @return files checked. */
+static int check_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    char names[64][256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && l < 250 && strcmp(e->d_name + l - 5, ".gguf") == 0)
+            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%.4000s/%.255s", dir, names[i]);
+        for (size_t c = 0; c < 3; c++)
+            check_model(path, cache_types[c]);
+    }
+    return n;
+}
+
+static void test_shared_models(void **state)
+{
+    (void)state;
+    KVV_NEED_SHARED(dir, "models");
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    assert_true(check_dir(d) >= 3);
+}
+
+static void test_peer_models(void **state)
+{
+    (void)state;
+    KVV_NEED_SHARED(dir, "peer/models");
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    assert_true(check_dir(d) >= 1);
+}
+
+/* Synthetic tiny models of every architecture: no ../shared needed. */
+static const char *const tiny_shapes[] = {"llama-tiny", "llama3-tiny", "qwen2-tiny", "qwen3-tiny",
+                                          "gemma2-tiny", "gemma3-tiny", "phi3-tiny"};
+
+static const char *synth_path(const char *shape, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s.gguf", kvv_test_tmpdir(), shape);
+    kvv_synth_opts so = {.shape = kvv_shape_find(shape), .type = KVV_TYPE_F32, .seed = 3};
+    if (!so.shape)
+        return NULL;
+    kvv_error err = {0};
+    if (kvv_synth_write(&so, buf, &err) != KVV_OK)
+        fail_msg("synth %s: %s", shape, err.msg);
+    return buf;
+}
+
+static void test_synth_models(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof tiny_shapes / sizeof tiny_shapes[0]; i++) {
+        char path[4096];
+        if (!synth_path(tiny_shapes[i], path, sizeof path))
+            fail_msg("shape %s unknown", tiny_shapes[i]);
+        for (size_t c = 0; c < 3; c++)
+            check_model(path, cache_types[c]);
+    }
+}
+
+/* --force-fail: every check must FAIL (and still return KVV_OK). */
+static void test_force_fail(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth_path("qwen3-tiny", path, sizeof path);
+    kvv_model *m;
+    kvv_error err = {0};
+    assert_int_equal(kvv_model_open(path, &m, &err), KVV_OK);
+    int32_t tok[N_PROMPT];
+    kvv_prompt_random(9, m->hp.n_vocab, -1, tok, N_PROMPT);
+    kvv_check_opts o = kvv_check_opts_default();
+    o.model = m;
+    o.tokens = tok;
+    o.n_tokens = N_PROMPT;
+    o.n_gen = N_GEN;
+    o.force_fail = true;
+    for (int i = 0; i < N_MINE; i++) {
+        const kvv_check_entry *ce = kvv_audit_find(mine[i]);
+        kvv_check_result r;
+        kvv_check_result_init(&r, ce->name);
+        assert_int_equal(ce->run(&o, &r, &err), KVV_OK);
+        if (r.verdict != KVV_VERDICT_FAIL)
+            fail_msg("%s with force_fail: %s (%s)", ce->name, kvv_verdict_name(r.verdict),
+                     r.key_figure);
+        assert_true(r.has_mismatch);
+        kvv_check_result_free(&r);
+    }
+    kvv_model_close(m);
+}
+
+/* Bad configurations are errors (ERROR verdict, USAGE status), not crashes. */
+static void test_bad_opts(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth_path("llama-tiny", path, sizeof path);
+    kvv_model *m;
+    kvv_error err = {0};
+    assert_int_equal(kvv_model_open(path, &m, &err), KVV_OK);
+    int32_t tok[3] = {1, 2, (int32_t)m->hp.n_vocab}; /* last out of range */
+    kvv_check_opts o = kvv_check_opts_default();
+    o.model = m;
+    o.tokens = tok;
+    o.n_tokens = 3;
+    o.n_gen = 2;
+    for (int i = 0; i < N_MINE; i++) {
+        const kvv_check_entry *ce = kvv_audit_find(mine[i]);
+        kvv_check_result r;
+        kvv_check_result_init(&r, ce->name);
+        err = (kvv_error){0};
+        assert_int_equal(ce->run(&o, &r, &err), KVV_ERR_USAGE);
+        assert_int_equal(r.verdict, KVV_VERDICT_ERROR);
+        assert_non_null(strstr(r.message, "vocabulary"));
+        kvv_check_result_free(&r);
+    }
+    /* unknown engine */
+    tok[2] = 3;
+    o.engine.name = "no-such-engine";
+    kvv_check_result r;
+    kvv_check_result_init(&r, "kv");
+    assert_int_equal(kvv_audit_find("kv")->run(&o, &r, &err), KVV_ERR_USAGE);
+    kvv_check_result_free(&r);
+    kvv_model_close(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_synth_models), cmocka_unit_test(test_force_fail),
+        cmocka_unit_test(test_bad_opts),     cmocka_unit_test(test_shared_models),
+        cmocka_unit_test(test_peer_models),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

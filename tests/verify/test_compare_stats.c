@@ -1,0 +1,120 @@
+/* test_compare_stats.c — the one definition of "equal" (verify/compare_stats.h). */
+#include <math.h>
+#include <string.h>
+
+#include "tests/test_util.h"
+#include "verify/compare_stats.h"
+
+static float f(uint32_t b) { return kvv_f32_from_bits(b); }
+
+static void test_ulp_distance(void **state)
+{
+    (void)state;
+    assert_int_equal(kvv_ulp_distance(1.0f, 1.0f), 0);
+    assert_int_equal(kvv_ulp_distance(1.0f, nextafterf(1.0f, 2.0f)), 1);
+    assert_int_equal(kvv_ulp_distance(nextafterf(1.0f, 2.0f), 1.0f), 1);
+    /* +0 and -0 are 0 ULP apart, the smallest subnormals straddle them */
+    assert_int_equal(kvv_ulp_distance(0.0f, -0.0f), 0);
+    assert_int_equal(kvv_ulp_distance(f(0x00000001), f(0x80000001)), 2);
+    /* across the sign: -1 ulp below +min subnormal ... */
+    assert_int_equal(kvv_ulp_distance(f(0x3f800000), f(0xbf800000)), 2ull * 0x3f800000u);
+    assert_int_equal(kvv_ulp_distance(INFINITY, f(0x7f7fffff)), 1);
+    assert_true(kvv_ulp_distance(NAN, 1.0f) == KVV_ULP_NAN);
+    assert_true(kvv_ulp_distance(NAN, NAN) == KVV_ULP_NAN);
+}
+
+static void test_bit_equal(void **state)
+{
+    (void)state;
+    assert_true(kvv_f32_bit_equal(1.5f, 1.5f));
+    assert_false(kvv_f32_bit_equal(0.0f, -0.0f)); /* bits differ */
+    float n = NAN;
+    assert_false(kvv_f32_bit_equal(n, n)); /* NaN never equal */
+    assert_true(kvv_f32_bit_equal(INFINITY, INFINITY));
+}
+
+static void test_stats(void **state)
+{
+    (void)state;
+    float ref[6] = {1, 2, 3, 4, 0.0f, 5};
+    float tst[6] = {1, 2, 3.5f, 4, -0.0f, 5};
+    kvv_cmp_stats s;
+    kvv_cmp_init(&s);
+    assert_int_equal(s.first, -1);
+    assert_int_equal(kvv_cmp_update(&s, ref, tst, 6), 2);
+    assert_int_equal(s.n, 6);
+    assert_int_equal(s.n_diff, 2);
+    assert_int_equal(s.first, 2);
+    assert_true(s.first_ref == 3.0f && s.first_test == 3.5f);
+    assert_int_equal(s.max_ulp, kvv_ulp_distance(3.0f, 3.5f));
+    assert_true(s.max_abs == 0.5);
+    double nmse = 0.25 / (1 + 4 + 9 + 16 + 25);
+    assert_true(fabs(kvv_cmp_nmse(&s) - nmse) < 1e-15);
+    assert_false(kvv_cmp_equal(&s));
+
+    /* indices are global across calls */
+    kvv_cmp_stats t;
+    kvv_cmp_init(&t);
+    kvv_cmp_update(&t, ref, ref, 6);
+    assert_true(kvv_cmp_equal(&t));
+    assert_true(kvv_cmp_nmse(&t) == 0.0);
+    kvv_cmp_update(&t, ref, tst, 6);
+    assert_int_equal(t.first, 8);
+
+    /* merge shifts src's first index */
+    kvv_cmp_stats a, b;
+    kvv_cmp_init(&a);
+    kvv_cmp_init(&b);
+    kvv_cmp_update(&a, ref, ref, 6);
+    kvv_cmp_update(&b, ref, tst, 6);
+    kvv_cmp_merge(&a, &b);
+    assert_int_equal(a.n, 12);
+    assert_int_equal(a.n_diff, 2);
+    assert_int_equal(a.first, 8);
+}
+
+static void test_nan_and_inf(void **state)
+{
+    (void)state;
+    float ref[3] = {NAN, 0.0f, 1.0f};
+    float tst[3] = {NAN, 0.0f, 1.0f};
+    kvv_cmp_stats s;
+    kvv_cmp_init(&s);
+    kvv_cmp_update(&s, ref, tst, 3);
+    assert_int_equal(s.n_diff, 1); /* NaN vs identical NaN bits: different */
+    assert_int_equal(s.n_nan, 1);
+    assert_true(s.max_ulp == KVV_ULP_NAN);
+    assert_int_equal(s.first, 0);
+
+    float z[2] = {0, 0}, o[2] = {0, 1};
+    kvv_cmp_init(&s);
+    kvv_cmp_update(&s, z, o, 2);
+    assert_true(isinf(kvv_cmp_nmse(&s)));
+}
+
+static void test_argmax(void **state)
+{
+    (void)state;
+    float x[5] = {1, 3, NAN, 3, 2};
+    assert_int_equal(kvv_argmax_f32(x, 5), 1); /* lowest index on ties, NaN skipped */
+    int i1, i2;
+    float v1, v2;
+    kvv_top2_f32(x, 5, &i1, &v1, &i2, &v2);
+    assert_int_equal(i1, 1);
+    assert_int_equal(i2, 3);
+    assert_true(v1 == 3 && v2 == 3);
+    float y[1] = {7};
+    kvv_top2_f32(y, 1, &i1, &v1, &i2, &v2);
+    assert_int_equal(i1, 0);
+    assert_int_equal(i2, -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ulp_distance), cmocka_unit_test(test_bit_equal),
+        cmocka_unit_test(test_stats),        cmocka_unit_test(test_nan_and_inf),
+        cmocka_unit_test(test_argmax),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
