@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "engine/cpu/cpu_engine.h"
 #include "engine/engine.h"
 #include "model/tensor_types.h"
 #include "verify/audit.h"
@@ -39,6 +40,8 @@ static void help(void)
            "  --gen N             decoded tokens per repeat (default 64; 0 skips)\n"
            "  --repeats R         repeats; the median is reported (default 3)\n"
            "  --seed S            token ids (default 1)\n"
+           "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
+           "  --dequant-all       cpu: widen Q8_0/Q4_0 weights to F32 at open (for comparison)\n"
            "  --json              print one JSON object instead of the table\n"
            "  --json=FILE         also write the JSON object to FILE\n");
 }
@@ -91,7 +94,8 @@ static double median(double *v, int n)
 }
 
 typedef struct {
-    const char *model_path, *engine, *mode, *json_file;
+    const char *model_path, *engine, *mode, *json_file, *isa;
+    bool dequant_all;
     long threads, prompt, gen, repeats;
     uint64_t seed;
     kvv_cache_type cache_type;
@@ -142,6 +146,10 @@ static int parse(int argc, char **argv, bench_args *a)
         } else if (kvv_opts_value(&o, "--repeats")) {
             if (o.value)
                 kvv_opts_int(&o, "--repeats", o.value, 1, 1000, &a->repeats);
+        } else if (kvv_opts_value(&o, "--isa")) {
+            a->isa = o.value;
+        } else if (kvv_opts_flag(&o, "--dequant-all")) {
+            a->dequant_all = true;
         } else if (kvv_opts_value(&o, "--seed")) {
             if (o.value)
                 kvv_opts_u64(&o, "--seed", o.value, &a->seed);
@@ -153,6 +161,8 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     if (!o.failed && !a->model_path)
         kvv_opts_error(&o, "missing MODEL");
+    if (!o.failed && (a->isa || a->dequant_all) && strcmp(a->engine, "cpu") != 0)
+        kvv_opts_error(&o, "--isa and --dequant-all apply to --engine cpu only");
     if (!o.failed && a->prompt == 0 && a->gen == 0)
         kvv_opts_error(&o, "--prompt 0 and --gen 0: nothing to measure");
     return o.failed ? 1 : 0;
@@ -179,7 +189,12 @@ int kvv_cmd_bench(int argc, char **argv)
     eo.cache_type = a.cache_type;
     eo.n_ctx = total;
     kvv_engine *e;
-    if (kvv_engine_open(m, &eo, &e, &err)) {
+    kvv_cpu_opts co = kvv_cpu_opts_default();
+    co.isa = a.isa;
+    co.dequant_all = a.dequant_all;
+    kvv_status st = a.isa || a.dequant_all ? kvv_cpu_engine_open_ex(m, &eo, &co, &e, &err)
+                                           : kvv_engine_open(m, &eo, &e, &err);
+    if (st) {
         kvv_model_close(m);
         return kvv_cli_fail(&err);
     }
@@ -227,7 +242,7 @@ int kvv_cmd_bench(int argc, char **argv)
     /* roofline figures */
     double macs_layers, macs_head, head_bytes;
     kvv_model_macs_per_token(hp, &macs_layers, &macs_head);
-    double wbytes = weight_bytes(m, a.engine, &head_bytes);
+    double wbytes = weight_bytes(m, a.dequant_all ? "ref" : a.engine, &head_bytes);
     double flops_pp = 2.0 * macs_layers + (np > 0 ? 2.0 * macs_head / np : 0);
     double flops_tg = 2.0 * (macs_layers + macs_head);
     double bytes_tg = wbytes + head_bytes;

@@ -56,6 +56,9 @@ static void run_usage(FILE *f)
             "  --threads N           engine threads (cpu engine)\n"
             "  --cache-type T        KV cache storage: f32 (default), f16, bf16\n"
             "  --n-ctx N             cache positions (default: min(context_length, 4096))\n"
+            "  --emulate-ggml        ref engine: emulate llama.cpp's CPU shortcuts (fp16 GELU\n"
+            "                        table; activations rounded to fp16 / quantized to Q8_0\n"
+            "                        before F16 / Q8_0 matmuls)\n"
             "  -h, --help            this help\n\n"
             "exit codes: 0 done, 2 bad input or usage, 77 unsupported architecture\n");
 }
@@ -116,6 +119,8 @@ static int parse_args(int argc, char **argv, run_args *a, bool *done)
             a->all_logits = true;
         } else if (kvv_opts_flag(&o, "--hash")) {
             a->hash = true;
+        } else if (kvv_opts_flag(&o, "--emulate-ggml")) {
+            a->eo.ggml = KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT;
         } else if (kvv_opts_flag(&o, "--time")) {
             a->time = true;
         } else if (kvv_opts_value(&o, "--engine")) {
@@ -511,6 +516,7 @@ int kvv_cmd_run(int argc, char **argv)
         json_object_set_new(ej, "cache_type", json_string(d.cache_type));
         json_object_set_new(ej, "n_threads", json_integer(d.n_threads));
         json_object_set_new(ej, "control", json_integer(d.control));
+        json_object_set_new(ej, "ggml_emulation", json_integer(a.eo.ggml));
         json_object_set_new(ej, "kernels", json_string(d.kernels));
         json_object_set_new(root, "engine", ej);
         json_object_set_new(root, "mode", json_string(a.teacher ? "teacher_forced" : "greedy"));

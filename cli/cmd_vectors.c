@@ -260,8 +260,19 @@ static int cmd_check(int argc, char **argv)
         return KVV_EXIT_BAD_INPUT;
     kvv_vectors_result r;
     kvv_error err = {0};
-    if (kvv_vectors_check(model, vec, &co, &r, &err))
+    if (kvv_vectors_check(model, vec, &co, &r, &err)) {
+        if (json) {
+            /* machine readers get a verdict too; the message also goes to stderr */
+            json_t *j = json_pack("{s:s, s:s, s:s, s:i}", "verdict", "error", "vector", vec,
+                                  "message", err.msg, "exit_code", kvv_exit_code(err.status));
+            char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+            if (s)
+                puts(s);
+            free(s);
+            json_decref(j);
+        }
         return kvv_cli_fail(&err);
+    }
     char line[512];
     if (json) {
         json_t *recs = json_array();

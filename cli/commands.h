@@ -19,6 +19,7 @@ int kvv_cmd_patch(int argc, char **argv);
 int kvv_cmd_greedy(int argc, char **argv);
 int kvv_cmd_invariance(int argc, char **argv);
 int kvv_cmd_compare(int argc, char **argv);
+int kvv_cmd_numerics(int argc, char **argv);
 int kvv_cmd_bench(int argc, char **argv);
 int kvv_cmd_run(int argc, char **argv);
 int kvv_cmd_synth(int argc, char **argv);

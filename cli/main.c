@@ -20,6 +20,7 @@ static const kvv_command commands[] = {
     {"greedy", kvv_cmd_greedy, "greedy decoding with and without a KV cache, bit for bit"},
     {"invariance", kvv_cmd_invariance, "chunking, prefill vs decode, threads: same bits"},
     {"compare", kvv_cmd_compare, "engine A vs engine B per layer and on logits: ULP, NMSE, KL, top-1"},
+    {"numerics", kvv_cmd_numerics, "each engine's ops vs the correctly rounded result (MPFR), in ULPs"},
     {"bench", kvv_cmd_bench, "prompt and decode tokens/s of an engine, with FLOPs and bytes per token"},
     {"run", kvv_cmd_run, "greedy decoding or a teacher-forced pass: token ids, text, logits"},
     {"synth", kvv_cmd_synth, "write a random-weight GGUF model of a supported architecture"},

@@ -3,6 +3,7 @@
  * (engine/engine.h). Engines are opened by name from one const table; each
  * engine's open function is declared in engine/engine_impl.h.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,12 +15,13 @@
 typedef struct {
     const char *name;
     kvv_engine_open_fn open;
+    bool ggml;               /* honours kvv_engine_opts.ggml (llama.cpp emulation) */
 } engine_entry;
 
 /* One line per engine, in the order `--engine` help lists them. */
 static const engine_entry engines[] = {
-    {"ref", kvv_engine_open_ref},
-    {"cpu", kvv_engine_open_cpu},
+    {"ref", kvv_engine_open_ref, true},
+    {"cpu", kvv_engine_open_cpu, false},
 };
 #define N_ENGINES (sizeof engines / sizeof engines[0])
 
@@ -52,6 +54,7 @@ kvv_engine_opts kvv_engine_opts_default(void)
     o.cache_type = KVV_CACHE_F32;
     o.n_ctx = 0;
     o.control = 0;
+    o.ggml = 0;
     return o;
 }
 
@@ -89,6 +92,10 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
                              o->n_threads);
     for (size_t i = 0; i < N_ENGINES; i++)
         if (strcmp(engines[i].name, name) == 0) {
+            if (o->ggml && !engines[i].ggml)
+                return kvv_error_set(err, KVV_ERR_USAGE,
+                                     "engine %s has no llama.cpp emulation (ggml flags 0x%x)",
+                                     name, o->ggml);
             kvv_engine_opts copy = *o;
             copy.name = engines[i].name; /* static: outlives the caller's string */
             return engines[i].open(m, &copy, out, err);

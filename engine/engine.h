@@ -37,6 +37,7 @@ typedef struct {
     kvv_cache_type cache_type;  /* default f32 */
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
+    unsigned ggml;              /* ref only: KVV_GGML_* llama.cpp emulation flags; 0 normally */
 } kvv_engine_opts;
 
 kvv_engine_opts kvv_engine_opts_default(void);

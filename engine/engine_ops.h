@@ -130,6 +130,16 @@ kvv_status kvv_ops_open_ref(const kvv_model *m, const kvv_engine_opts *eo, kvv_o
 kvv_status kvv_ops_open_cpu(const kvv_model *m, const kvv_engine_opts *eo, kvv_ops **out,
                             kvv_error *err);
 
+/* The exact op set and the negative control: every op returns the
+ * correctly rounded result (reference/oracle.h) moved by `nudge` ULPs
+ * (nextafterf |nudge| times toward +inf, or -inf when nudge < 0), so a
+ * measurement must find exactly |nudge| ULP on every element; nudge 0 is an
+ * exact engine (0 ULP). Named "oracle" or "oracle+Nulp". weights: an op set
+ * with tensor() (the reference's; borrowed, must outlive this one) whose
+ * fp32 weights matmul uses; RoPE uses the model's hparams. No engine, no
+ * math slots. Slow (MPFR): meant for tests and --control. */
+kvv_status kvv_ops_open_oracle(kvv_ops *weights, int nudge, kvv_ops **out, kvv_error *err);
+
 /* Close the op set and its engine. Accepts NULL. */
 void kvv_ops_close(kvv_ops *o);
 

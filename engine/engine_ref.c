@@ -38,11 +38,13 @@ static kvv_kv_cache *ref_cache(kvv_engine *e)
 
 static void ref_describe(kvv_engine *e, kvv_engine_desc *d)
 {
-    (void)e;
     snprintf(d->mode, sizeof d->mode, "%s", kvv_mode_name(KVV_MODE_EXACT));
     d->n_threads = 1;
+    const unsigned g = e->opts.ggml;
     snprintf(d->kernels, sizeof d->kernels,
-             "scalar fp32 dot=8-lane-fixed norm=f64-sum softmax=f64-sum math=kvv-kmath");
+             "scalar fp32 dot=8-lane-fixed norm=f64-sum softmax=f64-sum math=kvv-kmath%s%s",
+             g & KVV_GGML_GELU_FP16 ? " ggml-gelu-fp16" : "",
+             g & KVV_GGML_ACT_QUANT ? " ggml-act-quant" : "");
 }
 
 static const kvv_engine_vtable ref_vtable = {
@@ -65,6 +67,7 @@ kvv_status kvv_engine_open_ref(const kvv_model *m, const kvv_engine_opts *o, kvv
     ro.cache_type = o->cache_type;
     ro.n_ctx = o->n_ctx;
     ro.control = o->control;
+    ro.ggml = o->ggml;
     kvv_engine *e = calloc(1, sizeof *e);
     if (!e)
         return kvv_error_set(err, KVV_ERR_NOMEM, "engine ref: out of memory");

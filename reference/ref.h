@@ -32,10 +32,20 @@ enum {
     KVV_CTL_PERTURB_WEIGHT  = 1u << 1, /* flip the lowest mantissa bit of one weight (output_norm[0]) */
 };
 
+/* Optional emulation of llama.cpp's CPU shortcuts (bit flags, kvv_ref_opts.ggml;
+ * 0 by default = plain fp32 on exactly dequantized weights). Still
+ * deterministic and batch-invariant; see reference/ref_ggml.c. */
+enum {
+    KVV_GGML_GELU_FP16 = 1u << 0, /* GELU through ggml's fp16 lookup table */
+    KVV_GGML_ACT_QUANT = 1u << 1, /* activations rounded to fp16 before F16 matmuls and
+                                     quantized to Q8_0 before Q8_0 matmuls (vec_dot_type) */
+};
+
 typedef struct {
     kvv_cache_type cache_type;  /* default f32 */
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* flags, 0 normally */
+    unsigned ggml;              /* KVV_GGML_* emulation flags, 0 normally */
 } kvv_ref_opts;
 
 kvv_ref_opts kvv_ref_opts_default(void);

@@ -21,6 +21,7 @@ kvv_ref_opts kvv_ref_opts_default(void)
     o.cache_type = KVV_CACHE_F32;
     o.n_ctx = 0;
     o.control = 0;
+    o.ggml = 0;
     return o;
 }
 
@@ -179,6 +180,9 @@ kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out
     if ((unsigned)opts.cache_type > KVV_CACHE_BF16)
         return kvv_error_set(err, KVV_ERR_USAGE, "reference engine: unknown cache type %d",
                              (int)opts.cache_type);
+    if (opts.ggml & ~(unsigned)(KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT))
+        return kvv_error_set(err, KVV_ERR_USAGE, "reference engine: unknown ggml emulation flags 0x%x",
+                             opts.ggml);
     if (opts.n_ctx < 0 || opts.n_ctx > REF_MAX_CTX)
         return kvv_error_set(err, KVV_ERR_USAGE,
                              "reference engine: n_ctx %d is outside 0..%d", opts.n_ctx,

@@ -27,9 +27,22 @@
 
 /* ------------------------------------------------------------ attention inputs */
 
-void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t *pos,
-                     float *xn, float *q, float *k, float *v, bool reversed)
+void ref_proj(const kvv_ref *r, float *out, const float *x, const float *W,
+              const kvv_gguf_tensor *raw, int64_t row0, const float *bias, int n, int rows,
+              int cols, bool reversed, ref_ggml_scratch *g)
 {
+    if ((r->opts.ggml & KVV_GGML_ACT_QUANT) && g)
+        ref_matmul_ggml(out, x, W, raw, row0, bias, n, rows, cols, reversed, g);
+    else
+        ref_matmul(out, x, W, bias, n, rows, cols, reversed);
+}
+
+void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t *pos,
+                     float *xn, float *q, float *k, float *v, bool reversed,
+                     ref_ggml_scratch *g)
+{
+    /* source tensors (phi3: the three parts of attn_qkv) */
+    const kvv_layer_tensors *T = &r->model->layers[layer];
     const kvv_hparams *hp = &r->hp;
     const ref_layer *L = &r->w.layers[layer];
     const int E = hp->n_embd, hd = hp->head_dim;
@@ -38,10 +51,12 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
     float *cs = r->rope_cs;                                 /* (n_rot) cos/sin pairs */
 
     ref_rmsnorm(xn, h, L->attn_norm, n, E, hp->norm_eps);  /* xn (n, E) */
-    if (q)
-        ref_matmul(q, xn, L->wq, L->bq, n, Q, E, reversed); /* q (n, Q) */
-    ref_matmul(k, xn, L->wk, L->bk, n, K, E, reversed);     /* k (n, K) */
-    ref_matmul(v, xn, L->wv, L->bv, n, V, E, reversed);     /* v (n, V) */
+    if (q)                                                  /* q (n, Q) */
+        ref_proj(r, q, xn, L->wq, T->wq ? T->wq : T->wqkv, 0, L->bq, n, Q, E, reversed, g);
+    ref_proj(r, k, xn, L->wk, T->wk ? T->wk : T->wqkv, T->wk ? 0 : Q, L->bk, n, K, E,
+             reversed, g);                                  /* k (n, K) */
+    ref_proj(r, v, xn, L->wv, T->wv ? T->wv : T->wqkv, T->wv ? 0 : Q + K, L->bv, n, V, E,
+             reversed, g);                                  /* v (n, V) */
     if (hp->has_qk_norm) {                                  /* per head, before RoPE */
         if (q)
             ref_rmsnorm(q, q, L->q_norm, n * hp->n_head, hd, hp->norm_eps);
@@ -83,6 +98,8 @@ typedef struct {
     uint8_t *keep;    /* (n_ctx) the select hook's verdicts */
     float *qs;        /* (head_dim) a query head multiplied by the query scale */
     float *probs;     /* (n, n_head, n_ctx) for the attn hook, or NULL */
+    bool ggml_on;     /* KVV_GGML_ACT_QUANT: ggml below is allocated */
+    ref_ggml_scratch ggml; /* (n, max(E, F, O)) activation copies for ggml emulation */
 } scratch;
 
 static void scratch_free(scratch *s)
@@ -105,6 +122,7 @@ static void scratch_free(scratch *s)
     free(s->keep);
     free(s->qs);
     free(s->probs);
+    ref_ggml_scratch_free(&s->ggml);
 }
 
 static float *falloc(size_t count)
@@ -113,7 +131,13 @@ static float *falloc(size_t count)
 }
 
 /* n_keys: positions 0..max_pos the batch could see. */
-static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, bool probs)
+static int max3(int a, int b, int c)
+{
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, bool probs,
+                          bool ggml)
 {
     const size_t N = (size_t)n, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
     const size_t Q = (size_t)hp->n_head * (size_t)hp->head_dim;
@@ -140,6 +164,10 @@ static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, 
     s->keep = malloc(NK ? NK : 1);
     s->qs = falloc((size_t)hp->head_dim);
     if (probs && !(s->probs = falloc(N * (size_t)hp->n_head * NK)))
+        return false;
+    s->ggml_on = ggml;
+    if (ggml && !ref_ggml_scratch_alloc(&s->ggml, n, max3(hp->n_embd, hp->n_ff,
+                                                          hp->n_head * hp->head_dim_v)))
         return false;
     return s->x && s->xn && s->q && s->k && s->v && s->att && s->proj && s->gate && s->up &&
            s->kc && s->vc && s->key_pos && s->score && s->vis && s->cand_pos && s->keep && s->qs;
@@ -263,6 +291,8 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
 {
     const kvv_hparams *hp = &r->hp;
     const ref_layer *L = &r->w.layers[l];
+    const kvv_layer_tensors *T = &r->model->layers[l];     /* source tensors */
+    ref_ggml_scratch *gs = s->ggml_on ? &s->ggml : NULL;
     const int E = hp->n_embd, F = hp->n_ff;
     const int K = hp->n_head_kv * hp->head_dim, V = hp->n_head_kv * hp->head_dim_v;
     const int O = hp->n_head * hp->head_dim_v;
@@ -272,7 +302,7 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
         hooks->residual(hooks->user, l, n, pos, s->x);
 
     /* attention block */
-    ref_attn_inputs(r, l, n, s->x, pos, s->xn, s->q, s->k, s->v, false);
+    ref_attn_inputs(r, l, n, s->x, pos, s->xn, s->q, s->k, s->v, false, gs);
     for (int t = 0; t < n; t++)
         kvv_kv_cache_store(r->cache, l, pos[t], s->k + (size_t)t * K, s->v + (size_t)t * V);
     if (hooks && hooks->kv)
@@ -280,21 +310,27 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
     attention(r, l, n, pos, hooks, s);
     if (hooks && hooks->attn_out)
         hooks->attn_out(hooks->user, l, n, pos, s->att);
-    ref_matmul(s->proj, s->att, L->wo, NULL, n, E, O, false);    /* proj (n, E) */
+    ref_proj(r, s->proj, s->att, L->wo, T->wo, 0, NULL, n, E, O, false, gs); /* proj (n, E) */
     if (L->post_attn_norm)
         ref_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, E, hp->norm_eps);
     add_rows(s->x, s->proj, NE);
 
     /* feed-forward block */
     ref_rmsnorm(s->xn, s->x, L->ffn_norm, n, E, hp->norm_eps);
-    ref_matmul(s->gate, s->xn, L->w_gate, NULL, n, F, E, false); /* gate (n, F) */
-    ref_matmul(s->up, s->xn, L->w_up, NULL, n, F, E, false);     /* up (n, F) */
+    const bool fused = T->w_gate == NULL;                  /* phi3: ffn_up = gate|up */
+    ref_proj(r, s->gate, s->xn, L->w_gate, fused ? T->w_up : T->w_gate, 0, NULL, n, F, E, false,
+             gs);                                           /* gate (n, F) */
+    ref_proj(r, s->up, s->xn, L->w_up, T->w_up, fused ? F : 0, NULL, n, F, E, false,
+             gs);                                           /* up (n, F) */
+    const bool gelu16 = (r->opts.ggml & KVV_GGML_GELU_FP16) != 0;
     for (size_t i = 0; i < (size_t)n * (size_t)F; i++) {
-        const float a = hp->act == KVV_ACT_GELU_TANH ? ref_gelu_tanh(s->gate[i])
-                                                     : ref_silu(s->gate[i]);
+        const float a = hp->act == KVV_ACT_SILU ? ref_silu(s->gate[i])
+                        : gelu16                ? ref_gelu_ggml(s->gate[i])
+                                                : ref_gelu_tanh(s->gate[i]);
         s->gate[i] = a * s->up[i];
     }
-    ref_matmul(s->proj, s->gate, L->w_down, NULL, n, E, F, false); /* proj (n, E) */
+    ref_proj(r, s->proj, s->gate, L->w_down, T->w_down, 0, NULL, n, E, F, false,
+             gs);                                           /* proj (n, E) */
     if (L->post_ffw_norm)
         ref_rmsnorm(s->proj, s->proj, L->post_ffw_norm, n, E, hp->norm_eps);
     add_rows(s->x, s->proj, NE);
@@ -337,7 +373,8 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
             max_pos = pos[t];
 
     scratch s;
-    if (!scratch_alloc(&s, hp, n, max_pos + 1, hooks && hooks->attn)) {
+    if (!scratch_alloc(&s, hp, n, max_pos + 1, hooks && hooks->attn,
+                       (r->opts.ggml & KVV_GGML_ACT_QUANT) != 0)) {
         scratch_free(&s);
         return kvv_error_set(err, KVV_ERR_NOMEM, "forward: out of memory for a %d-token batch", n);
     }
@@ -363,7 +400,8 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
         const int rows = n - first;
         ref_rmsnorm(s.xn, s.x + (size_t)first * (size_t)E, r->w.output_norm, rows, E,
                     hp->norm_eps);
-        ref_matmul(logits, s.xn, r->w.output, NULL, rows, hp->n_vocab, E, false);
+        ref_proj(r, logits, s.xn, r->w.output, r->model->output, 0, NULL, rows, hp->n_vocab, E,
+                 false, s.ggml_on ? &s.ggml : NULL);
         if (hp->final_softcap > 0.0f)
             for (size_t i = 0; i < (size_t)rows * (size_t)hp->n_vocab; i++)
                 logits[i] = ref_softcap(logits[i], hp->final_softcap);
@@ -386,10 +424,16 @@ kvv_status kvv_ref_kv_from_residual(kvv_ref *r, int layer, int n, const float *h
     if (st)
         return st;
     float *xn = falloc((size_t)n * (size_t)r->hp.n_embd);    /* (n, E) */
-    if (!xn)
+    ref_ggml_scratch g = {NULL, NULL, NULL};
+    const bool ggml = (r->opts.ggml & KVV_GGML_ACT_QUANT) != 0;
+    if (!xn || (ggml && !ref_ggml_scratch_alloc(&g, n, r->hp.n_embd))) {
+        free(xn);
+        ref_ggml_scratch_free(&g);
         return kvv_error_set(err, KVV_ERR_NOMEM, "kv_from_residual: out of memory");
+    }
     ref_attn_inputs(r, layer, n, h, pos, xn, NULL, k, v,
-                    (r->opts.control & KVV_CTL_KV_REVERSED_SUM) != 0);
+                    (r->opts.control & KVV_CTL_KV_REVERSED_SUM) != 0, ggml ? &g : NULL);
     free(xn);
+    ref_ggml_scratch_free(&g);
     return KVV_OK;
 }

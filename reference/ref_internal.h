@@ -98,13 +98,45 @@ float ref_gelu_tanh(float x);
 /* Soft-cap: cap * tanhf(x * (1 / cap)) (ggml's scale, tanh, scale). */
 float ref_softcap(float x, float cap);
 
+/* ------------------------------------------------------------ ggml emulation (ref_ggml.c) */
+
+/* Scratch of ref_matmul_ggml for n rows of at most max_cols. */
+typedef struct {
+    float *xh;    /* (n, max_cols) fp16-rounded activations */
+    int8_t *qx;   /* (n, max_cols) Q8_0 quants of the activations */
+    float *dx;    /* (n * max_cols / 32) their block scales */
+} ref_ggml_scratch;
+
+bool ref_ggml_scratch_alloc(ref_ggml_scratch *g, int n, int max_cols); /* false on OOM */
+void ref_ggml_scratch_free(ref_ggml_scratch *g);                       /* accepts zeroed */
+
+/* GELU through ggml's fp16 table (KVV_GGML_GELU_FP16). */
+float ref_gelu_ggml(float x);
+
+/* ref_matmul with ggml's activation handling for the weight's source type
+ * (KVV_GGML_ACT_QUANT): F16 -> activations rounded to fp16; Q8_0 ->
+ * activations quantized to Q8_0 and block-integer dot products with the raw
+ * weight rows [row0, row0 + rows) of raw; other types: plain ref_matmul. */
+void ref_matmul_ggml(float *out, const float *x, const float *W, const kvv_gguf_tensor *raw,
+                     int64_t row0, const float *bias, int n, int rows, int cols, bool reversed,
+                     ref_ggml_scratch *g);
+
 /* ------------------------------------------------------------ shared projection (ref_forward.c) */
 
 /* attn_norm(h), then Q (if q != NULL), K, V projections (+ qwen2 biases),
  * per-head q/k norms, RoPE at pos[t], and K/V rounding to the cache dtype:
  * the one code path both forward and kv_from_residual use.
- * h (n, E); xn scratch (n, E); q (n, Q); k (n, K); v (n, V). */
+ * h (n, E); xn scratch (n, E); q (n, Q); k (n, K); v (n, V); g: ggml
+ * emulation scratch for n rows of E columns, or NULL when it is off. */
 void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t *pos,
-                     float *xn, float *q, float *k, float *v, bool reversed);
+                     float *xn, float *q, float *k, float *v, bool reversed,
+                     ref_ggml_scratch *g);
+
+/* One projection through W (rows, cols) = rows [row0, row0 + rows) of the
+ * source tensor raw: ref_matmul, or ref_matmul_ggml when KVV_GGML_ACT_QUANT
+ * is on (g then required). */
+void ref_proj(const kvv_ref *r, float *out, const float *x, const float *W,
+              const kvv_gguf_tensor *raw, int64_t row0, const float *bias, int n, int rows,
+              int cols, bool reversed, ref_ggml_scratch *g);
 
 #endif

@@ -282,6 +282,22 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
             st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record meta: model shape fields do not "
                                "match %s", vec_path, model_path);
     }
+    /* bound the recomputation before running it: the sizes gen accepts, and
+     * the stored greedy and hash.resid records of the announced shape */
+    const kvv_record *gr = kvv_file_find(f, "greedy"), *hr = kvv_file_find(f, "hash.resid");
+    const uint64_t n_pos = (uint64_t)mt.n_prompt + (uint64_t)mt.n_gen - 1;
+    if (!st && (mt.n_prompt > 65536 || mt.n_gen > 65536))
+        st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record meta at byte %llu: %d prompt tokens "
+                           "and %d steps exceed 65536", vec_path,
+                           (unsigned long long)f->records[0].offset, mt.n_prompt, mt.n_gen);
+    if (!st && (!gr || gr->n_elem != (uint64_t)mt.n_gen))
+        st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record greedy%s: not the %d tokens meta "
+                           "announces", vec_path, gr ? "" : " (absent)", mt.n_gen);
+    if (!st && (!hr || hr->n_dims != 2 || hr->dims[0] != (uint64_t)mt.n_layer + 1 ||
+                hr->dims[1] != n_pos))
+        st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record hash.resid%s: not the %d x %llu "
+                           "hashes meta announces", vec_path, hr ? "" : " (absent)",
+                           mt.n_layer + 1, (unsigned long long)n_pos);
     const kvv_record *pr = st ? NULL : kvv_file_find(f, "prompt");
     if (!st && (!pr || pr->type != KVV_REC_I32 || pr->n_elem != (uint64_t)mt.n_prompt))
         st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record prompt%s: missing, not i32, or not "

@@ -56,9 +56,15 @@ static double audit_cost(const kvv_hparams *hp, int T, int N)
     double kv = T * cl + 7.0 * T * L * kvproj;
     /* patch: A, B, L+1 patched runs, 1 control; all logits rows */
     double patch = (L + 4.0) * T * (cl + ch);
-    /* greedy: no-cache sum_{i<N} (T+i) tokens + two cached decodes */
+    /* greedy: no-cache sum_{i<N} (T+i) tokens + two cached decodes; plus
+     * attention, which for tiny models is not negligible: a token at
+     * position p costs n_layer * n_head * (head_dim + head_dim_v) * p */
     double nocache_tok = (double)N * T + (double)N * (N - 1) / 2.0;
-    double greedy = nocache_tok * cl + 2.0 * (T + N) * cl + 3.0 * N * ch;
+    double att = L * hp->n_head * (double)(hp->head_dim + hp->head_dim_v);
+    double nocache_att = 0.0;
+    for (int i = 0; i < N; i++)
+        nocache_att += (double)(T + i) * (T + i) / 2.0;
+    double greedy = nocache_tok * cl + nocache_att * att + 2.0 * (T + N) * cl + 3.0 * N * ch;
     /* invariance: baseline + 4 variants + control (+ threads where present) */
     double inv = 6.0 * T * (cl + ch);
     return kv + patch + greedy + inv;
@@ -67,7 +73,7 @@ static double audit_cost(const kvv_hparams *hp, int T, int N)
 void kvv_audit_plan_for(const kvv_hparams *hp, double budget, kvv_audit_plan *out)
 {
     static const struct { int T, N; } ladder[] = {
-        {32, 64}, {24, 48}, {16, 32}, {12, 24}, {8, 16}, {6, 12}, {5, 8}, {4, 6}, {4, 4}};
+        {32, 48}, {24, 40}, {16, 32}, {12, 24}, {8, 16}, {6, 12}, {5, 8}, {4, 6}, {4, 4}};
     const int n = (int)(sizeof ladder / sizeof ladder[0]);
     if (budget <= 0)
         budget = KVV_AUDIT_BUDGET_MACS;

@@ -35,7 +35,7 @@ const kvv_check_entry *kvv_audit_find(const char *name);
 
 /* Multiply-accumulates of one token through the model: the projections and
  * FFN of every layer (layers), and the output head (head). Attention over
- * the context is excluded (small for the short prompts used here). */
+ * the context depends on the position and is added by the audit's estimate. */
 void kvv_model_macs_per_token(const kvv_hparams *hp, double *layers, double *head);
 
 typedef struct {

@@ -30,6 +30,7 @@ typedef struct {
     float *probs;   /* [n][n_head][n_keys] or NULL */
     int n_keys;     /* keys reported to the attn hook */
     bool prescale;  /* gemma2/3, phi3: q * query_scale before the dot (as llama.cpp) */
+    int per;        /* tasks per chunk */
 } attn_job;
 
 /* Row of K or V of (layer, pos, kv head) as fp32: a pointer into the cache
@@ -118,12 +119,13 @@ static void attn_one(const attn_job *j, int ith, int i, int h)
     }
 }
 
-static void attn_task(void *ctx, int ith, int nth)
+/* Chunk k: tasks [k*per, (k+1)*per) of the n*n_head (token, head) pairs. */
+static void attn_task(void *ctx, int k, int ith)
 {
     const attn_job *j = ctx;
     int H = j->c->hp->n_head;
     long total = (long)j->n * H;
-    long t0 = total * ith / nth, t1 = total * (ith + 1) / nth;
+    long t0 = (long)k * j->per, t1 = t0 + j->per < total ? t0 + j->per : total;
     for (long t = t0; t < t1; t++)
         attn_one(j, ith, (int)(t / H), (int)(t % H));
 }
@@ -155,7 +157,13 @@ void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const f
         j.n_keys = nk;
         j.probs = c->probs;
     }
-    kvv_cpu_pool_run(c->pool, attn_task, &j);
+    /* Chunking: about 4 chunks per thread, none for small work (the cost of
+     * one task is ~ its visible keys x head_dim). */
+    long tasks = (long)n * hp->n_head;
+    double work = (double)tasks * (pos[n - 1] + 1) * hp->head_dim;
+    int nth = c->n_threads;
+    j.per = nth == 1 || work < 32768 ? (int)tasks : (int)((tasks + 4 * nth - 1) / (4 * nth));
+    kvv_cpu_pool_run(c->pool, attn_task, &j, (int)((tasks + j.per - 1) / j.per));
     if (j.probs)
         hooks->attn(hooks->user, layer, n, pos, j.n_keys, c->key_pos, c->probs);
 }

@@ -27,6 +27,9 @@ kvv_cpu_weight kvv_cpu_weight_rows(const kvv_cpu_weight *w, int r0, int n)
     return v;
 }
 
+/* Work below this many multiply-accumulates runs on the calling thread. */
+#define MIN_PARALLEL_MACS 32768
+
 typedef struct {
     kvv_cpu *c;
     int n;
@@ -35,6 +38,8 @@ typedef struct {
     int n_out;
     const kvv_cpu_mm_out *outs;
     bool use_sgemm;
+    int rows_per_chunk;
+    int first_chunk[4];   /* chunk index where output o starts; [n_out] = total */
 } mm_job;
 
 static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
@@ -87,17 +92,17 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
     }
 }
 
-static void mm_task(void *ctx, int ith, int nth)
+/* Chunk k: a block of rows_per_chunk rows of one output, all tokens. */
+static void mm_task(void *ctx, int k, int ith)
 {
     const mm_job *j = ctx;
-    for (int o = 0; o < j->n_out; o++) {
-        const kvv_cpu_mm_out *out = &j->outs[o];
-        int rows = out->w->rows;
-        int units = (rows + 3) / 4;
-        int u0 = (int)((long)units * ith / nth), u1 = (int)((long)units * (ith + 1) / nth);
-        int r0 = 4 * u0, r1 = 4 * u1 < rows ? 4 * u1 : rows;
-        mm_rows(j, ith, out, r0, r1);
-    }
+    int o = 0;
+    while (o + 1 < j->n_out && k >= j->first_chunk[o + 1])
+        o++;
+    const kvv_cpu_mm_out *out = &j->outs[o];
+    int r0 = (k - j->first_chunk[o]) * j->rows_per_chunk;
+    int r1 = r0 + j->rows_per_chunk < out->w->rows ? r0 + j->rows_per_chunk : out->w->rows;
+    mm_rows(j, ith, out, r0, r1);
 }
 
 void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
@@ -107,7 +112,30 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
         .c = c, .n = n, .x = x, .ldx = ldx, .n_out = n_out, .outs = outs,
         .use_sgemm = allow_fast && c->mode == KVV_MODE_FAST && n >= KVV_CPU_SGEMM_MIN_TOKENS,
     };
-    kvv_cpu_pool_run(c->pool, mm_task, &j);
+    double macs = 0;
+    int max_rows = 0;
+    for (int o = 0; o < n_out; o++) {
+        macs += (double)n * outs[o].w->rows * outs[o].w->cols;
+        max_rows = outs[o].w->rows > max_rows ? outs[o].w->rows : max_rows;
+    }
+    int nth = c->n_threads;
+    if (nth == 1 || macs < MIN_PARALLEL_MACS) {
+        j.rows_per_chunk = max_rows > 0 ? max_rows : 1;
+    } else {
+        /* sgemm prefers few large calls (one per thread and output); the
+         * SIMD kernels take 4 chunks per thread for load balance. Rows per
+         * chunk are a multiple of 16 (the register and tile blocking). */
+        int parts = j.use_sgemm ? nth : 4 * nth;
+        int rpc = (max_rows + parts - 1) / parts;
+        j.rows_per_chunk = (rpc + 15) / 16 * 16;
+    }
+    int total = 0;
+    for (int o = 0; o < n_out; o++) {
+        j.first_chunk[o] = total;
+        total += (outs[o].w->rows + j.rows_per_chunk - 1) / j.rows_per_chunk;
+    }
+    j.first_chunk[n_out] = total;
+    kvv_cpu_pool_run(c->pool, mm_task, &j, total);
 }
 
 void kvv_cpu_matmul_reversed(kvv_cpu *c, int n, const float *x, size_t ldx,

@@ -1,14 +1,23 @@
 /*
- * cpu_pool.c — see cpu_pool.h. A job is published by bumping `gen` (release)
- * after storing fn/ctx; workers that see a new generation run their share
- * and decrement `pending`. Waiting is spin-then-yield for the caller and
- * spin-then-sleep for workers.
+ * cpu_pool.c — see cpu_pool.h.
+ *
+ * One 64-bit word `claim` holds (generation << 32 | next chunk). The caller
+ * publishes a job by storing fn/ctx/n_chunks and then claim = (g+1) << 32.
+ * A thread claims chunk k of generation g by compare-and-swap of (g, k) ->
+ * (g, k+1); a successful swap proves generation g is still running (its
+ * chunk k was unclaimed, so the caller cannot have finished it), hence the
+ * fn/ctx it read belong to g. `done` counts finished chunks; the caller
+ * returns when done == n_chunks. Sleeping workers are woken only when one
+ * is actually asleep (Dekker-style: the caller stores claim then reads
+ * n_sleeping; a worker stores n_sleeping then re-reads claim, both
+ * sequentially consistent).
  */
 #include "engine/cpu/cpu_pool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define WORKER_SPINS 4000   /* pause iterations before a worker starts yielding */
@@ -21,16 +30,18 @@ typedef struct {
 } worker_arg;
 
 struct kvv_cpu_pool {
-    int n;                      /* threads including the caller */
-    pthread_t *threads;         /* n-1 workers */
-    worker_arg *args;           /* n-1 */
+    int n;                          /* threads including the caller */
+    pthread_t *threads;             /* n-1 workers */
+    worker_arg *args;               /* n-1 */
     int n_started;
-    kvv_cpu_task fn;            /* current job (written before gen is bumped) */
-    void *ctx;
-    atomic_uint gen;            /* job generation */
-    atomic_int pending;         /* workers still running the current job */
+    _Atomic(kvv_cpu_task) fn;       /* current job */
+    _Atomic(void *) ctx;
+    atomic_int n_chunks;
+    atomic_uint_fast64_t claim;     /* gen << 32 | next chunk */
+    atomic_int done;                /* chunks finished in the current job */
+    atomic_int n_sleeping;
     atomic_int quit;
-    pthread_mutex_t mu;         /* guards sleeping on cv */
+    pthread_mutex_t mu;
     pthread_cond_t cv;
 };
 
@@ -41,32 +52,60 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Claim and run chunks of the job visible in `c` until none is left.
+ * @return the number of chunks run. */
+static int work(kvv_cpu_pool *p, uint_fast64_t c, int ith)
+{
+    int ran = 0;
+    for (;;) {
+        uint32_t gen = (uint32_t)(c >> 32), k = (uint32_t)c;
+        kvv_cpu_task fn = atomic_load(&p->fn);
+        void *ctx = atomic_load(&p->ctx);
+        int n = atomic_load(&p->n_chunks);
+        if ((int)k >= n)
+            return ran;
+        uint_fast64_t want = ((uint_fast64_t)gen << 32) | (k + 1);
+        if (atomic_compare_exchange_weak(&p->claim, &c, want)) {
+            fn(ctx, (int)k, ith);
+            atomic_fetch_add(&p->done, 1);
+            ran++;
+            c = want;
+        }
+        /* on failure c holds the current word: retry (maybe a new job) */
+    }
+}
+
+static int has_work(kvv_cpu_pool *p, uint_fast64_t c)
+{
+    return (int)(uint32_t)c < atomic_load(&p->n_chunks);
+}
+
 static void *worker_main(void *a)
 {
     worker_arg *wa = a;
     kvv_cpu_pool *p = wa->pool;
-    unsigned seen = 0;
     for (;;) {
-        unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        for (int s = 0; g == seen && s < WORKER_SPINS + WORKER_YIELDS; s++) {
-            if (s < WORKER_SPINS)
+        uint_fast64_t c = atomic_load(&p->claim);
+        int s = 0;
+        while (!has_work(p, c) && !atomic_load(&p->quit) && s < WORKER_SPINS + WORKER_YIELDS) {
+            if (s++ < WORKER_SPINS)
                 cpu_relax();
             else
                 sched_yield();
-            g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        }
-        if (g == seen) {
-            pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
-                   !atomic_load(&p->quit))
-                pthread_cond_wait(&p->cv, &p->mu);
-            pthread_mutex_unlock(&p->mu);
+            c = atomic_load(&p->claim);
         }
         if (atomic_load(&p->quit))
             return NULL;
-        seen = g;
-        p->fn(p->ctx, wa->ith, p->n);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        if (has_work(p, c)) {
+            work(p, c, wa->ith);
+            continue;
+        }
+        pthread_mutex_lock(&p->mu);
+        atomic_fetch_add(&p->n_sleeping, 1);
+        while (!has_work(p, atomic_load(&p->claim)) && !atomic_load(&p->quit))
+            pthread_cond_wait(&p->cv, &p->mu);
+        atomic_fetch_sub(&p->n_sleeping, 1);
+        pthread_mutex_unlock(&p->mu);
     }
 }
 
@@ -78,8 +117,12 @@ kvv_cpu_pool *kvv_cpu_pool_new(int n_threads)
     if (!p)
         return NULL;
     p->n = n_threads;
-    atomic_init(&p->gen, 0);
-    atomic_init(&p->pending, 0);
+    atomic_init(&p->fn, NULL);
+    atomic_init(&p->ctx, NULL);
+    atomic_init(&p->n_chunks, 0);
+    atomic_init(&p->claim, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->n_sleeping, 0);
     atomic_init(&p->quit, 0);
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         free(p);
@@ -116,7 +159,6 @@ void kvv_cpu_pool_free(kvv_cpu_pool *p)
         return;
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->quit, 1);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_started; i++)
@@ -133,24 +175,33 @@ int kvv_cpu_pool_threads(const kvv_cpu_pool *p)
     return p ? p->n : 1;
 }
 
-void kvv_cpu_pool_run(kvv_cpu_pool *p, kvv_cpu_task fn, void *ctx)
+void kvv_cpu_pool_run(kvv_cpu_pool *p, kvv_cpu_task fn, void *ctx, int n_chunks)
 {
-    if (p->n == 1) {
-        fn(ctx, 0, 1);
+    if (p->n == 1 || n_chunks <= 1) {
+        for (int k = 0; k < n_chunks; k++)
+            fn(ctx, k, 0);
         return;
     }
-    p->fn = fn;
-    p->ctx = ctx;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    fn(ctx, 0, p->n);
-    for (int s = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; s++) {
+    /* Between jobs n_chunks is 0 with claim's chunk at or past it, so no
+     * thread can claim while fn/ctx change. */
+    uint_fast64_t gen = (atomic_load(&p->claim) >> 32) + 1;
+    atomic_store(&p->n_chunks, 0);
+    atomic_store(&p->fn, fn);
+    atomic_store(&p->ctx, ctx);
+    atomic_store(&p->done, 0);
+    atomic_store(&p->claim, (gen & 0xffffffffu) << 32);
+    atomic_store(&p->n_chunks, n_chunks);
+    if (atomic_load(&p->n_sleeping) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    work(p, atomic_load(&p->claim), 0);
+    for (int s = 0; atomic_load(&p->done) < n_chunks; s++) {
         if (s < CALLER_SPINS)
             cpu_relax();
         else
             sched_yield();
     }
+    atomic_store(&p->n_chunks, 0);
 }

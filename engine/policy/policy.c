@@ -266,7 +266,7 @@ static void hook_select(void *user, int layer, int qpos, int head, const float *
         }
         bound[pg] = b;
     }
-    int top = p->cfg.budget / ps > 0 ? p->cfg.budget / ps : 1;
+    int top = (p->cfg.budget + ps - 1) / ps; /* a budget covering the context keeps every page */
     uint8_t *forced = p->keep + p->n_ctx + 1; /* second half of the scratch */
     uint8_t *sel = p->keep;
     memset(forced, 0, (size_t)n_pages);

@@ -29,7 +29,7 @@
  *   pyramidkv   SnapKV scores with per-layer budgets decreasing with depth
  *   knorm       keep the lowest-L2-norm keys, per KV head
  *   quest       keeps everything; each decode query attends only to the
- *               top budget/page_size pages of page_size positions ranked by
+ *               top ceil(budget/page_size) pages of page_size positions ranked by
  *               the per-page upper bound sum_d max(q_d*kmin_d, q_d*kmax_d)
  *               (per query head), plus the query's own page. Needs the
  *               engine's `select` hook (reference/runtime.h)

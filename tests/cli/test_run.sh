@@ -50,6 +50,14 @@ h3=$($KVV run "$SYN" --tokens 1,20,30,40 -n 4 --hash --cache-type bf16 | sed -n 
 [ ${#h1} -eq 64 ] || fail "--hash: no sha256 printed"
 [ "$h1" = "$h2" ] || fail "--hash: two identical runs differ ($h1 vs $h2)"
 [ "$h1" != "$h3" ] || fail "--hash: bf16 cache gives the f32 hash"
+# --emulate-ggml changes a Q8_0 model's bits (activation quantization)
+SYNQ=$T/llama-q8.gguf
+$KVV synth --shape llama-tiny --type q8_0 --seed 5 -o "$SYNQ" >/dev/null 2>&1 || fail "synth q8_0"
+q1=$($KVV run "$SYNQ" --tokens 1,20,30,40 -n 4 --hash | sed -n 's/^sha256: //p')
+q2=$($KVV run "$SYNQ" --tokens 1,20,30,40 -n 4 --hash --emulate-ggml | sed -n 's/^sha256: //p')
+[ ${#q2} -eq 64 ] && [ "$q1" != "$q2" ] || fail "--emulate-ggml: Q8_0 hash unchanged or missing"
+$KVV run "$SYNQ" --tokens 1,20 --emulate-ggml --engine cpu >/dev/null 2>"$T/err"; rc=$?
+[ $rc -eq 2 ] || fail "--emulate-ggml --engine cpu: exit $rc, want 2"
 $KVV run "$SYN" --tokens 1,20,30,40 -n 3 --top 2 >"$T/out" || fail "run --top exit $?"
 [ "$(grep -c '^step [0-9]*  pos' "$T/out")" -eq 3 ] || fail "run --top: 3 step lines"
 

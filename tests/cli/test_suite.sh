@@ -11,7 +11,7 @@ T="$O/tmp/test_suite.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT INT TERM
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+fail() { echo "FAIL: $*"; echo "FAIL: $*" >> "$T/failures"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 expect() { # CODE PATTERN CMD...
     code=$1; pat=$2; shift 2
@@ -162,5 +162,6 @@ done
 [ "$(cases_of "$T"/golden/*.xml | wc -l)" -eq "$n" ] && ok "golden shards ran all $n vectors once" \
     || fail "golden shards did not cover the $n vectors"
 
+[ -s "$T/failures" ] && { echo "failures:"; cat "$T/failures"; }
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -17,7 +17,7 @@ T="$O/tmp/test_vectors.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT INT TERM
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+fail() { echo "FAIL: $*"; echo "FAIL: $*" >> "$T/failures"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 
 # expect CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
@@ -61,7 +61,9 @@ expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/t2.kvv" $G --threads 2
 cmp -s "$T/a.kvv" "$T/t2.kvv" && ok "1 vs 2 threads (ref): identical" || fail "1 vs 2 threads differ (ref)"
 ls "$T"/*.tmp.* >/dev/null 2>&1 && fail "temp files left behind"
 
+have_cpu=0
 if "$KVV" vectors gen "$M" -o "$T/c1.kvv" $G --engine cpu --mode invariant --threads 1 >"$T/out" 2>&1; then
+    have_cpu=1
     expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/c2.kvv" $G --engine cpu --mode invariant --threads 2
     cmp -s "$T/c1.kvv" "$T/c2.kvv" && ok "cpu invariant 1 vs 2 threads: identical" \
         || fail "cpu invariant: 1 and 2 threads give different files"
@@ -83,6 +85,12 @@ if [ "${KVV_REPRO:-1}" != 0 ]; then
             "./$dir/kvverify" vectors gen "$M" -o "$T/$dir.kvv" $G >/dev/null 2>&1
             cmp -s "$T/a.kvv" "$T/$dir.kvv" && ok "$dir ($var): identical bytes" \
                 || fail "$dir ($var) writes a different vector"
+            if [ $have_cpu = 1 ]; then
+                "./$dir/kvverify" vectors gen "$M" -o "$T/$dir-cpu.kvv" $G --engine cpu \
+                    --mode invariant --threads 2 >/dev/null 2>&1
+                cmp -s "$T/c1.kvv" "$T/$dir-cpu.kvv" && ok "$dir ($var): cpu invariant identical" \
+                    || fail "$dir ($var): the cpu engine (invariant) writes a different vector"
+            fi
         else
             fail "make O=$dir $var failed"; tail -5 "$T/make.log"
         fi
@@ -115,6 +123,7 @@ fi
 
 # ---------------------------------------------------------------- corrupt and mismatched files
 expect 2 "wrong model" "$KVV" vectors check "$T/other.gguf" "$T/a.kvv"
+expect 2 '"verdict": "error"' "$KVV" vectors check "$T/other.gguf" "$T/a.kvv" --json
 size=$(wc -c < "$T/a.kvv" | tr -d ' ')
 for off in 0 4 9 12 20 40 $((size / 3)) $((size / 2)) $((size - 1)); do
     cp "$T/a.kvv" "$T/f.kvv"
@@ -175,10 +184,23 @@ check_one() { # NAME MODEL OPTIONS
     fi
 }
 kvv_golden_each "$T/golden" check_one || fail "a shipped golden vector did not check"
+# make vectors-update (vectors/update.sh) regenerates the shipped files byte for byte
+mkdir -p "$T/regen"
+cp vectors/golden/list.txt "$T/regen/"
+if KVV_GOLDEN_DIR="$T/regen" sh vectors/update.sh > "$T/regen.log" 2>&1; then
+    same=1
+    for f in "$T"/regen/*.kvv; do
+        cmp -s "$f" "vectors/golden/${f##*/}" || { same=0; fail "update.sh: ${f##*/} differs from the shipped file"; }
+    done
+    [ $same = 1 ] && ok "vectors/update.sh regenerates $(ls "$T"/regen/*.kvv | wc -l) shipped vectors byte for byte"
+else
+    fail "vectors/update.sh failed"; tail -3 "$T/regen.log"
+fi
 n_listed=$(grep -v '^[[:space:]]*#' vectors/golden/list.txt | grep -c '|')
 n_files=$(ls vectors/golden/*.kvv | wc -l)
 [ "$n_listed" -eq "$n_files" ] && ok "$n_files golden files, one per list entry" \
     || fail "vectors/golden has $n_files .kvv files for $n_listed list entries"
 
+[ -s "$T/failures" ] && { echo "failures:"; cat "$T/failures"; }
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

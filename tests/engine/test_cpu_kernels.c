@@ -7,8 +7,8 @@
  * contract of cpu_kernels.h), and agrees with a double-precision product;
  * the fused Q8_0 kernel gives exactly the bits of gemm_f32 on the
  * dequantized rows; the SIMD dequantizers equal kvv_dequantize_row; dot is
- * gemm_f32 of one row and one token. The pool calls every thread index once
- * per run.
+ * gemm_f32 of one row and one token. The pool runs every chunk exactly once
+ * per job.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -153,11 +153,12 @@ typedef struct {
     atomic_int total;
 } pool_ctx;
 
-static void pool_task(void *ctx, int ith, int nth)
+static void pool_task(void *ctx, int chunk, int ith)
 {
     pool_ctx *p = ctx;
-    assert_true(ith >= 0 && ith < nth && nth <= 8);
-    atomic_fetch_add(&p->calls[ith], 1);
+    if (chunk < 0 || chunk >= 8 || ith < 0 || ith >= 3)
+        atomic_fetch_add(&p->total, 1000000); /* reported by the caller's check */
+    atomic_fetch_add(&p->calls[chunk], 1);
     atomic_fetch_add(&p->total, 1);
 }
 
@@ -170,11 +171,18 @@ static void test_pool(void **state)
         assert_int_equal(kvv_cpu_pool_threads(p), nth);
         pool_ctx c;
         memset(&c, 0, sizeof c);
-        for (int rep = 0; rep < 500; rep++)
-            kvv_cpu_pool_run(p, pool_task, &c);
-        for (int i = 0; i < nth; i++)
-            assert_int_equal(atomic_load(&c.calls[i]), 500);
-        assert_int_equal(atomic_load(&c.total), 500 * nth);
+        for (int rep = 0; rep < 500; rep++) /* 1..8 chunks */
+            kvv_cpu_pool_run(p, pool_task, &c, 1 + rep % 8);
+        /* chunk k runs in every job with more than k chunks: 500 jobs, k+1..8 chunks */
+        int total = 0;
+        for (int k = 0; k < 8; k++) {
+            int expect = 0;
+            for (int rep = 0; rep < 500; rep++)
+                expect += 1 + rep % 8 > k;
+            assert_int_equal(atomic_load(&c.calls[k]), expect);
+            total += expect;
+        }
+        assert_int_equal(atomic_load(&c.total), total);
         kvv_cpu_pool_free(p);
     }
     kvv_cpu_pool_free(NULL);

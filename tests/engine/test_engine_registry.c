@@ -29,8 +29,8 @@ static void synth_open(synth_model *s, const char *shape)
     o.type = KVV_TYPE_F32;
     o.seed = 2;
     kvv_gguf_writer *w;
-    size_t size;
-    kvv_gguf *g;
+    size_t size = 0;
+    kvv_gguf *g = NULL;
     if (kvv_synth_build(&o, &w, &err) || kvv_gguf_writer_to_buffer(w, &s->buf, &size, &err))
         fail_msg("%s", err.msg);
     kvv_gguf_writer_free(w);
@@ -121,6 +121,18 @@ static void test_ref_through_vtable(void **state)
     assert_int_equal(c->type, KVV_CACHE_F16);
     assert_int_equal(c->n_ctx, hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     kvv_engine_close(e);
+
+    /* llama.cpp emulation: accepted by ref and recorded; unknown flags refused */
+    o = kvv_engine_opts_default();
+    o.ggml = KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    kvv_engine_describe(e, &d);
+    assert_non_null(strstr(d.kernels, "ggml-gelu-fp16"));
+    assert_non_null(strstr(d.kernels, "ggml-act-quant"));
+    kvv_engine_close(e);
+    o.ggml = 1u << 9;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
 
     /* forward + reset + kv_from_residual against the bare reference */
     o = kvv_engine_opts_default();

@@ -189,14 +189,16 @@ static void test_fp16(void **state)
     }
 }
 
-/* value of a non-negative half or bf16 magnitude m; the encoding after the
- * largest finite one (inf) counts as the next power of two, where rounding
- * to inf begins */
-static double mag16(uint32_t m, int is_bf16)
+/* Values of the non-negative fp16 / bf16 magnitudes 0..inf; the inf slot
+ * holds the next power of two, where rounding to inf begins. */
+static void fill_mag_tables(double *mag16, double *magbf)
 {
-    if (is_bf16)
-        return m >= 0x7f80 ? 0x1p128 : (double)kvv_bf16_to_fp32((uint16_t)m);
-    return m >= 0x7c00 ? 65536.0 : (double)kvv_fp16_to_fp32((uint16_t)m);
+    for (uint32_t m = 0; m < 0x7c00; m++)
+        mag16[m] = kvv_fp16_to_fp32((uint16_t)m);
+    mag16[0x7c00] = 65536.0;
+    for (uint32_t m = 0; m < 0x7f80; m++)
+        magbf[m] = kvv_bf16_to_fp32((uint16_t)m);
+    magbf[0x7f80] = 0x1p128;
 }
 
 /* make test-slow: every fp32 input. The result must be the nearest
@@ -210,9 +212,15 @@ static void test_fp16_bf16_exhaustive(void **state)
         skip();
         return;
     }
+    double *mag16 = malloc(0x7c01 * sizeof(double));
+    double *magbf = malloc(0x7f81 * sizeof(double));
+    assert_non_null(mag16);
+    assert_non_null(magbf);
+    fill_mag_tables(mag16, magbf);
     for (int is_bf16 = 0; is_bf16 < 2; is_bf16++) {
         uint64_t bad = 0;
         const uint32_t inf = is_bf16 ? 0x7f80u : 0x7c00u;
+        const double *mag = is_bf16 ? magbf : mag16;
         for (uint64_t u64 = 0; u64 <= 0xffffffffu; u64++) {
             const uint32_t u = (uint32_t)u64;
             const float x = fbits(u);
@@ -228,14 +236,14 @@ static void test_fp16_bf16_exhaustive(void **state)
                 bad++;
                 continue;
             }
-            const double y = mag16(m, is_bf16);
+            const double y = mag[m];
             if (m == inf) {                       /* inf: x at or past the halfway point */
-                const double below = mag16(inf - 1, is_bf16);
+                const double below = mag[inf - 1];
                 bad += !(a - below >= y - a);
                 continue;
             }
-            const double up = mag16(m + 1, is_bf16);
-            const double dn = m ? mag16(m - 1, is_bf16) : -mag16(1, is_bf16);
+            const double up = mag[m + 1];
+            const double dn = m ? mag[m - 1] : -mag[1];
             const double e = fabs(a - y), eu = fabs(up - a), ed = fabs(a - dn);
             if (e > eu || e > ed || ((e == eu || e == ed) && e != 0 && (m & 1)))
                 bad++;
@@ -246,6 +254,8 @@ static void test_fp16_bf16_exhaustive(void **state)
             fail();
         }
     }
+    free(mag16);
+    free(magbf);
 }
 
 /* ------------------------------------------------------------- bf16 */

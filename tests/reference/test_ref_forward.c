@@ -16,7 +16,9 @@
  *   - patching: overwriting the residual entering layer l with another run's
  *     gives that run's logits exactly;
  *   - the perturbed-weight control changes the logits; bad arguments are
- *     usage errors.
+ *     usage errors;
+ *   - llama.cpp emulation (KVV_GGML_*) keeps all of the above, and changes
+ *     the numbers only where it applies (GELU, F16/Q8_0 weights).
  */
 #include <math.h>
 #include <stdio.h>
@@ -65,10 +67,12 @@ static void synth_close(synth_model *s)
     free(s->buf);
 }
 
-static kvv_ref *ref_open(const kvv_model *m, kvv_cache_type ct, unsigned control)
+static kvv_ref *ref_open_ggml(const kvv_model *m, kvv_cache_type ct, unsigned control,
+                              unsigned ggml)
 {
     kvv_ref_opts o = kvv_ref_opts_default();
     o.cache_type = ct;
+    o.ggml = ggml;
     o.n_ctx = 64;
     o.control = control;
     kvv_ref *r;
@@ -77,6 +81,13 @@ static kvv_ref *ref_open(const kvv_model *m, kvv_cache_type ct, unsigned control
         fail_msg("%s", err.msg);
     return r;
 }
+
+static kvv_ref *ref_open(const kvv_model *m, kvv_cache_type ct, unsigned control)
+{
+    return ref_open_ggml(m, ct, control, 0);
+}
+
+#define GGML_ALL (KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT)
 
 static void prompt(int32_t *tok, int32_t *pos, int n_vocab)
 {
@@ -121,11 +132,11 @@ static const char *const shapes[] = {"llama-tiny", "llama3-tiny", "qwen2-tiny", 
 
 /* ------------------------------------------------------------ batch invariance */
 
-static void check_invariance(const char *shape, kvv_type type, kvv_cache_type ct)
+static void check_invariance(const char *shape, kvv_type type, kvv_cache_type ct, unsigned ggml)
 {
     synth_model s;
     synth_open(&s, shape, type);
-    kvv_ref *r = ref_open(s.m, ct, 0);
+    kvv_ref *r = ref_open_ggml(s.m, ct, 0, ggml);
     const size_t nl = (size_t)N_TOK * s.m->hp.n_vocab;
     float *a = malloc(nl * sizeof(float)), *b = malloc(nl * sizeof(float));
     assert_true(a && b);
@@ -154,10 +165,13 @@ static void test_batch_invariance(void **state)
 {
     (void)state;
     for (size_t i = 0; i < N_SHAPES; i++)
-        check_invariance(shapes[i], KVV_TYPE_F32, KVV_CACHE_F32);
-    check_invariance("llama-tiny", KVV_TYPE_Q8_0, KVV_CACHE_F32);
-    check_invariance("gemma3-tiny", KVV_TYPE_F16, KVV_CACHE_F16);
-    check_invariance("qwen3-tiny", KVV_TYPE_F32, KVV_CACHE_BF16);
+        check_invariance(shapes[i], KVV_TYPE_F32, KVV_CACHE_F32, 0);
+    check_invariance("llama-tiny", KVV_TYPE_Q8_0, KVV_CACHE_F32, 0);
+    check_invariance("gemma3-tiny", KVV_TYPE_F16, KVV_CACHE_F16, 0);
+    check_invariance("qwen3-tiny", KVV_TYPE_F32, KVV_CACHE_BF16, 0);
+    /* llama.cpp emulation keeps batch invariance */
+    check_invariance("phi3-tiny", KVV_TYPE_Q8_0, KVV_CACHE_F32, GGML_ALL);
+    check_invariance("gemma2-tiny", KVV_TYPE_F16, KVV_CACHE_F32, GGML_ALL);
 }
 
 /* ------------------------------------------------------------ hooks */
@@ -263,12 +277,13 @@ static kvv_hooks all_hooks(capture *c)
     return h;
 }
 
-static void check_hooks_and_recompute(const char *shape, kvv_cache_type ct)
+static void check_hooks_and_recompute(const char *shape, kvv_type type, kvv_cache_type ct,
+                                      unsigned ggml)
 {
     synth_model s;
-    synth_open(&s, shape, KVV_TYPE_F32);
+    synth_open(&s, shape, type);
     const kvv_hparams *hp = &s.m->hp;
-    kvv_ref *r = ref_open(s.m, ct, 0);
+    kvv_ref *r = ref_open_ggml(s.m, ct, 0, ggml);
     int32_t tok[N_TOK], pos[N_TOK];
     prompt(tok, pos, hp->n_vocab);
     const size_t nl = (size_t)N_TOK * hp->n_vocab;
@@ -309,7 +324,7 @@ static void check_hooks_and_recompute(const char *shape, kvv_cache_type ct)
     }
     /* Negative control: reversed sums must change some K bit (f32 cache:
      * with f16/bf16 storage a last-bit difference mostly rounds away). */
-    kvv_ref *rc = ref_open(s.m, ct, KVV_CTL_KV_REVERSED_SUM);
+    kvv_ref *rc = ref_open_ggml(s.m, ct, KVV_CTL_KV_REVERSED_SUM, ggml);
     int differ = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         const float *hl = c.resid + (size_t)l * N_TOK * hp->n_embd;
@@ -333,9 +348,11 @@ static void test_hooks_and_kv_recompute(void **state)
 {
     (void)state;
     for (size_t i = 0; i < N_SHAPES; i++)
-        check_hooks_and_recompute(shapes[i], KVV_CACHE_F32);
-    check_hooks_and_recompute("gemma2-tiny", KVV_CACHE_F16);
-    check_hooks_and_recompute("qwen2-tiny", KVV_CACHE_BF16);
+        check_hooks_and_recompute(shapes[i], KVV_TYPE_F32, KVV_CACHE_F32, 0);
+    check_hooks_and_recompute("gemma2-tiny", KVV_TYPE_F32, KVV_CACHE_F16, 0);
+    check_hooks_and_recompute("qwen2-tiny", KVV_TYPE_F32, KVV_CACHE_BF16, 0);
+    check_hooks_and_recompute("qwen2-tiny", KVV_TYPE_Q8_0, KVV_CACHE_F32, GGML_ALL);
+    check_hooks_and_recompute("phi3-tiny", KVV_TYPE_F16, KVV_CACHE_F32, GGML_ALL);
 }
 
 /* ------------------------------------------------------------ patching */
@@ -509,6 +526,44 @@ static void test_perturb_and_errors(void **state)
     synth_close(&s);
 }
 
+/* llama.cpp emulation changes the numbers of a Q8_0 gemma model (GELU table
+ * and activation quantization) but not of an F32 llama (no F16/Q8_0 weight,
+ * no GELU); bad flags are a usage error. */
+static void test_ggml_emulation(void **state)
+{
+    (void)state;
+    const char *shape[2] = {"gemma3-tiny", "llama-tiny"};
+    const kvv_type type[2] = {KVV_TYPE_Q8_0, KVV_TYPE_F32};
+    for (int c = 0; c < 2; c++) {
+        synth_model s;
+        synth_open(&s, shape[c], type[c]);
+        const size_t nl = (size_t)N_TOK * s.m->hp.n_vocab;
+        float *a = malloc(nl * sizeof(float)), *b = malloc(nl * sizeof(float));
+        assert_true(a && b);
+        char ha[65], hb[65];
+        kvv_ref *r0 = ref_open(s.m, KVV_CACHE_F32, 0);
+        kvv_ref *r1 = ref_open_ggml(s.m, KVV_CACHE_F32, 0, GGML_ALL);
+        run_chunks(r0, s.m, NULL, true, a, ha);
+        run_chunks(r1, s.m, NULL, true, b, hb);
+        if (c == 0)
+            assert_true(strcmp(ha, hb) != 0);
+        else
+            assert_string_equal(ha, hb);
+        kvv_ref_close(r0);
+        kvv_ref_close(r1);
+        free(a);
+        free(b);
+        if (c == 1) {
+            kvv_ref_opts o = kvv_ref_opts_default();
+            o.ggml = 1u << 7;
+            kvv_ref *bad;
+            kvv_error err = {0};
+            assert_int_equal(kvv_ref_open(s.m, &o, &bad, &err), KVV_ERR_USAGE);
+        }
+        synth_close(&s);
+    }
+}
+
 /* The default cache size is min(context_length, 4096). */
 static void test_default_ctx(void **state)
 {
@@ -534,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_patch_residual),
         cmocka_unit_test(test_select_hook),
         cmocka_unit_test(test_perturb_and_errors),
+        cmocka_unit_test(test_ggml_emulation),
         cmocka_unit_test(test_default_ctx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -308,6 +308,56 @@ static void test_check_rejects(void **state)
     assert_int_equal(kvv_vectors_gen(model_a, &o, vec_hash, &err), KVV_ERR_USAGE);
 }
 
+/* Rewrite src into dst leaving out record `drop` and adding record `extra`
+ * (either may be NULL). Little-endian hosts: stored bytes = host order. */
+static void rewrite(const char *src, const char *dst, const char *drop, const char *extra)
+{
+    kvv_file *f;
+    kvv_error err = {0};
+    assert_int_equal(kvv_file_read(src, &f, &err), KVV_OK);
+    kvv_file_writer *w = kvv_file_writer_new();
+    for (int i = 0; i < f->n_records; i++) {
+        const kvv_record *r = &f->records[i];
+        if (drop && strcmp(r->name, drop) == 0)
+            continue;
+        assert_int_equal(kvv_file_writer_add(w, r->name, r->type, r->n_dims, r->dims, r->data,
+                                             r->raw_size, &err), KVV_OK);
+    }
+    if (extra)
+        assert_int_equal(kvv_file_writer_add(w, extra, KVV_REC_BYTES, 0, NULL, "x", 1, &err), KVV_OK);
+    assert_int_equal(kvv_file_writer_write(w, dst, &err), KVV_OK);
+    kvv_file_writer_free(w);
+    kvv_file_free(f);
+}
+
+/* Records that do not match what meta announces are format errors (exit 2),
+ * not divergences. */
+static void test_check_record_set(void **state)
+{
+    FIXTURE;
+    uint16_t one = 1;
+    uint8_t le;
+    memcpy(&le, &one, 1);
+    if (!le)
+        skip(); /* rewrite() copies stored little-endian bytes as host order */
+    char dst[4300];
+    snprintf(dst, sizeof dst, "%s/edited.kvv", kvv_test_tmpdir());
+    kvv_vectors_result r;
+    kvv_error err = {0};
+    rewrite(vec_hash, dst, NULL, NULL);
+    assert_int_equal(kvv_vectors_check(model_a, dst, NULL, &r, &err), KVV_OK);
+    assert_false(r.diverged);
+    rewrite(vec_hash, dst, "patch", NULL);
+    assert_int_equal(kvv_vectors_check(model_a, dst, NULL, &r, &err), KVV_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record patch: missing"));
+    rewrite(vec_hash, dst, NULL, "extra");
+    assert_int_equal(kvv_vectors_check(model_a, dst, NULL, &r, &err), KVV_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record extra at byte"));
+    rewrite(vec_hash, dst, "greedy", NULL);
+    assert_int_equal(kvv_vectors_check(model_a, dst, NULL, &r, &err), KVV_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record greedy (absent)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest unit[] = {
@@ -319,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_gen_records),
         cmocka_unit_test(test_check_pass_and_controls),
         cmocka_unit_test(test_check_rejects),
+        cmocka_unit_test(test_check_record_set),
     };
     int failed = cmocka_run_group_tests(unit, NULL, NULL);
     failed += cmocka_run_group_tests(engine, setup_models, teardown_models);

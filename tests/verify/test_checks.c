@@ -213,11 +213,40 @@ static void test_bad_opts(void **state)
     kvv_model_close(m);
 }
 
+/* An architecture kvverify cannot run (written with the GGUF writer): the
+ * model does not open, with KVV_ERR_UNSUPPORTED = exit code 77. */
+static void test_unsupported_arch(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bert.gguf", kvv_test_tmpdir());
+    kvv_gguf_writer *w = kvv_gguf_writer_new(3, 32);
+    assert_non_null(w);
+    assert_int_equal(kvv_gguf_writer_set_str(w, "general.architecture", "bert"), KVV_OK);
+    assert_int_equal(kvv_gguf_writer_set_u32(w, "bert.block_count", 1), KVV_OK);
+    assert_int_equal(kvv_gguf_writer_set_u32(w, "bert.embedding_length", 8), KVV_OK);
+    float embd[8 * 16] = {0};
+    int64_t ne[2] = {8, 16};
+    assert_int_equal(kvv_gguf_writer_add_tensor(w, "token_embd.weight", KVV_TYPE_F32, 2, ne,
+                                                embd),
+                     KVV_OK);
+    kvv_error err = {0};
+    assert_int_equal(kvv_gguf_writer_write(w, path, &err), KVV_OK);
+    kvv_gguf_writer_free(w);
+    kvv_model *m = NULL;
+    kvv_status s = kvv_model_open(path, &m, &err);
+    assert_int_equal(s, KVV_ERR_UNSUPPORTED);
+    assert_null(m);
+    assert_int_equal(kvv_exit_code(s), KVV_EXIT_NOTHING);
+    assert_non_null(strstr(err.msg, "bert"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_synth_models), cmocka_unit_test(test_force_fail),
-        cmocka_unit_test(test_bad_opts),     cmocka_unit_test(test_shared_models),
+        cmocka_unit_test(test_bad_opts),     cmocka_unit_test(test_unsupported_arch),
+        cmocka_unit_test(test_shared_models),
         cmocka_unit_test(test_peer_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

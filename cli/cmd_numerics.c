@@ -1,0 +1,463 @@
+/*
+ * cmd_numerics.c — `kvverify numerics MODEL`: each engine's ops against the
+ * correctly rounded result (MPFR) on the real inputs of a forward pass, in
+ * ULPs (verify/numerics.h, docs/numerics.md). Options, the console tables
+ * and the --json report.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "cli/prompt_opts.h"
+#include "verify/numerics.h"
+#include "verify/report.h"
+
+static void help(void)
+{
+    printf("usage: kvverify numerics MODEL [options]\n\n"
+           "Run the reference forward pass over the prompt, capture the real inputs of every\n"
+           "op on sampled rows of every layer (residual rows -> rmsnorm, normed rows x weight\n"
+           "rows -> matmul, q.k -> dot, attention scores -> softmax, Q/K before RoPE -> rope,\n"
+           "FFN gate values -> silu and gelu, final logits -> softcap), feed the same fp32\n"
+           "inputs to each engine's op and to the MPFR oracle, and print each op's error in\n"
+           "ULPs of the correctly rounded result (max, mean, histogram), per op and per\n"
+           "layer, with where the largest error is; then the engines' portable math\n"
+           "(exp, tanh, sin, cos, pow) on dense samples of their input ranges.\n\n"
+           "  --engine E          ref, cpu or all (default all: ref, cpu fast, cpu invariant)\n"
+           "  --mode M            cpu mode to measure: fast or invariant (default both)\n"
+           "  --samples N         token rows measured per layer (default 4)\n"
+           "  --max-outputs N     weight rows measured per matrix and row (default 256)\n"
+           "  --math-samples N    samples per math function and range (default 20000; 0 off)\n"
+           "  --control           also measure the planted control (oracle + 1 ULP), which\n"
+           "                      must come out as exactly 1 ULP everywhere\n"
+           "  --threads N         cpu engine threads (default 1)\n"
+           "  -p, --prompt TEXT, --tokens 1,2,3, --random N, --seed S   the prompt (default\n"
+           "                      random tokens sized to the model; S also picks the rows)\n"
+           "  --json FILE         write the full report as JSON\n"
+           "  -q, --quiet         no per-layer table\n\n"
+           "exit codes: 0 measured, 1 the rebuilt inputs differ from the forward pass or the\n"
+           "control was not measured as 1 ULP, 2 bad input or usage, 77 unsupported model.\n");
+}
+
+/* ------------------------------------------------------------ console */
+
+/* Histogram columns: 0, 1, 2, 3-4, 5-8, 9-16, >16 (oracle bins 6.. folded). */
+#define N_COLS 7
+static void fold(const kvv_oracle_hist *h, uint64_t out[N_COLS])
+{
+    for (int k = 0; k < N_COLS; k++)
+        out[k] = 0;
+    for (int k = 0; k < KVV_ULP_HIST_BINS; k++)
+        out[k < N_COLS - 1 ? k : N_COLS - 1] += h->bins[k];
+}
+
+static const char *ulp_text(uint64_t u, char *buf, size_t size)
+{
+    if (u == KVV_ULP_NAN)
+        snprintf(buf, size, "nan");
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)u);
+    return buf;
+}
+
+/* The max over a cell: NaN mismatches count as the largest. */
+static uint64_t cell_max(const kvv_numerics_cell *c)
+{
+    return c->hist.nan ? KVV_ULP_NAN : c->hist.max;
+}
+
+static void print_where(const kvv_numerics_where *w, int n_layer)
+{
+    char u[24], lay[16];
+    if (w->layer == n_layer)
+        snprintf(lay, sizeof lay, "output");
+    else
+        snprintf(lay, sizeof lay, "layer %d", w->layer);
+    printf("%s ULP at %s, row %d, index %d (%s): input %.9g, got %.9g (%a), exact %.9g (%a)\n",
+           ulp_text(w->ulp, u, sizeof u), lay, w->row, w->index, w->what, (double)w->input,
+           (double)w->got, (double)w->got, (double)w->exact, (double)w->exact);
+}
+
+static void print_report(const kvv_numerics_report *rep, bool quiet)
+{
+    char u[24];
+    printf("\nop        engine            values      max      mean"
+           "        0        1        2      3-4      5-8     9-16      >16  nan\n");
+    for (int op = 0; op < KVV_OP_COUNT; op++) {
+        for (int e = 0; e < rep->n_engines; e++) {
+            const kvv_numerics_engine *en = &rep->engines[e];
+            char name[16];
+            snprintf(name, sizeof name, "%s%s", e == 0 ? kvv_op_name((kvv_op)op) : "",
+                     e == 0 && !rep->used[op] ? "*" : "");
+            if (!en->measured[op]) {
+                printf("%-9s %-14s  -- %s\n", name, en->name, en->where[op]);
+                continue;
+            }
+            const kvv_numerics_cell *c = &en->total[op];
+            uint64_t cols[N_COLS];
+            fold(&c->hist, cols);
+            printf("%-9s %-14s %9llu %8s %9.4f", name, en->name, (unsigned long long)c->hist.n,
+                   ulp_text(cell_max(c), u, sizeof u), kvv_oracle_hist_mean(&c->hist));
+            for (int k = 0; k < N_COLS; k++)
+                printf(" %8llu", (unsigned long long)cols[k]);
+            printf(" %4llu\n", (unsigned long long)c->hist.nan);
+        }
+    }
+    printf("(* not used by this model's forward pass; measured on the same real inputs)\n");
+
+    printf("\nlargest error per engine and op:\n");
+    for (int e = 0; e < rep->n_engines; e++)
+        for (int op = 0; op < KVV_OP_COUNT; op++) {
+            const kvv_numerics_engine *en = &rep->engines[e];
+            if (!en->measured[op] || !en->total[op].worst.set)
+                continue;
+            printf("  %-14s %-8s ", en->name, kvv_op_name((kvv_op)op));
+            print_where(&en->total[op].worst, rep->n_layer);
+        }
+
+    if (!quiet) {
+        printf("\nper layer: max ULP / mean ULP\nlayer   op      ");
+        for (int e = 0; e < rep->n_engines; e++)
+            printf(" %22s", rep->engines[e].name);
+        printf("\n");
+        for (int l = 0; l <= rep->n_layer; l++)
+            for (int op = 0; op < KVV_OP_COUNT; op++) {
+                bool any = false;
+                for (int e = 0; e < rep->n_engines; e++)
+                    any = any || kvv_numerics_cell_at(rep, e, l, (kvv_op)op)->hist.n > 0;
+                if (!any)
+                    continue;
+                char lay[16];
+                snprintf(lay, sizeof lay, l == rep->n_layer ? "out" : "%d", l);
+                printf("%-7s %-8s", lay, kvv_op_name((kvv_op)op));
+                for (int e = 0; e < rep->n_engines; e++) {
+                    const kvv_numerics_cell *c = kvv_numerics_cell_at(rep, e, l, (kvv_op)op);
+                    char cellt[40];
+                    if (c->hist.n == 0)
+                        snprintf(cellt, sizeof cellt, "-");
+                    else
+                        snprintf(cellt, sizeof cellt, "%s / %.4f", ulp_text(cell_max(c), u, sizeof u),
+                                 kvv_oracle_hist_mean(&c->hist));
+                    printf(" %22s", cellt);
+                }
+                printf("\n");
+            }
+    }
+
+    if (rep->n_math > 0) {
+        printf("\nportable math, dense samples: error = |got - exact| / ulp(exact); "
+               "not CR = not the correctly rounded float\n");
+        printf("%-14s %-5s %-46s %8s %11s %7s  %s\n", "engine", "fn", "range", "samples",
+               "max err", "not CR", "worst input -> got (correctly rounded)");
+        for (int i = 0; i < rep->n_math; i++) {
+            const kvv_numerics_math *m = &rep->math[i];
+            char x[64];
+            if (m->fn == KVV_MATH_POW)
+                snprintf(x, sizeof x, "x=%.9g y=%.9g", (double)m->worst_x, (double)m->worst_y);
+            else
+                snprintf(x, sizeof x, "x=%.9g", (double)m->worst_x);
+            printf("%-14s %-5s %-46s %8ld %11.6g %7ld  %s -> %a (%a)\n", m->engine,
+                   kvv_math_fn_name(m->fn), m->range, m->samples, m->max_err, m->n_not_rounded,
+                   x, (double)m->worst_got, (double)m->worst_exact);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static json_t *jnum(double x)
+{
+    if (isfinite(x))
+        return json_real(x);
+    return json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+static json_t *jfloat(float x)
+{
+    char hf[48];
+    snprintf(hf, sizeof hf, "%a", (double)x);
+    return json_pack("{s:o, s:s}", "value", jnum((double)x), "hex", hf);
+}
+
+static json_t *julp(uint64_t u)
+{
+    return u == KVV_ULP_NAN ? json_string("nan") : json_integer((json_int_t)u);
+}
+
+static json_t *cell_json(const kvv_numerics_cell *c)
+{
+    json_t *hist = json_object();
+    for (int k = 0; k < KVV_ULP_HIST_BINS; k++) {
+        char label[32];
+        if (c->hist.bins[k])
+            json_object_set_new(hist, kvv_oracle_hist_label(k, label, sizeof label),
+                                json_integer((json_int_t)c->hist.bins[k]));
+    }
+    json_t *o = json_pack("{s:I, s:I, s:o, s:o, s:o}", "values", (json_int_t)c->hist.n, "nan",
+                          (json_int_t)c->hist.nan, "max", julp(c->hist.max), "mean",
+                          jnum(kvv_oracle_hist_mean(&c->hist)), "histogram", hist);
+    if (o && c->worst.set) {
+        const kvv_numerics_where *w = &c->worst;
+        json_object_set_new(o, "worst",
+                            json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "layer",
+                                      w->layer, "row", w->row, "index", w->index, "what",
+                                      w->what, "input", jfloat(w->input), "got", jfloat(w->got),
+                                      "exact", jfloat(w->exact), "ulp", julp(w->ulp)));
+    }
+    return o;
+}
+
+static int write_json(const char *path, const kvv_numerics_report *rep, const kvv_report *meta)
+{
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:i, s:{s:s, s:i, s:I}, s:i, s:i, s:{s:I, s:I, s:s}, "
+        "s:{s:I, s:I, s:I}, s:o}",
+        "command", "numerics", "version", KVV_VERSION, "model", meta->model_path, "model_sha256",
+        meta->model_sha256, "architecture", meta->architecture, "n_layer", rep->n_layer,
+        "prompt", "source", meta->prompt_source, "n_tokens", rep->n_tokens, "seed",
+        (json_int_t)meta->seed, "samples", rep->samples, "max_outputs", rep->max_outputs,
+        "capture", "checked", (json_int_t)rep->capture_checked, "mismatch",
+        (json_int_t)rep->capture_mismatch, "note", rep->capture_note, "oracle", "results",
+        (json_int_t)rep->oracle.results, "escalations", (json_int_t)rep->oracle.escalations,
+        "unresolved", (json_int_t)rep->oracle.unresolved, "seconds", jnum(rep->seconds));
+    if (!root)
+        return 1;
+    json_t *rows = json_array();
+    for (int s = 0; s < rep->samples; s++)
+        json_array_append_new(rows, json_integer(rep->rows[s]));
+    json_object_set_new(root, "rows", rows);
+    json_t *engines = json_array();
+    for (int e = 0; e < rep->n_engines; e++) {
+        const kvv_numerics_engine *en = &rep->engines[e];
+        json_t *ops = json_object();
+        for (int op = 0; op < KVV_OP_COUNT; op++) {
+            json_t *jo = json_pack("{s:b, s:b, s:s}", "measured", en->measured[op], "used",
+                                   rep->used[op], "where", en->where[op]);
+            if (en->measured[op]) {
+                json_object_set_new(jo, "total", cell_json(&en->total[op]));
+                json_t *layers = json_array();
+                for (int l = 0; l <= rep->n_layer; l++)
+                    json_array_append_new(layers,
+                                          cell_json(kvv_numerics_cell_at(rep, e, l, (kvv_op)op)));
+                json_object_set_new(jo, "layers", layers);
+            }
+            json_object_set_new(ops, kvv_op_name((kvv_op)op), jo);
+        }
+        json_array_append_new(engines, json_pack("{s:s, s:o, s:o}", "name", en->name, "engine",
+                                                 kvv_engine_desc_to_json(&en->desc), "ops", ops));
+    }
+    json_object_set_new(root, "engines", engines);
+    json_t *math = json_array();
+    for (int i = 0; i < rep->n_math; i++) {
+        const kvv_numerics_math *m = &rep->math[i];
+        json_array_append_new(
+            math, json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:o, s:I, s:o, s:o, s:o, s:o}",
+                            "engine", m->engine, "fn", kvv_math_fn_name(m->fn), "range", m->range,
+                            "where", m->where, "samples", (json_int_t)m->samples, "max_err",
+                            jnum(m->max_err), "max_ulp", julp(m->max_ulp), "not_rounded",
+                            (json_int_t)m->n_not_rounded, "worst_x", jfloat(m->worst_x),
+                            "worst_y", jfloat(m->worst_y), "got", jfloat(m->worst_got),
+                            "correctly_rounded", jfloat(m->worst_exact)));
+    }
+    json_object_set_new(root, "math", math);
+    int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    if (rc) {
+        fprintf(stderr, "kvverify numerics: option --json: cannot write '%s'\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ command */
+
+typedef struct {
+    const char *engine;   /* ref, cpu, all */
+    const char *mode;     /* NULL = both */
+    long samples, max_outputs, math_samples;
+    bool control;
+} num_opts;
+
+static bool own_option(kvv_opts *o, num_opts *n)
+{
+    long v;
+    if (kvv_opts_value(o, "--engine")) {
+        if (o->value && strcmp(o->value, "ref") && strcmp(o->value, "cpu") &&
+            strcmp(o->value, "all"))
+            kvv_opts_error(o, "option --engine: '%s' is not ref, cpu or all", o->value);
+        n->engine = o->value;
+    } else if (kvv_opts_value(o, "--mode")) {
+        if (o->value && strcmp(o->value, "fast") && strcmp(o->value, "invariant"))
+            kvv_opts_error(o, "option --mode: '%s' is not fast or invariant", o->value);
+        n->mode = o->value;
+    } else if (kvv_opts_value(o, "--samples")) {
+        if (o->value && kvv_opts_int(o, "--samples", o->value, 1, 1 << 16, &v))
+            n->samples = v;
+    } else if (kvv_opts_value(o, "--max-outputs")) {
+        if (o->value && kvv_opts_int(o, "--max-outputs", o->value, 1, 1 << 24, &v))
+            n->max_outputs = v;
+    } else if (kvv_opts_value(o, "--math-samples")) {
+        if (o->value && kvv_opts_int(o, "--math-samples", o->value, 0, 1 << 26, &v))
+            n->math_samples = v;
+    } else if (kvv_opts_flag(o, "--control")) {
+        n->control = true;
+    } else if (kvv_opts_value(o, "--cache-type") || kvv_opts_value(o, "--junit") ||
+               kvv_opts_value(o, "--tokens-b") || kvv_opts_flag(o, "--no-controls") ||
+               kvv_opts_flag(o, "--force-fail") || kvv_opts_flag(o, "--layers")) {
+        kvv_opts_error(o, "option %s: not used by numerics (see kvverify numerics --help)",
+                       o->arg);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void progress(void *user, const char *label, long done, long total)
+{
+    (void)user;
+    kvv_progress(label, done, total);
+}
+
+/* The control must come out as exactly 1 ULP on every value it measured. */
+static bool control_ok(const kvv_numerics_engine *en)
+{
+    for (int op = 0; op < KVV_OP_COUNT; op++) {
+        const kvv_oracle_hist *h = &en->total[op].hist;
+        if (h->n == 0 || h->nan || h->bins[1] != h->n)
+            return false;
+    }
+    return true;
+}
+
+int kvv_cmd_numerics(int argc, char **argv)
+{
+    kvv_check_cli c;
+    kvv_check_cli_init(&c, "numerics");
+    num_opts no = {.engine = "all", .samples = 4, .max_outputs = 256, .math_samples = 20000};
+    kvv_opts o;
+    kvv_opts_init(&o, "numerics", argc, argv);
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            help();
+            kvv_check_cli_free(&c);
+            return 0;
+        }
+        if (own_option(&o, &no) || kvv_check_cli_option(&c, &o))
+            continue;
+        kvv_opts_unknown(&o);
+    }
+    if (o.failed) {
+        kvv_check_cli_free(&c);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    c.engine_name = "ref"; /* prepare() only loads the model and builds the prompt */
+    c.mode_name = NULL;
+    kvv_check_run run;
+    int code = kvv_check_cli_prepare(&c, &run);
+    if (code)
+        return code;
+    const kvv_model *m = run.model;
+    kvv_error err = {0};
+    kvv_engine_opts eo = kvv_engine_opts_default();
+    eo.n_ctx = run.n_prompt;
+    eo.n_threads = (int)c.n_threads;
+    eo.cache_type = KVV_CACHE_F32;
+
+    kvv_ops *list[4] = {NULL, NULL, NULL, NULL};
+    kvv_ops *ref = NULL, *control = NULL;
+    int n_list = 0;
+    if (kvv_ops_open_ref(m, &eo, &ref, &err)) {
+        code = kvv_cli_fail(&err);
+        goto done;
+    }
+    if (strcmp(no.engine, "cpu") != 0)
+        list[n_list++] = ref;
+    if (strcmp(no.engine, "ref") != 0) {
+        const kvv_mode modes[2] = {KVV_MODE_FAST, KVV_MODE_INVARIANT};
+        for (int i = 0; i < 2; i++) {
+            if (no.mode && strcmp(no.mode, kvv_mode_name(modes[i])) != 0)
+                continue;
+            eo.mode = modes[i];
+            kvv_error cerr = {0};
+            if (kvv_ops_open_cpu(m, &eo, &list[n_list], &cerr) == KVV_OK) {
+                n_list++;
+            } else if (strcmp(no.engine, "cpu") == 0) {
+                code = kvv_cli_fail(&cerr);
+                goto done;
+            } else {
+                printf("note: cpu/%s skipped: %s\n", kvv_mode_name(modes[i]), cerr.msg);
+            }
+        }
+    }
+    if (no.control) {
+        if (kvv_ops_open_oracle(ref, 1, &control, &err)) {
+            code = kvv_cli_fail(&err);
+            goto done;
+        }
+        list[n_list++] = control;
+    }
+
+    kvv_numerics_opts nopt = kvv_numerics_opts_default();
+    nopt.model = m;
+    nopt.tokens = run.prompt;
+    nopt.n_tokens = run.n_prompt;
+    nopt.samples = (int)no.samples;
+    nopt.seed = c.seed;
+    nopt.max_outputs = (int)no.max_outputs;
+    nopt.math_samples = (int)no.math_samples;
+    nopt.progress = progress;
+    kvv_numerics_report rep;
+    if (kvv_numerics_run(&nopt, ref, list, n_list, &rep, &err)) {
+        code = kvv_cli_fail(&err);
+        goto done;
+    }
+
+    printf("kvverify numerics: ULP error of each engine's ops against the correctly rounded "
+           "result (MPFR)\n");
+    printf("model    %s (%s, %d layers, n_embd %d, n_ff %d, head_dim %d)\n", c.model_path,
+           m->hp.arch_name, m->hp.n_layer, m->hp.n_embd, m->hp.n_ff, m->hp.head_dim);
+    printf("prompt   %s, %d tokens in one batch (seed %llu)\n", run.report.prompt_source,
+           run.n_prompt, (unsigned long long)c.seed);
+    printf("rows     %d per layer:", rep.samples);
+    for (int s = 0; s < rep.samples; s++)
+        printf(" %d", rep.rows[s]);
+    printf("; matmul: up to %d weight rows per matrix and row\n", rep.max_outputs);
+    for (int e = 0; e < rep.n_engines; e++)
+        printf("engine   %-14s %s\n", rep.engines[e].name, rep.engines[e].desc.kernels);
+    printf("inputs   rebuilt with the reference's ops and checked against its forward pass: "
+           "%ld values, %ld differ%s%s\n",
+           rep.capture_checked, rep.capture_mismatch, rep.capture_mismatch ? ": " : "",
+           rep.capture_note);
+    printf("oracle   %llu results, %llu precision escalations, %llu unresolved; %.1f s\n",
+           (unsigned long long)rep.oracle.results, (unsigned long long)rep.oracle.escalations,
+           (unsigned long long)rep.oracle.unresolved, rep.seconds);
+    print_report(&rep, c.quiet);
+    code = rep.capture_mismatch ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
+    if (control) {
+        bool ok = control_ok(&rep.engines[n_list - 1]);
+        printf("\ncontrol  planted +1 ULP %s\n",
+               ok ? "measured as exactly 1 ULP on every value: detected"
+                  : "NOT measured as exactly 1 ULP: the measurement is broken");
+        if (!ok)
+            code = KVV_EXIT_FAIL;
+    }
+    if (c.json_path && write_json(c.json_path, &rep, &run.report))
+        code = KVV_EXIT_BAD_INPUT;
+    kvv_numerics_report_free(&rep);
+done:
+    kvv_ops_close(control);
+    for (int i = 0; i < n_list; i++)
+        if (list[i] != control)
+            kvv_ops_close(list[i]);
+    if (!(n_list > 0 && list[0] == ref))
+        kvv_ops_close(ref);
+    kvv_report_free(&run.report);
+    free(run.prompt);
+    kvv_model_close(run.model);
+    kvv_check_cli_free(&c);
+    return code;
+}

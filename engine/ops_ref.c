@@ -1,0 +1,414 @@
+/*
+ * ops_ref.c — the reference engine's ops (engine/engine_ops.h): every slot
+ * calls the kernel of reference/ref_ops.c that the reference forward pass
+ * calls, on the engine's own dequantized weights. Also the op, function and
+ * tensor names and kvv_ops_close shared by every op set, and the oracle op
+ * set (exact results, or moved by planted ULPs: the negative control).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_impl.h"
+#include "engine/engine_ops.h"
+#include "reference/kmath.h"
+#include "reference/oracle.h"
+#include "reference/ref_internal.h"
+
+/* ------------------------------------------------------------ names */
+
+const char *kvv_op_name(kvv_op op)
+{
+    static const char *const names[KVV_OP_COUNT] = {
+        "matmul", "dot", "rmsnorm", "softmax", "rope", "silu", "gelu", "softcap",
+    };
+    return (unsigned)op < KVV_OP_COUNT ? names[op] : "?";
+}
+
+const char *kvv_math_fn_name(kvv_math_fn f)
+{
+    static const char *const names[KVV_MATH_COUNT] = {"exp", "tanh", "sin", "cos", "pow"};
+    return (unsigned)f < KVV_MATH_COUNT ? names[f] : "?";
+}
+
+const char *kvv_ops_tensor_name(kvv_ops_tensor t)
+{
+    static const char *const names[KVV_T_COUNT] = {
+        "attn_q",     "attn_k",         "attn_v",      "attn_output",   "ffn_gate",
+        "ffn_up",     "ffn_down",       "output",      "attn_norm",     "attn_q_norm",
+        "attn_k_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm", "output_norm",
+        "attn_q.bias", "attn_k.bias",   "attn_v.bias",
+    };
+    return (unsigned)t < KVV_T_COUNT ? names[t] : "?";
+}
+
+bool kvv_ops_tensor_is_matrix(kvv_ops_tensor t)
+{
+    return t >= KVV_T_WQ && t <= KVV_T_OUTPUT;
+}
+
+void kvv_ops_close(kvv_ops *o)
+{
+    if (o)
+        o->vt->close(o);
+}
+
+/* ------------------------------------------------------------ state */
+
+typedef struct {
+    kvv_ref *r;       /* borrowed from the engine */
+    float *cs;        /* (n_rot) cos/sin scratch of ref_rope_angles */
+} ops_ref;
+
+static ops_ref *st(kvv_ops *o)
+{
+    return (ops_ref *)o->impl;
+}
+
+static void ref_ops_close(kvv_ops *o)
+{
+    free(st(o)->cs);
+    free(o->impl);
+    kvv_engine_close(o->engine);
+    free(o);
+}
+
+/* ------------------------------------------------------------ tensors */
+
+static const float *ref_tensor(kvv_ops *o, int layer, kvv_ops_tensor t, int *rows, int *cols)
+{
+    const kvv_ref *r = st(o)->r;
+    const kvv_hparams *hp = &r->hp;
+    const int E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
+    const int Q = hp->n_head * hd, K = hp->n_head_kv * hd, V = hp->n_head_kv * hp->head_dim_v;
+    const int O = hp->n_head * hp->head_dim_v;
+    const ref_layer *L = NULL;
+    if (t != KVV_T_OUTPUT && t != KVV_T_OUTPUT_NORM) {
+        if (layer < 0 || layer >= hp->n_layer)
+            return NULL;
+        L = &r->w.layers[layer];
+    }
+    const float *p = NULL;
+    int nr = 1, nc = E;
+    switch (t) {
+    case KVV_T_WQ: p = L->wq; nr = Q; break;
+    case KVV_T_WK: p = L->wk; nr = K; break;
+    case KVV_T_WV: p = L->wv; nr = V; break;
+    case KVV_T_WO: p = L->wo; nr = E; nc = O; break;
+    case KVV_T_W_GATE: p = L->w_gate; nr = F; break;
+    case KVV_T_W_UP: p = L->w_up; nr = F; break;
+    case KVV_T_W_DOWN: p = L->w_down; nr = E; nc = F; break;
+    case KVV_T_OUTPUT: p = r->w.output; nr = hp->n_vocab; break;
+    case KVV_T_ATTN_NORM: p = L->attn_norm; break;
+    case KVV_T_Q_NORM: p = L->q_norm; nc = hd; break;
+    case KVV_T_K_NORM: p = L->k_norm; nc = hd; break;
+    case KVV_T_POST_ATTN_NORM: p = L->post_attn_norm; break;
+    case KVV_T_FFN_NORM: p = L->ffn_norm; break;
+    case KVV_T_POST_FFW_NORM: p = L->post_ffw_norm; break;
+    case KVV_T_OUTPUT_NORM: p = r->w.output_norm; break;
+    case KVV_T_BQ: p = L->bq; nc = Q; break;
+    case KVV_T_BK: p = L->bk; nc = K; break;
+    case KVV_T_BV: p = L->bv; nc = V; break;
+    default: return NULL;
+    }
+    if (p) {
+        if (rows)
+            *rows = nr;
+        if (cols)
+            *cols = nc;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------ ops */
+
+static void ref_ops_matmul(kvv_ops *o, int layer, kvv_ops_tensor w, int n, const float *x,
+                           float *y)
+{
+    int rows = 0, cols = 0;
+    const float *W = kvv_ops_tensor_is_matrix(w) ? ref_tensor(o, layer, w, &rows, &cols) : NULL;
+    if (!W)
+        return;
+    ref_matmul(y, x, W, NULL, n, rows, cols, false);
+}
+
+static float ref_ops_dot(kvv_ops *o, const float *a, const float *b, int n)
+{
+    (void)o;
+    return ref_dot(a, b, n);
+}
+
+static void ref_ops_rmsnorm(kvv_ops *o, const float *x, const float *w, int n, float eps, float *y)
+{
+    (void)o;
+    ref_rmsnorm(y, x, w, 1, n, eps);
+}
+
+static void ref_ops_softmax(kvv_ops *o, const float *x, int n, float *y)
+{
+    (void)o;
+    if (y != x)
+        memmove(y, x, (size_t)n * sizeof *y);
+    ref_softmax(y, n);
+}
+
+/* The angles of ref_attn_inputs: theta_scale of the layer's base, angles
+ * built by ref_rope_angles, then ref_rope_apply on the head. */
+static void ref_ops_rope(kvv_ops *o, int layer, int pos, const float *x, float *y)
+{
+    const kvv_ref *r = st(o)->r;
+    const kvv_hparams *hp = &r->hp;
+    if (y != x)
+        memmove(y, x, (size_t)hp->head_dim * sizeof *y);
+    const float ts = r->theta_scale[hp->swa_layer[layer] ? 1 : 0];
+    ref_rope_angles(st(o)->cs, pos, hp->n_rot, ts, hp->rope_freqs);
+    ref_rope_apply(y, st(o)->cs, hp->n_rot, hp->rope_type);
+}
+
+static float ref_ops_silu(kvv_ops *o, float x)
+{
+    (void)o;
+    return ref_silu(x);
+}
+
+static float ref_ops_gelu(kvv_ops *o, float x)
+{
+    (void)o;
+    return ref_gelu_tanh(x);
+}
+
+static float ref_ops_softcap(kvv_ops *o, float x, float c)
+{
+    (void)o;
+    return ref_softcap(x, c);
+}
+
+static float m_exp(float x, float y)
+{
+    (void)y;
+    return kvv_expf(x);
+}
+
+static float m_tanh(float x, float y)
+{
+    (void)y;
+    return kvv_tanhf(x);
+}
+
+static float m_sin(float x, float y)
+{
+    (void)y;
+    return kvv_sinf(x);
+}
+
+static float m_cos(float x, float y)
+{
+    (void)y;
+    return kvv_cosf(x);
+}
+
+static const kvv_ops_vtable ref_ops_vtable = {
+    .close = ref_ops_close,
+    .matmul = ref_ops_matmul,
+    .dot = ref_ops_dot,
+    .rmsnorm = ref_ops_rmsnorm,
+    .softmax = ref_ops_softmax,
+    .rope = ref_ops_rope,
+    .silu = ref_ops_silu,
+    .gelu = ref_ops_gelu,
+    .softcap = ref_ops_softcap,
+    .math = {m_exp, m_tanh, m_sin, m_cos, kvv_powf},
+    .tensor = ref_tensor,
+};
+
+/* ------------------------------------------------------------ open */
+
+kvv_status kvv_ops_open_ref(const kvv_model *m, const kvv_engine_opts *eo, kvv_ops **out,
+                            kvv_error *err)
+{
+    *out = NULL;
+    kvv_engine_opts o = *eo;
+    o.name = "ref";
+    o.mode = KVV_MODE_EXACT;
+    kvv_engine *e;
+    kvv_status s = kvv_engine_open(m, &o, &e, err);
+    if (s)
+        return s;
+    kvv_ops *ops = calloc(1, sizeof *ops);
+    ops_ref *impl = calloc(1, sizeof *impl);
+    float *cs = malloc((size_t)(m->hp.n_rot > 0 ? m->hp.n_rot : 1) * sizeof *cs);
+    if (!ops || !impl || !cs) {
+        free(ops);
+        free(impl);
+        free(cs);
+        kvv_engine_close(e);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "ops ref: out of memory");
+    }
+    impl->r = (kvv_ref *)e->impl;
+    impl->cs = cs;
+    ops->vt = &ref_ops_vtable;
+    ops->impl = impl;
+    ops->hp = &m->hp;
+    ops->engine = e;
+    snprintf(ops->name, sizeof ops->name, "ref");
+    kvv_engine_describe(e, &ops->desc);
+    ops->where[KVV_OP_MATMUL] = "ref_matmul -> ref_dot (reference/ref_ops.c)";
+    ops->where[KVV_OP_DOT] = "ref_dot (reference/ref_ops.c)";
+    ops->where[KVV_OP_RMSNORM] = "ref_rmsnorm (reference/ref_ops.c)";
+    ops->where[KVV_OP_SOFTMAX] = "ref_softmax (reference/ref_ops.c)";
+    ops->where[KVV_OP_ROPE] = "ref_rope_angles + ref_rope_apply (reference/ref_ops.c)";
+    ops->where[KVV_OP_SILU] = "ref_silu (reference/ref_ops.c)";
+    ops->where[KVV_OP_GELU] = "ref_gelu_tanh (reference/ref_ops.c)";
+    ops->where[KVV_OP_SOFTCAP] = "ref_softcap (reference/ref_ops.c)";
+    ops->math_where[KVV_MATH_EXP] = "kvv_expf (reference/kmath.c)";
+    ops->math_where[KVV_MATH_TANH] = "kvv_tanhf (reference/kmath.c)";
+    ops->math_where[KVV_MATH_SIN] = "kvv_sinf (reference/kmath.c)";
+    ops->math_where[KVV_MATH_COS] = "kvv_cosf (reference/kmath.c)";
+    ops->math_where[KVV_MATH_POW] = "kvv_powf (reference/kmath.c)";
+    *out = ops;
+    return KVV_OK;
+}
+
+/* ------------------------------------------------------------ the oracle op set */
+
+typedef struct {
+    kvv_ops *weights;     /* borrowed: tensor() source */
+    kvv_oracle *orc;
+    int nudge;
+} ops_oracle;
+
+static ops_oracle *ost(kvv_ops *o)
+{
+    return (ops_oracle *)o->impl;
+}
+
+static float nudged(const kvv_ops *o, float x)
+{
+    const int k = ((const ops_oracle *)o->impl)->nudge;
+    for (int i = 0; i < (k < 0 ? -k : k); i++)
+        x = nextafterf(x, k < 0 ? -INFINITY : INFINITY);
+    return x;
+}
+
+static void nudge_all(kvv_ops *o, float *y, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = nudged(o, y[i]);
+}
+
+static void oracle_close(kvv_ops *o)
+{
+    kvv_oracle_free(ost(o)->orc);
+    free(o->impl);
+    free(o);
+}
+
+static void oracle_matmul(kvv_ops *o, int layer, kvv_ops_tensor w, int n, const float *x,
+                          float *y)
+{
+    kvv_ops *wo = ost(o)->weights;
+    int rows = 0, cols = 0;
+    const float *W = kvv_ops_tensor_is_matrix(w) ? wo->vt->tensor(wo, layer, w, &rows, &cols)
+                                                 : NULL;
+    if (!W)
+        return;
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < rows; r++)
+            y[(size_t)t * rows + r] = nudged(o, kvv_oracle_dot(ost(o)->orc, x + (size_t)t * cols,
+                                                               W + (size_t)r * cols, cols));
+}
+
+static float oracle_dot(kvv_ops *o, const float *a, const float *b, int n)
+{
+    return nudged(o, kvv_oracle_dot(ost(o)->orc, a, b, n));
+}
+
+static void oracle_rmsnorm(kvv_ops *o, const float *x, const float *w, int n, float eps, float *y)
+{
+    kvv_oracle_rmsnorm(ost(o)->orc, x, w, n, eps, y);
+    nudge_all(o, y, n);
+}
+
+static void oracle_softmax(kvv_ops *o, const float *x, int n, float *y)
+{
+    kvv_oracle_softmax(ost(o)->orc, x, n, y);
+    nudge_all(o, y, n);
+}
+
+static void oracle_rope(kvv_ops *o, int layer, int pos, const float *x, float *y)
+{
+    const kvv_hparams *hp = o->hp;
+    kvv_oracle_rope(ost(o)->orc, x, hp->head_dim, hp->n_rot, hp->rope_type == KVV_ROPE_NEOX, pos,
+                    kvv_hparams_rope_base(hp, layer), 1.0f, hp->rope_freqs, y);
+    nudge_all(o, y, hp->head_dim);
+}
+
+static float oracle_silu(kvv_ops *o, float x)
+{
+    return nudged(o, kvv_oracle_silu(ost(o)->orc, x));
+}
+
+static float oracle_gelu(kvv_ops *o, float x)
+{
+    return nudged(o, kvv_oracle_gelu_tanh(ost(o)->orc, x));
+}
+
+static float oracle_softcap(kvv_ops *o, float x, float c)
+{
+    return nudged(o, kvv_oracle_softcap(ost(o)->orc, x, c));
+}
+
+static const float *oracle_tensor(kvv_ops *o, int layer, kvv_ops_tensor t, int *rows, int *cols)
+{
+    kvv_ops *wo = ost(o)->weights;
+    return wo->vt->tensor(wo, layer, t, rows, cols);
+}
+
+static const kvv_ops_vtable oracle_vtable = {
+    .close = oracle_close,
+    .matmul = oracle_matmul,
+    .dot = oracle_dot,
+    .rmsnorm = oracle_rmsnorm,
+    .softmax = oracle_softmax,
+    .rope = oracle_rope,
+    .silu = oracle_silu,
+    .gelu = oracle_gelu,
+    .softcap = oracle_softcap,
+    .math = {NULL, NULL, NULL, NULL, NULL},
+    .tensor = oracle_tensor,
+};
+
+kvv_status kvv_ops_open_oracle(kvv_ops *weights, int nudge, kvv_ops **out, kvv_error *err)
+{
+    *out = NULL;
+    if (!weights || !weights->vt->tensor)
+        return kvv_error_set(err, KVV_ERR_USAGE, "ops oracle: needs an op set with weights");
+    kvv_ops *ops = calloc(1, sizeof *ops);
+    ops_oracle *impl = calloc(1, sizeof *impl);
+    kvv_oracle *orc = kvv_oracle_new();
+    if (!ops || !impl || !orc) {
+        free(ops);
+        free(impl);
+        kvv_oracle_free(orc);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "ops oracle: out of memory");
+    }
+    impl->weights = weights;
+    impl->orc = orc;
+    impl->nudge = nudge;
+    ops->vt = &oracle_vtable;
+    ops->impl = impl;
+    ops->hp = weights->hp;
+    if (nudge == 0)
+        snprintf(ops->name, sizeof ops->name, "oracle");
+    else
+        snprintf(ops->name, sizeof ops->name, "oracle%+dulp", nudge);
+    snprintf(ops->desc.name, sizeof ops->desc.name, "oracle");
+    snprintf(ops->desc.mode, sizeof ops->desc.mode, "%s", nudge ? "control" : "exact");
+    snprintf(ops->desc.kernels, sizeof ops->desc.kernels,
+             "MPFR correctly rounded results, moved by %d ULP", nudge);
+    for (int i = 0; i < KVV_OP_COUNT; i++)
+        ops->where[i] = nudge ? "oracle result + planted ULPs (control)" : "oracle result";
+    *out = ops;
+    return KVV_OK;
+}
