@@ -11,7 +11,7 @@
 # and the ratios ours / llama.cpp are printed.
 #
 # Environment:
-#   KVV            kvverify binary (default ./kvverify, else $O/kvverify)
+#   KVV            kvverify binary (default $O/kvverify, else ./kvverify)
 #   O              build folder (default build): synthetic models go to $O/bench/
 #   BENCH_JSON     JSON output (default $O/bench.json)
 #   BENCH_REPEATS  repeats per measurement, median reported (default 3)
@@ -23,7 +23,7 @@
 set -u
 O=${O:-build}
 if [ -z "${KVV:-}" ]; then
-    if [ -x ./kvverify ]; then KVV=./kvverify; else KVV=$O/kvverify; fi
+    if [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
 fi
 [ -x "$KVV" ] || { echo "bench: $KVV not found (run make first)" >&2; exit 2; }
 SHARED=${KVV_SHARED:-../shared}

@@ -55,13 +55,41 @@ static void info_usage(FILE *f)
 
 /* ------------------------------------------------------------ text helpers */
 
-/* Print len bytes of s, escaping control bytes; at most max (0 = all). */
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid. */
+static int utf8_len(const unsigned char *s, uint64_t n)
+{
+    int len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+    if (len == 0 || (uint64_t)len > n)
+        return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0; /* overlong, surrogate or beyond U+10FFFF */
+    return len;
+}
+
+/* Print len bytes of s quoted, escaping control bytes and invalid UTF-8 as
+ * \xNN; at most max bytes (0 = all). */
 static void put_str(const char *s, uint64_t len, uint64_t max)
 {
+    const unsigned char *u = (const unsigned char *)s;
     uint64_t n = max && len > max ? max : len;
     putchar('"');
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (uint64_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            int k = utf8_len(u + i, n - i);
+            if (k) {
+                fwrite(u + i, 1, (size_t)k, stdout);
+                i += (uint64_t)k;
+            } else {
+                printf("\\x%02x", c);
+                i++;
+            }
+            continue;
+        }
         if (c == '"' || c == '\\')
             printf("\\%c", c);
         else if (c == '\n')
@@ -70,6 +98,7 @@ static void put_str(const char *s, uint64_t len, uint64_t max)
             printf("\\x%02x", c);
         else
             putchar(c);
+        i++;
     }
     putchar('"');
     if (n < len)
@@ -274,20 +303,44 @@ static void print_memory(const kvv_hparams *hp)
 
 /* ------------------------------------------------------------ JSON */
 
-static json_t *jstr(const char *s, uint64_t len)
+/* A malloc'ed NUL-terminated copy of s[0..len) that is valid UTF-8: bytes
+ * of invalid sequences (and NULs) become '?'. NULL on OOM. */
+static char *utf8_clean(const char *s, uint64_t len)
 {
-    json_t *j = json_stringn(s, (size_t)len);
-    if (j)
-        return j;
-    /* not valid UTF-8: show the bytes >= 0x80 as '?' */
+    const unsigned char *u = (const unsigned char *)s;
     char *c = malloc((size_t)len + 1);
     if (!c)
-        return json_null();
-    for (uint64_t i = 0; i < len; i++)
-        c[i] = (unsigned char)s[i] >= 0x80 || s[i] == 0 ? '?' : s[i];
-    j = json_stringn(c, (size_t)len);
+        return NULL;
+    for (uint64_t i = 0; i < len;) {
+        int k = u[i] >= 0x80 ? utf8_len(u + i, len - i) : 1;
+        if (k == 0 || u[i] == 0) {
+            c[i++] = '?';
+            continue;
+        }
+        memcpy(c + i, u + i, (size_t)k);
+        i += (uint64_t)k;
+    }
+    c[len] = '\0';
+    return c;
+}
+
+static json_t *jstr(const char *s, uint64_t len)
+{
+    char *c = utf8_clean(s, len);
+    json_t *j = c ? json_stringn(c, (size_t)len) : NULL;
     free(c);
     return j ? j : json_null();
+}
+
+/* o[key] = v, with the key made valid UTF-8 */
+static void jset(json_t *o, const char *key, json_t *v)
+{
+    char *c = utf8_clean(key, strlen(key));
+    if (c)
+        json_object_set_new(o, c, v);
+    else
+        json_decref(v);
+    free(c);
 }
 
 static json_t *jreal(double v)
@@ -341,12 +394,12 @@ static json_t *json_metadata(const kvv_gguf *g)
             uint64_t n = kv->arr_n < ARRAY_SHOW_JSON ? kv->arr_n : ARRAY_SHOW_JSON;
             for (uint64_t j = 0; j < n; j++)
                 json_array_append_new(first, jarray_elem(kv, j));
-            json_object_set_new(o, kv->key,
+            jset(o, kv->key,
                                 json_pack("{s:s, s:s, s:I, s:o}", "type", "array", "elem_type",
                                           kvv_gguf_type_name(kv->arr_type), "count",
                                           (json_int_t)kv->arr_n, "first", first));
         } else {
-            json_object_set_new(o, kv->key, jscalar(kv));
+            jset(o, kv->key, jscalar(kv));
         }
     }
     return o;
@@ -360,7 +413,8 @@ static json_t *json_tensors(const kvv_gguf *g, json_t **by_type, uint64_t *total
         json_t *shape = json_array();
         for (uint32_t d = 0; d < t->n_dims; d++)
             json_array_append_new(shape, json_integer((json_int_t)t->ne[d]));
-        json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", t->name, "type",
+        json_array_append_new(a, json_pack("{s:o, s:s, s:o, s:I, s:I}", "name",
+                                           jstr(t->name, strlen(t->name)), "type",
                                            kvv_type_name(t->type), "shape", shape, "bytes",
                                            (json_int_t)t->nbytes, "offset", (json_int_t)t->offset));
     }
@@ -494,7 +548,7 @@ static int info_file(const char *path, bool json)
     if (json) {
         json_t *by_type;
         uint64_t total;
-        json_t *root = json_pack("{s:s, s:i, s:I, s:i, s:I, s:I, s:I}", "file", path, "version",
+        json_t *root = json_pack("{s:o, s:i, s:I, s:i, s:I, s:I, s:I}", "file", jstr(path, strlen(path)), "version",
                                  (int)g->version, "size", (json_int_t)g->size, "alignment",
                                  (int)g->alignment, "data_offset", (json_int_t)g->data_offset,
                                  "n_kv", (json_int_t)g->n_kv, "n_tensors", (json_int_t)g->n_tensors);
@@ -506,14 +560,14 @@ static int info_file(const char *path, bool json)
             json_t *a = json_hparams(&hp, m ? m->hp.rope_freqs : NULL);
             if (bst != KVV_OK) {
                 json_object_set_new(a, "supported", json_boolean(bst != KVV_ERR_UNSUPPORTED));
-                json_object_set_new(a, "error", json_string(berr.msg));
+                json_object_set_new(a, "error", jstr(berr.msg, strlen(berr.msg)));
             }
             json_object_set_new(root, "architecture", a);
             json_object_set_new(root, "token_memory", json_memory(&hp));
         } else {
             json_object_set_new(root, "architecture",
-                                json_pack("{s:b, s:s}", "supported", ast != KVV_ERR_UNSUPPORTED,
-                                          "error", aerr.msg));
+                                json_pack("{s:b, s:o}", "supported", ast != KVV_ERR_UNSUPPORTED,
+                                          "error", jstr(aerr.msg, strlen(aerr.msg))));
         }
         json_object_set_new(root, "vocab_only", json_boolean(vocab_only));
         rc = emit_json(root);

@@ -72,21 +72,23 @@ static uint64_t cell_max(const kvv_numerics_cell *c)
 
 static void print_where(const kvv_numerics_where *w, int n_layer)
 {
-    char u[24], lay[16];
+    char u[24], lay[16], in[40] = "";
     if (w->layer == n_layer)
         snprintf(lay, sizeof lay, "output");
     else
         snprintf(lay, sizeof lay, "layer %d", w->layer);
-    printf("%s ULP at %s, row %d, index %d (%s): input %.9g, got %.9g (%a), exact %.9g (%a)\n",
-           ulp_text(w->ulp, u, sizeof u), lay, w->row, w->index, w->what, (double)w->input,
-           (double)w->got, (double)w->got, (double)w->exact, (double)w->exact);
+    if (!isnan(w->input))
+        snprintf(in, sizeof in, "input %.9g, ", (double)w->input);
+    printf("%s ULP at %s, row %d, index %d (%s): %sgot %.9g (%a), exact %.9g (%a)\n",
+           ulp_text(w->ulp, u, sizeof u), lay, w->row, w->index, w->what, in, (double)w->got,
+           (double)w->got, (double)w->exact, (double)w->exact);
 }
 
 static void print_report(const kvv_numerics_report *rep, bool quiet)
 {
     char u[24];
-    printf("\nop        engine            values      max      mean"
-           "        0        1        2      3-4      5-8     9-16      >16  nan\n");
+    printf("\nop        engine            values      max      mean        0        1        2"
+           "      3-4      5-8     9-16      >16  nan  max/ulp(sum|ab|)\n");
     for (int op = 0; op < KVV_OP_COUNT; op++) {
         for (int e = 0; e < rep->n_engines; e++) {
             const kvv_numerics_engine *en = &rep->engines[e];
@@ -104,10 +106,15 @@ static void print_report(const kvv_numerics_report *rep, bool quiet)
                    ulp_text(cell_max(c), u, sizeof u), kvv_oracle_hist_mean(&c->hist));
             for (int k = 0; k < N_COLS; k++)
                 printf(" %8llu", (unsigned long long)cols[k]);
-            printf(" %4llu\n", (unsigned long long)c->hist.nan);
+            printf(" %4llu", (unsigned long long)c->hist.nan);
+            if (op == KVV_OP_MATMUL || op == KVV_OP_DOT)
+                printf("  %.3f", c->max_scaled);
+            printf("\n");
         }
     }
-    printf("(* not used by this model's forward pass; measured on the same real inputs)\n");
+    printf("(* not used by this model's forward pass; measured on the same real inputs.\n"
+           " max/ulp(sum|ab|): dot products' largest error in ULPs of sum |a[i]*b[i]|, i.e.\n"
+           " relative to the terms rather than to the possibly cancelled result)\n");
 
     printf("\nlargest error per engine and op:\n");
     for (int e = 0; e < rep->n_engines; e++)
@@ -140,7 +147,8 @@ static void print_report(const kvv_numerics_report *rep, bool quiet)
                     if (c->hist.n == 0)
                         snprintf(cellt, sizeof cellt, "-");
                     else
-                        snprintf(cellt, sizeof cellt, "%s / %.4f", ulp_text(cell_max(c), u, sizeof u),
+                        snprintf(cellt, sizeof cellt, "%s / %.4f",
+                                 ulp_text(cell_max(c), u, sizeof u),
                                  kvv_oracle_hist_mean(&c->hist));
                     printf(" %22s", cellt);
                 }
@@ -197,9 +205,10 @@ static json_t *cell_json(const kvv_numerics_cell *c)
             json_object_set_new(hist, kvv_oracle_hist_label(k, label, sizeof label),
                                 json_integer((json_int_t)c->hist.bins[k]));
     }
-    json_t *o = json_pack("{s:I, s:I, s:o, s:o, s:o}", "values", (json_int_t)c->hist.n, "nan",
-                          (json_int_t)c->hist.nan, "max", julp(c->hist.max), "mean",
-                          jnum(kvv_oracle_hist_mean(&c->hist)), "histogram", hist);
+    json_t *o = json_pack("{s:I, s:I, s:o, s:o, s:o, s:o}", "values", (json_int_t)c->hist.n,
+                          "nan", (json_int_t)c->hist.nan, "max", julp(c->hist.max), "mean",
+                          jnum(kvv_oracle_hist_mean(&c->hist)), "max_scaled",
+                          jnum(c->max_scaled), "histogram", hist);
     if (o && c->worst.set) {
         const kvv_numerics_where *w = &c->worst;
         json_object_set_new(o, "worst",
@@ -308,8 +317,7 @@ static bool own_option(kvv_opts *o, num_opts *n)
     } else if (kvv_opts_value(o, "--cache-type") || kvv_opts_value(o, "--junit") ||
                kvv_opts_value(o, "--tokens-b") || kvv_opts_flag(o, "--no-controls") ||
                kvv_opts_flag(o, "--force-fail") || kvv_opts_flag(o, "--layers")) {
-        kvv_opts_error(o, "option %s: not used by numerics (see kvverify numerics --help)",
-                       o->arg);
+        kvv_opts_error(o, "option %s: not used by numerics", o->arg);
     } else {
         return false;
     }

@@ -1,6 +1,6 @@
 /*
  * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit FILE]
- * [--json FILE] [--quiet]`: run a nightly manifest (verify/suite.h,
+ * [--json FILE] [--list] [--quiet]`: run a nightly manifest (verify/suite.h,
  * docs/nightly.md), or a deterministic 1/N share of it.
  *
  * Exit codes: 0 every testcase of the shard passed; 1 one failed; 2 bad
@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE] [--quiet]\n\n"
+            "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE] [--list] [--quiet]\n\n"
             "Run every case of MANIFEST (model, engine, mode, cache type, checks or a golden\n"
             "vector; syntax in docs/nightly.md).\n\n"
             "  --shard I/N    run only cases whose 0-based index i has i %% N == I-1, so N\n"

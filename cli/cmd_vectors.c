@@ -294,6 +294,10 @@ static int cmd_check(int argc, char **argv)
             puts(s);
         free(s);
         json_decref(root);
+    } else if (!r.diverged && (co.control || co.perturb_layer >= 0)) {
+        printf("CONTROL NOT DETECTED %s: the perturbed engine (engine %s %s) still reproduces "
+               "every value; the comparison or the engine's control is broken\n", vec,
+               r.engine.name, r.engine.mode);
     } else if (!r.diverged) {
         uint64_t n = 0;
         for (int i = 0; i < r.n_tally; i++)
@@ -302,8 +306,9 @@ static int cmd_check(int argc, char **argv)
                vec, (unsigned long long)n, r.n_tally, r.engine.name, r.engine.mode,
                r.engine.cache_type, r.seconds);
     } else {
-        printf("DIVERGED %s (engine %s %s, cache %s)\n", vec, r.engine.name, r.engine.mode,
-               r.engine.cache_type);
+        printf("DIVERGED %s (engine %s %s, cache %s)%s\n", vec, r.engine.name, r.engine.mode,
+               r.engine.cache_type,
+               co.control || co.perturb_layer >= 0 ? " - negative control detected" : "");
         printf("first divergence: %s\n", kvv_divergence_format(&r.first, line, sizeof line));
         printf("%llu divergences:", (unsigned long long)r.n_diverged);
         for (int i = 0; i < r.n_tally; i++)
@@ -312,7 +317,8 @@ static int cmd_check(int argc, char **argv)
                        (unsigned long long)r.tally[i].compared);
         printf("\n");
     }
-    return r.diverged ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
+    /* a perturbed run must diverge; when it does not, that is a failure too */
+    return r.diverged || co.control || co.perturb_layer >= 0 ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
 }
 
 /* ============================================================ show */

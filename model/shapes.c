@@ -8,8 +8,11 @@
  * num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
  * rope_theta, rope_local_base_freq, rms_norm_eps, sliding_window,
  * rope_scaling, max_position_embeddings, vocab_size, tie_word_embeddings).
- * Their out_gain is scaled so the logit spread is close to the tiny models'
- * (tied non-Gemma logits grow like out_gain * sqrt(n_embd)).
+ * Their gains were chosen by measurement (docs/synth.md): with the tiny
+ * models' res_gain of 8, deep random models (16-34 layers) fall into
+ * repeating one token, so real shapes use res_gain 32; out_gain is scaled
+ * so the logit spread is close to the tiny models' (tied non-Gemma logits
+ * grow like out_gain * sqrt(n_embd)); qwen2.5-0.5b also needs qk_gain 3.
  */
 #include "model/shapes.h"
 
@@ -74,33 +77,33 @@ static const kvv_shape shapes[] = {
      .n_layer = 30, .n_embd = 576, .n_head = 9, .n_head_kv = 3, .head_dim = 64, .n_ff = 1536,
      .n_vocab = 49152, .real_vocab = 49152, .n_ctx_train = 8192, .rope_base = 100000.0f,
      .norm_eps = E5, .tied = true,
-     .res_gain = 8, .out_gain = 1.25f, .qk_gain = 1.5f, .qk_norm_gain = 1},
+     .res_gain = 32, .out_gain = 1.25f, .qk_gain = 1.5f, .qk_norm_gain = 1},
     {.name = "qwen2.5-0.5b", .arch = KVV_ARCH_QWEN2,
      .about = "Qwen/Qwen2.5-0.5B (vocabulary 151936 capped to 32000)",
      .n_layer = 24, .n_embd = 896, .n_head = 14, .n_head_kv = 2, .head_dim = 64, .n_ff = 4864,
      .n_vocab = KVV_SHAPE_VOCAB_CAP, .real_vocab = 151936, .n_ctx_train = 32768,
      .rope_base = 1000000.0f, .norm_eps = E6, .tied = true,
-     .res_gain = 8, .out_gain = 1.0f, .qk_gain = 1.5f, .qk_norm_gain = 1, .bias_scale = 0.5f},
+     .res_gain = 32, .out_gain = 2.0f, .qk_gain = 3.0f, .qk_norm_gain = 1, .bias_scale = 0.5f},
     {.name = "qwen3-0.6b", .arch = KVV_ARCH_QWEN3,
      .about = "Qwen/Qwen3-0.6B (vocabulary 151936 capped to 32000)",
      .n_layer = 28, .n_embd = 1024, .n_head = 16, .n_head_kv = 8, .head_dim = 128,
      .write_head_dim = true, .n_ff = 3072, .n_vocab = KVV_SHAPE_VOCAB_CAP, .real_vocab = 151936,
      .n_ctx_train = 40960, .rope_base = 1000000.0f, .norm_eps = E6, .tied = true,
-     .res_gain = 8, .out_gain = 0.85f, .qk_gain = 1, .qk_norm_gain = 1.5f},
+     .res_gain = 32, .out_gain = 1.2f, .qk_gain = 1, .qk_norm_gain = 1.5f},
     {.name = "llama-3.2-1b", .arch = KVV_ARCH_LLAMA,
      .about = "meta-llama/Llama-3.2-1B with its rope scaling (vocabulary 128256 capped to 32000)",
      .n_layer = 16, .n_embd = 2048, .n_head = 32, .n_head_kv = 8, .head_dim = 64,
      .write_head_dim = true, .n_ff = 8192, .n_vocab = KVV_SHAPE_VOCAB_CAP, .real_vocab = 128256,
      .n_ctx_train = 131072, .rope_base = 500000.0f, .norm_eps = E5, .rope_factor = 32,
      .rope_low_freq = 1, .rope_high_freq = 4, .rope_orig_ctx = 8192, .tied = true,
-     .res_gain = 8, .out_gain = 0.66f, .qk_gain = 1.5f, .qk_norm_gain = 1},
+     .res_gain = 32, .out_gain = 0.66f, .qk_gain = 1.5f, .qk_norm_gain = 1},
     {.name = "gemma3-1b", .arch = KVV_ARCH_GEMMA3,
      .about = "google/gemma-3-1b (vocabulary 262144 capped to 32000)",
      .n_layer = 26, .n_embd = 1152, .n_head = 4, .n_head_kv = 1, .head_dim = 256,
      .write_head_dim = true, .n_ff = 6912, .n_vocab = KVV_SHAPE_VOCAB_CAP, .real_vocab = 262144,
      .n_ctx_train = 32768, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = E6,
      .n_swa = 512, .swa_pattern = 6, .tied = true,
-     .res_gain = 8, .out_gain = 24, .qk_gain = 1, .qk_norm_gain = 1.5f},
+     .res_gain = 32, .out_gain = 24, .qk_gain = 1, .qk_norm_gain = 1.5f},
     {.name = "gemma3-4b", .arch = KVV_ARCH_GEMMA3,
      .about = "google/gemma-3-4b text model (vocabulary 262208 capped to 32000; its linear rope "
               "scaling x8 is not modelled)",
@@ -108,7 +111,7 @@ static const kvv_shape shapes[] = {
      .write_head_dim = true, .n_ff = 10240, .n_vocab = KVV_SHAPE_VOCAB_CAP, .real_vocab = 262208,
      .n_ctx_train = 131072, .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .norm_eps = E6,
      .n_swa = 1024, .swa_pattern = 6, .tied = true,
-     .res_gain = 8, .out_gain = 24, .qk_gain = 1, .qk_norm_gain = 1.5f},
+     .res_gain = 32, .out_gain = 24, .qk_gain = 1, .qk_norm_gain = 1.5f},
 };
 
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))

@@ -1,7 +1,7 @@
 /*
  * ref_forward.c — the reference forward pass, in data-flow order:
  *
- *   embedding (x gemma: * sqrtf(n_embd))
+ *   embedding (gemma: times sqrtf(n_embd))
  *   for each layer l:
  *     [hook residual(l)]
  *     attention inputs: xn = attn_norm(x); q, k, v = projections (+ qwen2

@@ -140,17 +140,36 @@ void ref_rope_angles(float *cs, int pos, int n_rot, float theta_scale, const flo
     }
 }
 
+/* y0 = x0*c - x1*s, y1 = x0*s + x1*c with every product rounded to fp32
+ * before the add. The four products go through a small array first: GCC's
+ * vectorizer recognizes the in-register form as a complex multiplication
+ * and, with FMA enabled (-march=native, aarch64), emits fused
+ * vfmaddsub/fcmla even under -ffp-contract=off, which would change bits. */
+#define ROPE_CHUNK 32
 void ref_rope_apply(float *x, const float *cs, int n_rot, kvv_rope_type type)
 {
     const int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1];
-        /* NORM rotates (x[2i], x[2i+1]); NEOX rotates (x[i], x[i + n_rot/2]). */
-        const int i0 = type == KVV_ROPE_NORM ? 2 * i : i;
-        const int i1 = type == KVV_ROPE_NORM ? 2 * i + 1 : i + half;
-        const float x0 = x[i0], x1 = x[i1];
-        x[i0] = x0 * c - x1 * s;
-        x[i1] = x0 * s + x1 * c;
+    float p[4][ROPE_CHUNK];   /* x0*c, x1*s, x0*s, x1*c of up to 32 pairs */
+    for (int base = 0; base < half; base += ROPE_CHUNK) {
+        const int m = half - base < ROPE_CHUNK ? half - base : ROPE_CHUNK;
+        for (int k = 0; k < m; k++) {
+            const int i = base + k;
+            /* NORM rotates (x[2i], x[2i+1]); NEOX rotates (x[i], x[i + n_rot/2]). */
+            const float x0 = type == KVV_ROPE_NORM ? x[2 * i] : x[i];
+            const float x1 = type == KVV_ROPE_NORM ? x[2 * i + 1] : x[i + half];
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            p[0][k] = x0 * c;
+            p[1][k] = x1 * s;
+            p[2][k] = x0 * s;
+            p[3][k] = x1 * c;
+        }
+        for (int k = 0; k < m; k++) {
+            const int i = base + k;
+            const int i0 = type == KVV_ROPE_NORM ? 2 * i : i;
+            const int i1 = type == KVV_ROPE_NORM ? 2 * i + 1 : i + half;
+            x[i0] = p[0][k] - p[1][k];
+            x[i1] = p[2][k] + p[3][k];
+        }
     }
 }
 

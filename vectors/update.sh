@@ -3,7 +3,11 @@
 # Review the result with `git diff --stat vectors/golden`: a changed vector
 # means the engine computes different bits than before.
 set -e
-KVV=${KVV:-./kvverify}
+# the binary `make vectors-update` just built ($O/kvverify), else ./kvverify
+if [ -z "${KVV:-}" ]; then
+    KVV=${O:-build}/kvverify
+    [ -x "$KVV" ] || KVV=./kvverify
+fi
 export KVV
 . vectors/golden.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvv-golden.XXXXXX")

@@ -141,6 +141,9 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     compare_runs(c, c->tok_c, c->lc, &m, per_step);
     if (kvv_check_add_row(r, -1, "logits", &m.st))
         goto nomem;
+    if (m.st.first >= 0)
+        kvv_check_row_where(r, "step=%d,i=%d", (int)(m.st.first / c->V),
+                            (int)(m.st.first % c->V));
 
     int step = m.first_token_diff >= 0 ? m.first_token_diff : m.first_logit_diff;
     if (step >= 0) {
@@ -162,12 +165,18 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
             mm.expected = (float)c->tok_n[step];
             mm.actual = (float)c->tok_c[step];
         }
-        int i1, i2;
-        float v1, v2;
+        int i1, i2, j1, j2;
+        float v1, v2, w1, w2;
         kvv_top2_f32(rc, c->V, &i1, &v1, &i2, &v2);
+        kvv_top2_f32(rn, c->V, &j1, &w1, &j2, &w2);
         snprintf(mm.variant, sizeof mm.variant, "step %d, top-2 margin %.6g", step,
                  (double)v1 - (double)v2);
         kvv_check_note_mismatch(r, &mm);
+        kvv_check_set_message(r,
+                              "at step %d: cached top-1 %d (%.9g) top-2 %d (%.9g) margin %.9g; "
+                              "no-cache top-1 %d (%.9g) top-2 %d (%.9g) margin %.9g",
+                              step, i1, (double)v1, i2, (double)v2, (double)v1 - (double)v2, j1,
+                              (double)w1, j2, (double)w2, (double)w1 - (double)w2);
     }
 
     if (o->controls) {

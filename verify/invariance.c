@@ -60,12 +60,14 @@ static kvv_status run_variant(inv_ctx *c, kvv_engine *e, const variant *v, kvv_c
     return s;
 }
 
-/* Compare [layers][T][dim] buffers; note the first mismatch. */
+/* Compare [layers][T][dim] buffers; note the first mismatch (and where it
+ * is into where[48]). */
 static void cmp_tensor(inv_ctx *c, const char *tensor, const char *variant_name,
                        const float *base, const float *var, int layers, int dim,
-                       kvv_cmp_stats *st)
+                       kvv_cmp_stats *st, char *where)
 {
     kvv_cmp_init(st);
+    where[0] = 0;
     for (int l = 0; l < layers; l++) {
         kvv_cmp_stats s;
         kvv_cmp_init(&s);
@@ -78,6 +80,8 @@ static void cmp_tensor(inv_ctx *c, const char *tensor, const char *variant_name,
             snprintf(m.tensor, sizeof m.tensor, "%s", tensor);
             snprintf(m.variant, sizeof m.variant, "%s", variant_name);
             kvv_check_note_mismatch(c->r, &m);
+            if (!where[0])
+                snprintf(where, 48, "l=%d,t=%d,i=%d", l, m.token, m.index);
         }
         kvv_cmp_merge(st, &s);
     }
@@ -89,9 +93,10 @@ static uint64_t compare_to(inv_ctx *c, const kvv_capture *ref, const float *lref
                            const char *name, bool add_rows, kvv_status *s)
 {
     kvv_cmp_stats k, v, res, lg;
-    cmp_tensor(c, "K", name, ref->k, c->cap.k, c->L, c->kd, &k);
-    cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v);
-    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res);
+    char wk[48], wv[48], wr[48], wl[48] = "";
+    cmp_tensor(c, "K", name, ref->k, c->cap.k, c->L, c->kd, &k, wk);
+    cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v, wv);
+    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res, wr);
     kvv_cmp_init(&lg);
     for (int t = 0; t < c->T; t++) {
         if (!c->have[t])
@@ -106,17 +111,21 @@ static uint64_t compare_to(inv_ctx *c, const kvv_capture *ref, const float *lref
             snprintf(m.tensor, sizeof m.tensor, "logits");
             snprintf(m.variant, sizeof m.variant, "%s", name);
             kvv_check_note_mismatch(c->r, &m);
+            if (!wl[0])
+                snprintf(wl, sizeof wl, "t=%d,i=%d", t, (int)s1.first);
         }
         kvv_cmp_merge(&lg, &s1);
     }
     if (add_rows) {
-        const struct { const char *kind; kvv_cmp_stats *st; } rows[] = {
-            {"K", &k}, {"V", &v}, {"residual", &res}, {"logits", &lg}};
+        const struct { const char *kind; kvv_cmp_stats *st; const char *where; } rows[] = {
+            {"K", &k, wk}, {"V", &v, wv}, {"residual", &res, wr}, {"logits", &lg, wl}};
         for (size_t i = 0; i < 4; i++) {
             char what[48];
             snprintf(what, sizeof what, "%s %s", rows[i].kind, name);
             if (kvv_check_add_row(c->r, -1, what, rows[i].st))
                 *s = KVV_ERR_NOMEM;
+            else if (rows[i].where[0])
+                kvv_check_row_where(c->r, "%s", rows[i].where);
             kvv_cmp_merge(&c->total, rows[i].st);
         }
     }

@@ -23,8 +23,13 @@
  *
  * Control (o->controls): the chunk=7 run again with the lowest mantissa bit
  * of one residual element flipped (layer L/2, token T/2) by the residual
- * hook: the comparison must see a difference. o->force_fail plants that flip
- * into the real chunk=7 variant (FAIL).
+ * hook, compared with the same chunk=7 run without the flip (so the detection
+ * is the plant's, even on an engine that is not invariant): a difference
+ * must be seen. o->force_fail plants that flip into the real chunk=7 variant
+ * (FAIL).
+ *
+ * Every recorded slot is filled with NaN before each run, so a position or
+ * layer whose hook the engine never called compares as different.
  */
 #ifndef KVV_INVARIANCE_H
 #define KVV_INVARIANCE_H

@@ -87,9 +87,15 @@ static kvv_status compare_layer(kv_ctx *c, int l, const char *variant, const flo
     snprintf(what, sizeof what, "K %s", variant);
     if (kvv_check_add_row(c->r, l, what, &sk))
         return KVV_ERR_NOMEM;
+    if (sk.first >= 0)
+        kvv_check_row_where(c->r, "t=%d,h=%d,i=%d", (int)(sk.first / c->kd),
+                            (int)(sk.first % c->kd) / c->hd, (int)(sk.first % c->kd) % c->hd);
     snprintf(what, sizeof what, "V %s", variant);
     if (kvv_check_add_row(c->r, l, what, &sv))
         return KVV_ERR_NOMEM;
+    if (sv.first >= 0)
+        kvv_check_row_where(c->r, "t=%d,h=%d,i=%d", (int)(sv.first / c->vd),
+                            (int)(sv.first % c->vd) / c->hdv, (int)(sv.first % c->vd) % c->hdv);
     if (sk.first >= 0) {
         kvv_mismatch m = locate("K", variant, l, sk.first, c->kd, c->hd, sk.first_ref,
                                 sk.first_test);

@@ -32,21 +32,29 @@ typedef struct {
     int n;
     float *resid;   /* [n_layer+1][n][E] residual entering each layer; [n_layer] final */
     float *k;       /* [n_layer][n][K] K as cached */
-    float *probs;   /* [n_layer][n][n_head][n] attention probabilities */
+    float *probs;   /* [n_layer][S][n_head][n] attention probabilities of the sampled rows */
+    const int *rows;/* [S] the sampled rows */
+    int S;
     float *att;     /* [n_layer][n][O] attention output */
     int bad;        /* hook calls with an unexpected shape */
 } hooks_capture;
+
+/* Copy a hook's [n][width] rows into slot l of dst; count a bad shape. */
+static void keep(hooks_capture *c, float *dst, int l, int n_slots, int n, size_t width,
+                 const float *src)
+{
+    if (n != c->n || l < 0 || l >= n_slots) {
+        c->bad++;
+        return;
+    }
+    memcpy(dst + (size_t)l * (size_t)n * width, src, (size_t)n * width * sizeof *src);
+}
 
 static void cap_resid(void *u, int l, int n, const int32_t *pos, float *h)
 {
     hooks_capture *c = u;
     (void)pos;
-    if (n != c->n || l < 0 || l > c->hp->n_layer) {
-        c->bad++;
-        return;
-    }
-    size_t sz = (size_t)n * (size_t)c->hp->n_embd;
-    memcpy(c->resid + (size_t)l * sz, h, sz * sizeof *h);
+    keep(c, c->resid, l, c->hp->n_layer + 1, n, (size_t)c->hp->n_embd, h);
 }
 
 static void cap_kv(void *u, int l, int n, const int32_t *pos, const float *k, const float *v)
@@ -54,12 +62,7 @@ static void cap_kv(void *u, int l, int n, const int32_t *pos, const float *k, co
     hooks_capture *c = u;
     (void)pos;
     (void)v;
-    if (n != c->n || l < 0 || l >= c->hp->n_layer) {
-        c->bad++;
-        return;
-    }
-    size_t sz = (size_t)n * (size_t)(c->hp->n_head_kv * c->hp->head_dim);
-    memcpy(c->k + (size_t)l * sz, k, sz * sizeof *k);
+    keep(c, c->k, l, c->hp->n_layer, n, (size_t)c->hp->n_head_kv * c->hp->head_dim, k);
 }
 
 static void cap_attn(void *u, int l, int n, const int32_t *pos, int n_keys, const int32_t *kp,
@@ -68,24 +71,21 @@ static void cap_attn(void *u, int l, int n, const int32_t *pos, int n_keys, cons
     hooks_capture *c = u;
     (void)pos;
     (void)kp;
-    if (n != c->n || n_keys != c->n || l < 0 || l >= c->hp->n_layer) {
+    const size_t row = (size_t)c->hp->n_head * (size_t)n; /* one token's probabilities */
+    if (n_keys != c->n || n != c->n || l < 0 || l >= c->hp->n_layer) {
         c->bad++;
         return;
     }
-    size_t sz = (size_t)n * (size_t)c->hp->n_head * (size_t)n;
-    memcpy(c->probs + (size_t)l * sz, p, sz * sizeof *p);
+    for (int s = 0; s < c->S; s++)
+        memcpy(c->probs + ((size_t)l * c->S + s) * row, p + (size_t)c->rows[s] * row,
+               row * sizeof *p);
 }
 
 static void cap_att(void *u, int l, int n, const int32_t *pos, const float *o)
 {
     hooks_capture *c = u;
     (void)pos;
-    if (n != c->n || l < 0 || l >= c->hp->n_layer) {
-        c->bad++;
-        return;
-    }
-    size_t sz = (size_t)n * (size_t)(c->hp->n_head * c->hp->head_dim_v);
-    memcpy(c->att + (size_t)l * sz, o, sz * sizeof *o);
+    keep(c, c->att, l, c->hp->n_layer, n, (size_t)c->hp->n_head * c->hp->head_dim_v, o);
 }
 
 /* ------------------------------------------------------------ run state */
@@ -133,13 +133,46 @@ static bool worse(uint64_t a, const kvv_numerics_where *w)
     return a == KVV_ULP_NAN || a > w->ulp;
 }
 
+/* ULP of binary32 at |v| (2^-149 below the normal range). */
+static double ulp_of(double v)
+{
+    int ex;
+    v = fabs(v);
+    if (v < 0x1p-126)
+        return 0x1p-149;
+    frexp(v, &ex);
+    return ldexp(1.0, ex - 24);
+}
+
+/* sum |a[i]*b[i]| (double: a scale, not a result). */
+static double abs_sum(const float *a, const float *b, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += fabs((double)a[i] * (double)b[i]);
+    return s;
+}
+
+static void record_scaled(kvv_numerics_cell *c, float got, float exact, double scale)
+{
+    double d = fabs((double)got - (double)exact) / ulp_of(scale);
+    if (!(d <= c->max_scaled))
+        c->max_scaled = d;
+}
+
 /* Accumulate engine e's got[0..count) against exact[] for (layer, op, row);
- * element i is output index first + i; in: each element's own input or NULL. */
+ * element i is output index first + i; in: each element's own input or NULL;
+ * scale: sum |a*b| of a dot product (count 1) or 0. */
 static void record(nrun *r, int e, int layer, kvv_op op, int row, int first, int count,
-                   const float *in, const float *got, const float *exact, const char *what)
+                   const float *in, const float *got, const float *exact, const char *what,
+                   double scale)
 {
     kvv_numerics_cell *c = cell(r->rep, e, layer, op);
     kvv_numerics_cell *t = &r->rep->engines[e].total[op];
+    if (scale > 0 && count == 1) {
+        record_scaled(c, got[0], exact[0], scale);
+        record_scaled(t, got[0], exact[0], scale);
+    }
     for (int i = 0; i < count; i++) {
         uint64_t u = kvv_oracle_ulp_distance(got[i], exact[i]);
         kvv_oracle_hist_add(&c->hist, u);
@@ -165,7 +198,7 @@ static void measure_rmsnorm(nrun *r, int layer, int row, const float *x, const f
     kvv_oracle_rmsnorm(r->orc, x, w, n, r->hp->norm_eps, r->exact);
     for (int e = 0; e < r->n_ops; e++) {
         r->ops[e]->vt->rmsnorm(r->ops[e], x, w, n, r->hp->norm_eps, r->got);
-        record(r, e, layer, KVV_OP_RMSNORM, row, 0, n, x, r->got, r->exact, what);
+        record(r, e, layer, KVV_OP_RMSNORM, row, 0, n, x, r->got, r->exact, what, 0);
     }
 }
 
@@ -182,13 +215,18 @@ static void measure_matmul(nrun *r, int layer, kvv_ops_tensor t, const float *x)
     snprintf(what, sizeof what, "%s (K=%d), output = weight row", kvv_ops_tensor_name(t), cols);
     const int S = r->rep->samples;
     float *ex = falloc((size_t)S * (size_t)nout);
-    if (!ex)
+    double *sc = calloc((size_t)S * (size_t)nout, sizeof *sc);
+    if (!ex || !sc) {
+        free(ex);
+        free(sc);
         return;
+    }
     for (int s = 0; s < S; s++) {
         const float *xt = x + (size_t)r->rep->rows[s] * (size_t)cols;
         for (int i = 0; i < nout; i++) {
             int wr = (int)((long)i * rows / nout);
             ex[(size_t)s * nout + i] = kvv_oracle_dot(r->orc, xt, W + (size_t)wr * cols, cols);
+            sc[(size_t)s * nout + i] = abs_sum(xt, W + (size_t)wr * cols, cols);
         }
     }
     for (int e = 0; e < r->n_ops; e++) {
@@ -199,11 +237,12 @@ static void measure_matmul(nrun *r, int layer, kvv_ops_tensor t, const float *x)
             for (int i = 0; i < nout; i++) {
                 int wr = (int)((long)i * rows / nout);
                 record(r, e, layer, KVV_OP_MATMUL, r->rep->rows[s], wr, 1, NULL, &yt[wr],
-                       &ex[(size_t)s * nout + i], what);
+                       &ex[(size_t)s * nout + i], what, sc[(size_t)s * nout + i]);
             }
         }
     }
     free(ex);
+    free(sc);
 }
 
 /* Scalar op on count inputs: oracle op(x, c) vs each engine's slot. */
@@ -222,7 +261,7 @@ static void measure_scalar(nrun *r, int layer, kvv_op op, int row, int first, co
             r->got[i] = op == KVV_OP_SILU   ? vt->silu(r->ops[e], x[i])
                       : op == KVV_OP_GELU   ? vt->gelu(r->ops[e], x[i])
                                             : vt->softcap(r->ops[e], x[i], c);
-        record(r, e, layer, op, row, first, count, x, r->got, r->exact, what);
+        record(r, e, layer, op, row, first, count, x, r->got, r->exact, what, 0);
     }
 }
 
@@ -233,7 +272,7 @@ static void measure_rope(nrun *r, int layer, int row, const float *x, const char
                     kvv_hparams_rope_base(hp, layer), 1.0f, hp->rope_freqs, r->exact);
     for (int e = 0; e < r->n_ops; e++) {
         r->ops[e]->vt->rope(r->ops[e], layer, row, x, r->got);
-        record(r, e, layer, KVV_OP_ROPE, row, 0, hp->head_dim, x, r->got, r->exact, what);
+        record(r, e, layer, KVV_OP_ROPE, row, 0, hp->head_dim, x, r->got, r->exact, what, 0);
     }
 }
 
@@ -305,9 +344,10 @@ static int scores(nrun *r, int l, int t, int h, const layer_buf *b, bool measure
         float s = r->cap->vt->dot(r->cap, qh, kj, hd);
         if (measure) {
             float ex = kvv_oracle_dot(r->orc, qh, kj, hd);
+            double scale = abs_sum(qh, kj, hd);
             for (int e = 0; e < r->n_ops; e++) {
                 float gd = r->ops[e]->vt->dot(r->ops[e], qh, kj, hd);
-                record(r, e, l, KVV_OP_DOT, t, j, 1, NULL, &gd, &ex, what);
+                record(r, e, l, KVV_OP_DOT, t, j, 1, NULL, &gd, &ex, what, scale);
             }
         }
         if (!prescale)
@@ -423,11 +463,12 @@ static void run_layer(nrun *r, int l, const hooks_capture *c, layer_buf *b)
                 if (!r->ops[e]->vt->softmax)
                     continue;
                 r->ops[e]->vt->softmax(r->ops[e], r->tmp, nv, r->got);
-                record(r, e, l, KVV_OP_SOFTMAX, t, 0, nv, r->tmp, r->got, r->exact, what);
+                record(r, e, l, KVV_OP_SOFTMAX, t, 0, nv, r->tmp, r->got, r->exact, what, 0);
             }
             /* the rebuilt probabilities against the attn hook's */
             cp->vt->softmax(cp, r->tmp, nv, r->got);
-            const float *p = c->probs + (((size_t)l * n + t) * hp->n_head + hh) * n;
+            const float *p =
+                c->probs + (((size_t)l * r->rep->samples + s) * hp->n_head + hh) * n;
             check_same(r, r->got, p + (t + 1 - nv), (size_t)nv, "attention probabilities", l);
         }
         measure_scalar(r, l, KVV_OP_SILU, t, 0, b->gate + (size_t)t * F, F, 0, "ffn_gate value");
@@ -518,32 +559,28 @@ static float sample_at(const math_range *m, long i, long count)
         a = b;
         b = t;
     }
-    uint32_t u = a + (uint32_t)(((uint64_t)(b - a) * (uint64_t)i) / (uint64_t)(count > 1 ? count - 1 : 1));
+    const uint64_t steps = (uint64_t)(count > 1 ? count - 1 : 1);
+    uint32_t u = a + (uint32_t)(((uint64_t)(b - a) * (uint64_t)i) / steps);
     float x = bitsf(u);
     return m->lo < 0 ? -x : x;
 }
 
-static kvv_oracle_op math_oracle_op(kvv_math_fn f)
-{
-    switch (f) {
-    case KVV_MATH_EXP: return KVV_ORACLE_EXP;
-    case KVV_MATH_TANH: return KVV_ORACLE_TANH;
-    case KVV_MATH_SIN: return KVV_ORACLE_SIN;
-    case KVV_MATH_COS: return KVV_ORACLE_COS;
-    default: return KVV_ORACLE_POW;
-    }
-}
+static const kvv_oracle_op MATH_ORACLE_OP[KVV_MATH_COUNT] = {
+    KVV_ORACLE_EXP, KVV_ORACLE_TANH, KVV_ORACLE_SIN, KVV_ORACLE_COS, KVV_ORACLE_POW,
+};
 
 static void math_one(nrun *r, const kvv_ops *ops, const math_range *m, kvv_numerics_math *out)
 {
     float (*fn)(float, float) = ops->vt->math[m->fn];
     memset(out, 0, sizeof *out);
-    snprintf(out->engine, sizeof out->engine, "%s", ops->name);
+    snprintf(out->engine, sizeof out->engine, "%s",
+             ops->desc.name[0] ? ops->desc.name : ops->name);
     snprintf(out->range, sizeof out->range, "%s", m->range);
-    snprintf(out->where, sizeof out->where, "%s", ops->math_where[m->fn] ? ops->math_where[m->fn] : "");
+    snprintf(out->where, sizeof out->where, "%s",
+             ops->math_where[m->fn] ? ops->math_where[m->fn] : "");
     out->fn = m->fn;
     const long count = r->o->math_samples;
-    const kvv_oracle_op op = math_oracle_op(m->fn);
+    const kvv_oracle_op op = MATH_ORACLE_OP[m->fn];
     for (long i = 0; i < count; i++) {
         float x = sample_at(m, i, count), y = 0.0f;
         if (m->fn == KVV_MATH_POW)
@@ -583,17 +620,14 @@ static kvv_status run_math(nrun *r, kvv_error *err)
         const kvv_ops *ops = r->ops[e];
         for (int k = 0; k < N_MATH_RANGES; k++) {
             const math_range *m = &MATH_RANGES[k];
-            if (!ops->vt->math[m->fn])
-                continue;
-            bool seen = false;
+            bool seen = !ops->vt->math[m->fn];
             for (int p = 0; p < e && !seen; p++)
                 seen = r->ops[p]->vt->math[m->fn] == ops->vt->math[m->fn];
-            if (seen)
-                continue;
-            math_one(r, ops, m, &rep->math[rep->n_math++]);
+            if (!seen)
+                math_one(r, ops, m, &rep->math[rep->n_math++]);
             if (r->o->progress)
-                r->o->progress(r->o->progress_user, "numerics math", (long)(e * N_MATH_RANGES + k + 1),
-                               (long)(r->n_ops * N_MATH_RANGES));
+                r->o->progress(r->o->progress_user, "numerics math",
+                               (long)e * N_MATH_RANGES + k + 1, (long)r->n_ops * N_MATH_RANGES);
         }
     }
     return KVV_OK;
@@ -727,16 +761,19 @@ kvv_status kvv_numerics_run(const kvv_numerics_opts *o, kvv_ops *capture, kvv_op
     hooks_capture c = {.hp = hp, .n = n};
     c.resid = falloc((size_t)(L + 1) * n * E);
     c.k = falloc((size_t)L * n * K);
-    c.probs = falloc((size_t)L * n * hp->n_head * n);
+    c.probs = falloc((size_t)L * S * hp->n_head * n);
+    c.rows = rep->rows;
+    c.S = S;
     c.att = falloc((size_t)L * n * O);
     float *logits = falloc((size_t)n * V);
     int32_t *pos = calloc((size_t)n, sizeof *pos);
-    const size_t wide = (size_t)(Q > F ? Q : F) > (size_t)V ? (size_t)(Q > F ? Q : F) : (size_t)V;
-    const size_t big = (size_t)n * (size_t)(E > F ? (E > V ? E : V) : (F > V ? F : V)) +
-                       (size_t)n * (size_t)(Q > K ? Q : K);
+    const int dims[] = {E, F, Q, K, hp->n_head_kv * hp->head_dim_v, O, V};
+    size_t wide = (size_t)n;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        wide = (size_t)dims[i] > wide ? (size_t)dims[i] : wide;
     nrun r = {.o = o, .hp = hp, .cap = capture, .ops = ops, .n_ops = n_ops, .rep = rep, .n = n,
-              .orc = kvv_oracle_new(), .got = falloc(wide + (size_t)n), .exact = falloc(wide + (size_t)n),
-              .tmp = falloc((size_t)n + wide), .batch = falloc(big)};
+              .orc = kvv_oracle_new(), .got = falloc(wide), .exact = falloc(wide),
+              .tmp = falloc(wide), .batch = falloc((size_t)n * wide)};
     layer_buf b;
     float **bufs[] = {&b.xn, &b.q, &b.k, &b.qpre, &b.kpre, &b.proj, &b.down, &b.hmid,
                       &b.xf, &b.gate, &b.up, &b.act, &b.hout, &b.sc, &b.qs};

@@ -81,6 +81,11 @@ typedef struct {
 typedef struct {
     kvv_oracle_hist hist;
     kvv_numerics_where worst;
+    /* matmul and dot only: the largest |got - exact| / ulp(sum |a[i]*b[i]|),
+     * the error relative to the magnitude of the terms rather than of the
+     * (possibly cancelled) result; classic bound: about the number of
+     * additions in the longest chain, n/lanes + lanes. */
+    double max_scaled;
 } kvv_numerics_cell;
 
 typedef struct {

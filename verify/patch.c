@@ -11,6 +11,8 @@
 /* log-softmax of x into lp (double). */
 static void log_softmax(const float *x, int n, double *lp)
 {
+    if (n <= 0)
+        return;
     double m = -INFINITY;
     for (int i = 0; i < n; i++)
         if ((double)x[i] > m)
@@ -146,6 +148,8 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
         kvv_cmp_update(&st, c->la, c->lp, (size_t)c->T * c->V);
         if (kvv_check_add_row(r, l, "logits", &st))
             goto nomem;
+        if (st.first >= 0)
+            kvv_check_row_where(r, "t=%d,i=%d", (int)(st.first / c->V), (int)(st.first % c->V));
         kvv_cmp_merge(&tot, &st);
         if (st.first >= 0) {
             kvv_mismatch m = {.layer = l, .token = (int)(st.first / c->V), .head = -1,

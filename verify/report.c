@@ -101,7 +101,19 @@ kvv_status kvv_check_add_row(kvv_check_result *r, int layer, const char *what,
     row->layer = layer;
     copy_str(row->what, sizeof row->what, what);
     row->st = *st;
+    row->where[0] = 0;
     return KVV_OK;
+}
+
+void kvv_check_row_where(kvv_check_result *r, const char *fmt, ...)
+{
+    if (!r->n_rows)
+        return;
+    kvv_layer_row *row = &r->rows[r->n_rows - 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(row->where, sizeof row->where, fmt, ap);
+    va_end(ap);
 }
 
 kvv_status kvv_check_add_control(kvv_check_result *r, const char *name, bool detected,

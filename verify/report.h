@@ -68,6 +68,7 @@ typedef struct {
     int layer;
     char what[48];        /* e.g. "K token-by-token", "V chunk=5", "logits" */
     kvv_cmp_stats st;
+    char where[48];       /* the first mismatch in check terms ("t=5,h=1,i=7"), or "" */
 } kvv_layer_row;
 
 /* Where the first difference of a check was. Fields that do not apply are
@@ -119,6 +120,9 @@ void kvv_check_result_free(kvv_check_result *r); /* accepts NULL; r reusable aft
 /* Append a table row (stats copied). @return KVV_OK or KVV_ERR_NOMEM. */
 kvv_status kvv_check_add_row(kvv_check_result *r, int layer, const char *what,
                              const kvv_cmp_stats *st);
+/* Set the last row's `where` (printf-style): where its first mismatch is. */
+void kvv_check_row_where(kvv_check_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Append a control result. @return KVV_OK or KVV_ERR_NOMEM. */
 kvv_status kvv_check_add_control(kvv_check_result *r, const char *name, bool detected,
                                  const char *detail_fmt, ...)

@@ -22,8 +22,8 @@ void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
 {
     if (!r->n_rows)
         return;
-    fprintf(f, "  %-5s %-30s %10s %10s %12s %12s %12s\n", "layer", "compared", "elements",
-            "differing", "max ULP", "NMSE", "max |d|");
+    fprintf(f, "  %-5s %-30s %10s %10s %12s %12s %12s  %s\n", "layer", "compared", "elements",
+            "differing", "max ULP", "NMSE", "max |d|", "first mismatch");
     for (int i = 0; i < r->n_rows; i++) {
         const kvv_layer_row *w = &r->rows[i];
         char layer[16], ulp[24];
@@ -35,9 +35,14 @@ void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
             snprintf(ulp, sizeof ulp, "NaN");
         else
             snprintf(ulp, sizeof ulp, "%llu", (unsigned long long)w->st.max_ulp);
-        fprintf(f, "  %-5s %-30s %10llu %10llu %12s %12.4g %12.4g\n", layer, w->what,
+        char first[96] = "";
+        if (w->st.first >= 0)
+            snprintf(first, sizeof first, "%s 0x%08x/0x%08x", w->where[0] ? w->where : "@",
+                     (unsigned)kvv_f32_bits(w->st.first_ref),
+                     (unsigned)kvv_f32_bits(w->st.first_test));
+        fprintf(f, "  %-5s %-30s %10llu %10llu %12s %12.4g %12.4g%s%s\n", layer, w->what,
                 (unsigned long long)w->st.n, (unsigned long long)w->st.n_diff, ulp,
-                kvv_cmp_nmse(&w->st), w->st.max_abs);
+                kvv_cmp_nmse(&w->st), w->st.max_abs, first[0] ? "  " : "", first);
     }
 }
 

@@ -83,6 +83,7 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
             continue;
         json_object_set_new(row, "layer", json_integer(r->rows[i].layer));
         json_object_set_new(row, "what", json_string(r->rows[i].what));
+        json_object_set_new(row, "first_where", json_string(r->rows[i].where));
         json_array_append_new(rows, row);
     }
     json_object_set_new(o, "layers", rows);

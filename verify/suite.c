@@ -491,10 +491,24 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
         json_object_set_new(r->details, "values_compared", json_integer((json_int_t)n));
         json_object_set_new(r->details, "divergences", json_integer((json_int_t)vr.n_diverged));
     }
+    const bool is_control = c->control || c->perturb_layer >= 0;
+    char line[512];
     if (!vr.diverged) {
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%llu values bit-identical", (unsigned long long)n);
+        if (is_control) {
+            kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control NOT detected: %llu values still "
+                                  "bit-identical", (unsigned long long)n);
+            kvv_check_set_message(r, "negative control (perturbed %s) was not detected",
+                                  c->control ? "weight" : "residual");
+        } else {
+            kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%llu values bit-identical",
+                                  (unsigned long long)n);
+        }
+    } else if (is_control) {
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %llu of %llu values diverge; "
+                              "first divergence: %s", (unsigned long long)vr.n_diverged,
+                              (unsigned long long)n,
+                              kvv_divergence_format(&vr.first, line, sizeof line));
     } else {
-        char line[512];
         kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%llu of %llu values diverge",
                               (unsigned long long)vr.n_diverged, (unsigned long long)n);
         kvv_check_set_message(r, "first divergence: %s",
@@ -549,6 +563,15 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             }
             if (cs && r->verdict != KVV_VERDICT_ERROR && r->verdict != KVV_VERDICT_SKIPPED)
                 kvv_check_set_error(r, &e2);
+            if (c->force_fail && r->verdict == KVV_VERDICT_FAIL) {
+                /* the planted difference was found: the control passes */
+                char key[sizeof r->key_figure];
+                snprintf(key, sizeof key, "%s", r->key_figure);
+                kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %s", key);
+            } else if (c->force_fail && r->verdict == KVV_VERDICT_PASS) {
+                kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control NOT detected");
+                kvv_check_set_message(r, "force-fail planted a difference the check did not find");
+            }
         }
         log_outcome(ro, c, r);
     }

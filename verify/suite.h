@@ -21,10 +21,12 @@
  *   seed=S           prompt seed (default 1)
  *   n=N              greedy/kvdirect decode steps (default 16)
  *   optional=yes     a missing model file skips the case instead of an error
- *   control=C        negative control, the case must FAIL: `force-fail` (the
- *                    checks plant their control in the real comparison),
- *                    `weight` or `resid:L:P` (the vector check runs with a
- *                    perturbed weight / residual bit, as vectors check --perturb)
+ *   control=C        a negative control case: `force-fail` (the checks plant
+ *                    their control in the real comparison), `weight` or
+ *                    `resid:L:P` (the vector check runs with a perturbed weight
+ *                    / residual bit, as vectors check --perturb). Its testcases
+ *                    PASS when the planted difference is detected (the check
+ *                    fails, the vector diverges) and FAIL when it is not.
  *
  * A case needs checks=, vector= or both. The JSON form is
  * {"cases": [{"name": "...", "model": "...", "checks": ["kv", "patch"], ...}]}

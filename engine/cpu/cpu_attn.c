@@ -2,13 +2,14 @@
  * cpu_attn.c — causal (and sliding-window) attention of the cpu engine
  * against the shared host KV cache.
  *
- * One task per (query token i, head h); threads take contiguous ranges of
- * tasks, and each task is computed whole by one thread, so the thread count
- * never changes a bit. For task (i, h) with KV head kh = h / (n_head /
- * n_head_kv), the keys are the cache entries at positions p <= pos[i]
- * present for kh (and pos[i] - p < n_swa on local layers), visited in
- * ascending p:
- *   s_p = dot(q, k_p) * query_scale       (kernel dot: fixed order)
+ * One task per (query token i, KV head kh) covering the n_head/n_head_kv
+ * query heads that share kh; each task is computed whole by one thread, so
+ * the thread count never changes a bit. The keys are the cache entries at
+ * positions p <= pos[i] present for kh (and pos[i] - p < n_swa on local
+ * layers), in ascending p. Per query head:
+ *   s_p = dot(q, k_p) * query_scale       (one kernel dot each: runs of
+ *                                          consecutive keys go through one
+ *                                          gemm_f32 call, same bits)
  *   s_p = cap * tanh(s_p / cap)            (gemma2 soft-cap)
  *   m = max s_p;  e_p = exp(s_p - m);  Z = sum e_p (ascending p)
  *   prob_p = e_p * (1/Z);   o = sum prob_p * v_p (axpy, ascending p)
@@ -54,80 +55,121 @@ static const float *cache_row(const kvv_kv_cache *kc, int is_v, int layer, int p
     return buf;
 }
 
-static void attn_one(const attn_job *j, int ith, int i, int h)
+/* Scores of the grp query heads q [grp][D] against the present keys
+ * [a, b] of KV head kh: sc[t*nk + (p - p0)] = dot(q_t, k_p). Consecutive
+ * keys go through one gemm_f32 call (each score is one kernel dot product,
+ * so the bits equal a key-by-key loop). */
+static void score_run(const attn_job *j, int ith, int kh, const float *q, int grp, int a, int b,
+                      int p0, int nk, float *sc)
+{
+    kvv_cpu *c = j->c;
+    const kvv_kv_cache *kc = c->cache;
+    int D = kc->head_dim_k;
+    size_t width = (size_t)kc->n_kv_head * (size_t)D;
+    const float *K;
+    size_t ldk;
+    if (kc->type == KVV_CACHE_F32) {
+        K = (const float *)kc->k[j->layer] + (size_t)a * width + (size_t)kh * D;
+        ldk = width;
+    } else {
+        float *kb = c->ts[ith].krows;
+        for (int p = a; p <= b; p++)
+            cache_row(kc, 0, j->layer, p, kh, kb + (size_t)(p - a) * D);
+        K = kb;
+        ldk = (size_t)D;
+    }
+    c->k->gemm_f32(D, K, ldk, b - a + 1, q, (size_t)D, grp, sc + (a - p0), (size_t)nk);
+}
+
+/* Task (token i, KV head kh): the query heads h = kh*grp .. kh*grp+grp-1. */
+static void attn_group(const attn_job *j, int ith, int i, int kh)
 {
     kvv_cpu *c = j->c;
     const kvv_hparams *hp = c->hp;
     const kvv_kv_cache *kc = c->cache;
     int D = hp->head_dim, Dv = hp->head_dim_v;
-    int kh = h / (hp->n_head / hp->n_head_kv);
+    int grp = hp->n_head / hp->n_head_kv, h0 = kh * grp;
     int p1 = j->pos[i];
     int p0 = 0;
     if (hp->n_swa > 0 && hp->swa_layer[j->layer] && p1 - hp->n_swa + 1 > 0)
         p0 = p1 - hp->n_swa + 1;
-    const float *q = j->q + (size_t)i * hp->n_head * D + (size_t)h * D;
-    float *qs = c->ts[ith].qs;
+    int nk = p1 - p0 + 1;
+    const float *q = j->q + (size_t)i * hp->n_head * D + (size_t)h0 * D;
     if (j->prescale) {
-        for (int d = 0; d < D; d++)
+        float *qs = c->ts[ith].qs;
+        for (int d = 0; d < grp * D; d++)
             qs[d] = q[d] * hp->query_scale;
         q = qs;
     }
-    float *o = j->o + (size_t)i * hp->n_head * Dv + (size_t)h * Dv;
-    float *sc = c->ts[ith].scores;
+    float *sc = c->ts[ith].scores; /* [grp][nk] */
     float *buf = c->ts[ith].row;
     const uint8_t *present = kc->present[j->layer];
     float cap = hp->attn_softcap;
 
-    float m = -INFINITY;
-    for (int p = p0; p <= p1; p++) {
+    /* scores over runs of present keys; absent keys -inf */
+    for (int p = p0; p <= p1;) {
         if (!present[(size_t)p * kc->n_kv_head + kh]) {
-            sc[p - p0] = -INFINITY;
+            for (int t = 0; t < grp; t++)
+                sc[(size_t)t * nk + (p - p0)] = -INFINITY;
+            p++;
             continue;
         }
-        const float *k = cache_row(kc, 0, j->layer, p, kh, buf);
-        float s = c->k->dot(D, q, k);
-        if (!j->prescale)
-            s = s * hp->query_scale;
-        if (cap > 0.0f)
-            s = cap * kvv_cpu_tanhf(s / cap);
-        sc[p - p0] = s;
-        if (s > m)
-            m = s;
+        int b = p;
+        while (b + 1 <= p1 && present[(size_t)(b + 1) * kc->n_kv_head + kh])
+            b++;
+        score_run(j, ith, kh, q, grp, p, b, p0, nk, sc);
+        for (int t = 0; t < grp; t++)
+            for (int pp = p; pp <= b; pp++) {
+                float s = sc[(size_t)t * nk + (pp - p0)];
+                if (!j->prescale)
+                    s = s * hp->query_scale;
+                if (cap > 0.0f)
+                    s = cap * kvv_cpu_tanhf(s / cap);
+                sc[(size_t)t * nk + (pp - p0)] = s;
+            }
+        p = b + 1;
     }
-    float z = 0.0f;
-    for (int p = p0; p <= p1; p++) {
-        float e = sc[p - p0] == -INFINITY ? 0.0f : kvv_cpu_expf(sc[p - p0] - m);
-        sc[p - p0] = e;
-        z = z + e;
-    }
-    float inv = z > 0.0f ? 1.0f / z : 0.0f;
-    memset(o, 0, (size_t)Dv * sizeof(float));
-    for (int p = p0; p <= p1; p++) {
-        float pr = sc[p - p0] * inv;
-        sc[p - p0] = pr;
-        if (pr == 0.0f)
-            continue;
-        const float *v = cache_row(kc, 1, j->layer, p, kh, buf);
-        c->k->axpy(Dv, pr, v, o);
-    }
-    if (j->probs) {
-        float *pr = j->probs + ((size_t)i * hp->n_head + h) * j->n_keys;
-        memset(pr, 0, (size_t)j->n_keys * sizeof(float));
-        for (int p = p0; p <= p1; p++)
-            if (c->key_idx[p] >= 0)
-                pr[c->key_idx[p]] = sc[p - p0];
+    for (int t = 0; t < grp; t++) {
+        int h = h0 + t;
+        float *st = sc + (size_t)t * nk;
+        float m = -INFINITY;
+        for (int p = 0; p < nk; p++)
+            if (st[p] > m)
+                m = st[p];
+        c->k->exp_shift(nk, st, m, st);
+        float z = 0.0f;
+        for (int p = 0; p < nk; p++)
+            z = z + st[p];
+        float inv = z > 0.0f ? 1.0f / z : 0.0f;
+        float *o = j->o + (size_t)i * hp->n_head * Dv + (size_t)h * Dv;
+        memset(o, 0, (size_t)Dv * sizeof(float));
+        for (int p = 0; p < nk; p++) {
+            float pr = st[p] * inv;
+            st[p] = pr;
+            if (pr == 0.0f)
+                continue;
+            const float *v = cache_row(kc, 1, j->layer, p0 + p, kh, buf);
+            c->k->axpy(Dv, pr, v, o);
+        }
+        if (j->probs) {
+            float *pr = j->probs + ((size_t)i * hp->n_head + h) * j->n_keys;
+            memset(pr, 0, (size_t)j->n_keys * sizeof(float));
+            for (int p = 0; p < nk; p++)
+                if (c->key_idx[p0 + p] >= 0)
+                    pr[c->key_idx[p0 + p]] = st[p];
+        }
     }
 }
 
-/* Chunk k: tasks [k*per, (k+1)*per) of the n*n_head (token, head) pairs. */
+/* Chunk k: tasks [k*per, (k+1)*per) of the n*n_head_kv (token, KV head) pairs. */
 static void attn_task(void *ctx, int k, int ith)
 {
     const attn_job *j = ctx;
-    int H = j->c->hp->n_head;
-    long total = (long)j->n * H;
+    int G = j->c->hp->n_head_kv;
+    long total = (long)j->n * G;
     long t0 = (long)k * j->per, t1 = t0 + j->per < total ? t0 + j->per : total;
     for (long t = t0; t < t1; t++)
-        attn_one(j, ith, (int)(t / H), (int)(t % H));
+        attn_group(j, ith, (int)(t / G), (int)(t % G));
 }
 
 void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const float *q,
@@ -159,7 +201,7 @@ void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const f
     }
     /* Chunking: about 4 chunks per thread, none for small work (the cost of
      * one task is ~ its visible keys x head_dim). */
-    long tasks = (long)n * hp->n_head;
+    long tasks = (long)n * hp->n_head_kv;
     double work = (double)tasks * (pos[n - 1] + 1) * hp->head_dim;
     int nth = c->n_threads;
     j.per = nth == 1 || work < 32768 ? (int)tasks : (int)((tasks + 4 * nth - 1) / (4 * nth));

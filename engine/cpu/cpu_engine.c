@@ -195,6 +195,7 @@ static void cpu_close(kvv_engine *e)
                 free(c->ts[i].row);
                 free(c->ts[i].tile);
                 free(c->ts[i].qs);
+                free(c->ts[i].krows);
             }
         free(c->ts);
         free(c);
@@ -298,11 +299,14 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     size_t tile = (size_t)mc * 4 > KVV_CPU_TILE_FLOATS ? (size_t)mc * 4 : KVV_CPU_TILE_FLOATS;
     int rowmax = hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v;
     for (int i = 0; i < c->n_threads; i++) {
-        c->ts[i].scores = malloc((size_t)c->n_ctx * sizeof(float));
+        size_t grp = (size_t)(hp->n_head / hp->n_head_kv);
+        c->ts[i].scores = malloc(grp * (size_t)c->n_ctx * sizeof(float));
+        c->ts[i].krows = malloc((size_t)c->n_ctx * (size_t)hp->head_dim * sizeof(float));
         c->ts[i].row = malloc((size_t)rowmax * sizeof(float));
         c->ts[i].tile = malloc(tile * sizeof(float));
-        c->ts[i].qs = malloc((size_t)hp->head_dim * sizeof(float));
-        if (!c->ts[i].scores || !c->ts[i].row || !c->ts[i].tile || !c->ts[i].qs) {
+        c->ts[i].qs = malloc(grp * (size_t)hp->head_dim * sizeof(float));
+        if (!c->ts[i].scores || !c->ts[i].row || !c->ts[i].tile || !c->ts[i].qs ||
+            !c->ts[i].krows) {
             cpu_close(e);
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
         }

@@ -170,8 +170,7 @@ static void layer_forward(kvv_cpu *c, int l, int n, const int32_t *pos, const kv
         for (size_t i = 0; i < nf; i++)
             c->g[i] = kvv_cpu_gelu_tanh(c->g[i]) * c->u[i];
     else
-        for (size_t i = 0; i < nf; i++)
-            c->g[i] = kvv_cpu_silu(c->g[i]) * c->u[i];
+        c->k->silu_mul((int)nf, c->g, c->u);
     kvv_cpu_mm_out wd = {.w = &L->wd, .y = c->y, .ldy = (size_t)E};
     kvv_cpu_matmul(c, n, c->g, (size_t)F, 1, &wd, true);
     if (L->post_ffw_norm)

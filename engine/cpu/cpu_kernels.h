@@ -54,6 +54,11 @@ typedef struct {
      * to kvv_dequantize_row. */
     void (*dequant_q8_0)(const void *src, float *dst, int n);
     void (*dequant_q4_0)(const void *src, float *dst, int n);
+    /* Element-wise, bit-identical to the scalar functions of cpu_expf.h in
+     * every lane and in the tail: g[i] = silu(g[i]) * u[i]; and
+     * e[i] = s[i] == -inf ? 0 : exp(s[i] - m) (softmax numerators). */
+    void (*silu_mul)(int n, float *g, const float *u);
+    void (*exp_shift)(int n, const float *s, float m, float *e);
 } kvv_cpu_kernels;
 
 extern const kvv_cpu_kernels kvv_cpu_kernels_generic;

@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "engine/cpu/cpu_expf.h"
+
 #define RB 4        /* rows per register block */
 #define TB 3        /* tokens per register block */
 #define TOK_TILE 48 /* tokens per L2 tile (a multiple of TB) */
@@ -226,6 +228,64 @@ static void avx2_dequant_q4_0(const void *src, float *dst, int n)
     }
 }
 
+
+/* exp of 8 lanes: exactly the operations of kvv_cpu_expf_inline. */
+static inline __m256 exp8(__m256 x)
+{
+    __m256 kf = _mm256_mul_ps(x, _mm256_set1_ps(KVV_CPU_LOG2E));
+    __m256 half = _mm256_blendv_ps(_mm256_set1_ps(-0.5f), _mm256_set1_ps(0.5f),
+                                   _mm256_cmp_ps(kf, _mm256_setzero_ps(), _CMP_GE_OQ));
+    __m256i k = _mm256_cvttps_epi32(_mm256_add_ps(kf, half));
+    __m256 fk = _mm256_cvtepi32_ps(k);
+    __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(fk, _mm256_set1_ps(KVV_CPU_LN2_HI))),
+                             _mm256_mul_ps(fk, _mm256_set1_ps(KVV_CPU_LN2_LO)));
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(0.5f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    __m256i big = _mm256_cmpgt_epi32(k, _mm256_set1_epi32(127));
+    p = _mm256_blendv_ps(p, _mm256_mul_ps(p, _mm256_set1_ps(2.0f)), _mm256_castsi256_ps(big));
+    k = _mm256_add_epi32(k, big); /* big lanes are -1: k - 1 */
+    __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+    __m256 y = _mm256_mul_ps(p, scale);
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(KVV_CPU_EXP_LO), _CMP_LT_OQ));
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(KVV_CPU_EXP_HI), _CMP_GT_OQ));
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static void avx2_silu_mul(int n, float *g, const float *u)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        __m256 s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = kvv_cpu_silu_mul_inline(g[i], u[i]);
+}
+
+static void avx2_exp_shift(int n, const float *s, float m, float *e)
+{
+    int i = 0;
+    __m256 vm = _mm256_set1_ps(m), ninf = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(s + i);
+        __m256 y = exp8(_mm256_sub_ps(x, vm));
+        _mm256_storeu_ps(e + i, _mm256_blendv_ps(y, _mm256_setzero_ps(),
+                                                 _mm256_cmp_ps(x, ninf, _CMP_EQ_OQ)));
+    }
+    for (; i < n; i++)
+        e[i] = s[i] == -INFINITY ? 0.0f : kvv_cpu_expf_inline(s[i] - m);
+}
+
 const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .name = "avx2",
     .lanes = 8,
@@ -235,6 +295,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .axpy = avx2_axpy,
     .dequant_q8_0 = avx2_dequant_q8_0,
     .dequant_q4_0 = avx2_dequant_q4_0,
+    .silu_mul = avx2_silu_mul,
+    .exp_shift = avx2_exp_shift,
 };
 
 #elif defined(__x86_64__)

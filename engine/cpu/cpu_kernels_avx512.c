@@ -14,6 +14,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "engine/cpu/cpu_expf.h"
+
 #define RB 4
 #define TB 4
 #define TOK_TILE 48
@@ -186,6 +188,64 @@ static void avx512_axpy(int n, float a, const float *x, float *y)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
+
+/* exp of 16 lanes: exactly the operations of kvv_cpu_expf_inline. */
+static inline __m512 exp16(__m512 x)
+{
+    __m512 kf = _mm512_mul_ps(x, _mm512_set1_ps(KVV_CPU_LOG2E));
+    __mmask16 ge = _mm512_cmp_ps_mask(kf, _mm512_setzero_ps(), _CMP_GE_OQ);
+    __m512 half = _mm512_mask_blend_ps(ge, _mm512_set1_ps(-0.5f), _mm512_set1_ps(0.5f));
+    __m512i k = _mm512_cvttps_epi32(_mm512_add_ps(kf, half));
+    __m512 fk = _mm512_cvtepi32_ps(k);
+    __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(fk, _mm512_set1_ps(KVV_CPU_LN2_HI))),
+                             _mm512_mul_ps(fk, _mm512_set1_ps(KVV_CPU_LN2_LO)));
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.5f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    __mmask16 big = _mm512_cmpgt_epi32_mask(k, _mm512_set1_epi32(127));
+    p = _mm512_mask_mul_ps(p, big, p, _mm512_set1_ps(2.0f));
+    k = _mm512_mask_sub_epi32(k, big, k, _mm512_set1_epi32(1));
+    __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
+    __m512 y = _mm512_mul_ps(p, scale);
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(KVV_CPU_EXP_LO), _CMP_LT_OQ), y,
+                             _mm512_setzero_ps());
+    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(KVV_CPU_EXP_HI), _CMP_GT_OQ), y,
+                             _mm512_set1_ps(INFINITY));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+
+static void avx512_silu_mul(int n, float *g, const float *u)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        __m512 s = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = kvv_cpu_silu_mul_inline(g[i], u[i]);
+}
+
+static void avx512_exp_shift(int n, const float *s, float m, float *e)
+{
+    int i = 0;
+    __m512 vm = _mm512_set1_ps(m), ninf = _mm512_set1_ps(-INFINITY);
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(s + i);
+        __m512 y = exp16(_mm512_sub_ps(x, vm));
+        _mm512_storeu_ps(e + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, ninf, _CMP_EQ_OQ), y,
+                                                     _mm512_setzero_ps()));
+    }
+    for (; i < n; i++)
+        e[i] = s[i] == -INFINITY ? 0.0f : kvv_cpu_expf_inline(s[i] - m);
+}
+
 const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .name = "avx512",
     .lanes = 16,
@@ -195,6 +255,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .axpy = avx512_axpy,
     .dequant_q8_0 = avx512_dequant_q8_0,
     .dequant_q4_0 = avx512_dequant_q4_0,
+    .silu_mul = avx512_silu_mul,
+    .exp_shift = avx512_exp_shift,
 };
 
 #elif defined(__x86_64__)

@@ -6,8 +6,11 @@
  */
 #include "engine/cpu/cpu_kernels.h"
 
+#include <math.h>
+
 #include <string.h>
 
+#include "engine/cpu/cpu_expf.h"
 #include "model/tensor_types.h"
 
 #define LANES 8
@@ -114,6 +117,18 @@ static void gen_axpy(int n, float a, const float *x, float *y)
         y[i] = y[i] + a * x[i];
 }
 
+static void gen_silu_mul(int n, float *g, const float *u)
+{
+    for (int i = 0; i < n; i++)
+        g[i] = kvv_cpu_silu_mul_inline(g[i], u[i]);
+}
+
+static void gen_exp_shift(int n, const float *s, float m, float *e)
+{
+    for (int i = 0; i < n; i++)
+        e[i] = s[i] == -INFINITY ? 0.0f : kvv_cpu_expf_inline(s[i] - m);
+}
+
 const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .name = "generic",
     .lanes = LANES,
@@ -123,6 +138,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .axpy = gen_axpy,
     .dequant_q8_0 = gen_dequant_q8_0,
     .dequant_q4_0 = gen_dequant_q4_0,
+    .silu_mul = gen_silu_mul,
+    .exp_shift = gen_exp_shift,
 };
 
 const kvv_cpu_kernels *kvv_cpu_kernels_select(const char *force)

@@ -9,34 +9,16 @@
  * built once at open in double precision and rounded to float.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "engine/cpu/cpu_expf.h"
 #include "engine/cpu/cpu_impl.h"
 
-/* exp(x): x = k ln2 + r with |r| <= ln2/2 (two-part ln2), a degree-7
- * Taylor polynomial for e^r (truncation < 2e-9 relative), scaled by 2^k
- * exactly (ldexpf). Below ln(FLT_MIN) the result is 0. */
 float kvv_cpu_expf(float x)
 {
-    if (x != x)
-        return x;
-    if (x < -87.33654f)
-        return 0.0f;
-    if (x > 88.72283f)
-        return INFINITY;
-    float kf = x * 1.44269504f;
-    int k = (int)(kf >= 0.0f ? kf + 0.5f : kf - 0.5f);
-    float fk = (float)k;
-    float r = (x - fk * 0.693145751953125f) - fk * 1.428606765330187e-06f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    return ldexpf(p, k);
+    return kvv_cpu_expf_inline(x);
 }
 
 /* e^y - 1 without cancellation for small |y| (Taylor to y^9 below 0.35). */
@@ -71,7 +53,7 @@ float kvv_cpu_tanhf(float x)
 
 float kvv_cpu_silu(float x)
 {
-    return x / (1.0f + kvv_cpu_expf(-x));
+    return x / (1.0f + kvv_cpu_expf_inline(-x));
 }
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */

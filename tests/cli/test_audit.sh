@@ -3,7 +3,11 @@
 # --junit (xmllint-clean), and the exit codes of DESIGN.md §6: 0 for a
 # passing model, 1 for a failing check (--force-fail), 2 for a corrupt file
 # (nothing overwritten), 77 for an unsupported architecture.
-KVV=${KVV:-./kvverify}
+# $KVV, else the binary of this build folder ($O, set by tests/run_tests.sh),
+# else ./kvverify (a symlink other builds may repoint meanwhile)
+if [ -z "$KVV" ]; then
+    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
+fi
 SHARED=${KVV_SHARED:-../shared}
 T=${TMPDIR:-/tmp}/kvv-test-audit.$$
 mkdir -p "$T" || exit 1

@@ -3,7 +3,11 @@
 # passes on a synthetic model (and on stories260K when ../shared is there)
 # with f32, f16 and bf16 caches, prints its controls as detected, fails with
 # exit 1 under --force-fail, and rejects bad input with exit 2.
-KVV=${KVV:-./kvverify}
+# $KVV, else the binary of this build folder ($O, set by tests/run_tests.sh),
+# else ./kvverify (a symlink other builds may repoint meanwhile)
+if [ -z "$KVV" ]; then
+    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
+fi
 SHARED=${KVV_SHARED:-../shared}
 T=${TMPDIR:-/tmp}/kvv-test-checks.$$
 mkdir -p "$T" || exit 1

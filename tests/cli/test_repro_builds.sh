@@ -5,7 +5,9 @@
 # installed, a clang build:
 #   make O=build-repro-O0 OPT=-O0 build-repro-O0/kvverify
 #   make O=build-repro-clang CC=clang build-repro-clang/kvverify
-# (the golden-vector tests reuse these build folders). With ../shared the
+# (the golden-vector tests reuse these build folders); with KVV_SLOW=1 (make
+# test-slow) also an -O3 -march=native build (FMA and wide vectors enabled:
+# -ffp-contract=off must still keep every bit). With ../shared the
 # model is stories260K-f32 and the teacher-forced hash must also equal the
 # committed expectation of tests/reference/test_ref_repro.c; without it, a
 # synthetic gemma2 model from `kvverify synth` (soft-caps, sliding window,
@@ -36,18 +38,29 @@ hash_of() { # binary, extra args...
     "$bin" run "$MODEL" --tokens "$TOKENS" --hash "$@" | sed -n 's/^sha256: //p'
 }
 
+# A clean make environment: inside `make test` (or test-asan) MAKEFLAGS would
+# pass the outer O=, OPT=, SAN= down to these builds.
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j"$JOBS" SAN= "$@"; }
+
 bins="$KVV"
 echo "building -O0 (build-repro-O0)"
-make -s -j"$JOBS" O=build-repro-O0 OPT=-O0 build-repro-O0/kvverify >"$tmp/make-O0.log" 2>&1 || {
+mk O=build-repro-O0 OPT=-O0 build-repro-O0/kvverify >"$tmp/make-O0.log" 2>&1 || {
     echo "FAIL: -O0 build"; tail -20 "$tmp/make-O0.log"; exit 1; }
 bins="$bins build-repro-O0/kvverify"
 if command -v clang >/dev/null 2>&1; then
     echo "building with clang (build-repro-clang)"
-    make -s -j"$JOBS" O=build-repro-clang CC=clang build-repro-clang/kvverify \
+    mk O=build-repro-clang CC=clang build-repro-clang/kvverify \
         >"$tmp/make-clang.log" 2>&1 || { echo "FAIL: clang build"; tail -20 "$tmp/make-clang.log"; exit 1; }
     bins="$bins build-repro-clang/kvverify"
 else
     echo "note: no clang: comparing gcc -O2 with gcc -O0 only"
+fi
+
+if [ -n "${KVV_SLOW:-}" ] && [ "${KVV_SLOW:-}" != 0 ]; then
+    echo "building -O3 -march=native (build-repro-native)"
+    mk O=build-repro-native OPT="-O3 -march=native" build-repro-native/kvverify \
+        >"$tmp/make-native.log" 2>&1 || { echo "FAIL: native build"; tail -20 "$tmp/make-native.log"; exit 1; }
+    bins="$bins build-repro-native/kvverify"
 fi
 
 for mode in teacher greedy greedy-f16; do

@@ -109,11 +109,55 @@ must-fail-kv     model=llama.gguf checks=kv tokens=8 control=force-fail
 must-fail-vec    model=llama.gguf vector=llama.kvv control=resid:1:2
 weight-vec       model=llama.gguf vector=llama.kvv control=weight
 EOF
-expect 1 "3 cases, 3 testcases: 0 passed, 3 failed" "$KVV" suite "$T/controls.txt" --junit "$T/c.xml"
-grep -q '<failure message="first divergence: hash.resid layer 1 position 2' "$T/c.xml" \
-    && ok "JUnit failure names the first divergent layer and position" \
-    || { fail "JUnit failure message"; grep failure "$T/c.xml"; }
+# negative controls pass when the planted difference is detected
+expect 0 "3 cases, 3 testcases: 3 passed, 0 failed" "$KVV" suite "$T/controls.txt" --junit "$T/c.xml"
+grep -q 'control detected: .* first divergence: hash.resid layer 1 position 2' "$T/c.xml" \
+    && ok "control case names the first divergent layer and position" \
+    || { fail "control case message"; cat "$T/c.xml"; }
+grep -q 'control detected: .*first divergence: logits step 0' "$T/c.xml" \
+    && ok "weight control detected in the logits" || fail "weight control"
 xmllint --noout "$T/c.xml" || fail "controls JUnit not well-formed"
+
+# a real failure: a vector whose stored greedy token 0 is wrong, written by an
+# independent implementation of docs/vectors-format.md (python3 + zlib)
+if command -v python3 >/dev/null; then
+    python3 - "$T/llama.kvv" "$T/bad.kvv" <<'PY'
+import struct, sys, zlib
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack_from('<I', b, 8)[0]
+out, off = [b[:16]], 16
+for _ in range(n):
+    start = off
+    nl = struct.unpack_from('<H', b, off)[0]
+    name = b[off + 2:off + 2 + nl]
+    o = off + 2 + nl
+    nd = b[o + 1]
+    o += 4 + 8 * nd
+    U, Z = struct.unpack_from('<QQ', b, o)
+    head_end = o + 16
+    z = b[head_end + 4:head_end + 4 + Z]
+    off = head_end + 4 + Z
+    if name == b'greedy':
+        d = bytearray(zlib.decompress(z))
+        t = struct.unpack_from('<i', d, 0)[0]
+        struct.pack_into('<i', d, 0, (t + 1) % 512)
+        z = zlib.compress(bytes(d), 9)
+        head = bytearray(b[start:head_end])
+        struct.pack_into('<Q', head, len(head) - 8, len(z))
+        out.append(bytes(head) + struct.pack('<I', zlib.crc32(bytes(head) + z)) + z)
+    else:
+        out.append(b[start:off])
+open(sys.argv[2], 'wb').write(b''.join(out))
+PY
+    expect 1 "first divergence: greedy step 0 \(output layer\) position 7: expected token" \
+        "$KVV" vectors check "$T/llama.gguf" "$T/bad.kvv"
+    echo "edited model=llama.gguf vector=bad.kvv" > "$T/fail.txt"
+    expect 1 "1 failed" "$KVV" suite "$T/fail.txt" --junit "$T/f.xml"
+    grep -q '<failure message="first divergence: greedy step 0' "$T/f.xml" \
+        && ok "JUnit failure names the first divergence" || { fail "JUnit failure"; cat "$T/f.xml"; }
+else
+    echo "SKIP: python3 not found: the independently written failing vector is not tested"
+fi
 
 "$KVV" synth --shape llama-tiny --seed 99 -o "$T/other.gguf" >/dev/null
 echo "wrong-model model=other.gguf vector=llama.kvv" > "$T/wrong.txt"

@@ -15,6 +15,8 @@
  *  - kv_from_residual reproduces the cache bit for bit in invariant mode
  *    (all at once and one token at a time); in fast mode it runs and stays
  *    close; the KVV_CTL controls change the bits they should;
+ *  - the attn hook reports the reference's keys and probabilities, also
+ *    after an eviction (an evicted key has probability exactly 0);
  *  - the generic kernels agree with the reference too;
  *  - bad input gives KVV_ERR_USAGE.
  */
@@ -374,6 +376,81 @@ static void test_kv_from_residual(void **state)
     kvv_model_close(m);
 }
 
+/* attn hook: probabilities (and their key positions) of the last layer. */
+typedef struct {
+    int layer, n_keys, n, n_head;
+    int32_t key_pos[128];
+    float p[8 * 16 * 128];
+} attn_rec;
+
+static void rec_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
+                     const int32_t *key_pos, const float *p)
+{
+    attn_rec *r = u;
+    (void)pos;
+    if (layer != r->layer)
+        return;
+    r->n_keys = n_keys;
+    r->n = n;
+    memcpy(r->key_pos, key_pos, sizeof(int32_t) * (size_t)n_keys);
+    memcpy(r->p, p, sizeof(float) * (size_t)n * (size_t)r->n_head * (size_t)n_keys);
+}
+
+/* The attn hook agrees with the reference (same keys, probabilities within
+ * 1e-5), also after an eviction: an evicted key reports exactly 0. */
+static void test_attn_hook_and_eviction(void **state)
+{
+    (void)state;
+    KVV_NEED_SHARED(path, "peer/models/synth-gemma3-f32.gguf");
+    kvv_model *m;
+    kvv_error err = {0};
+    if (kvv_model_open(path, &m, &err))
+        fail_msg("%s: %s", path, err.msg);
+    assert_true(m->hp.n_head <= 16);
+    int V = m->hp.n_vocab, H = m->hp.n_head;
+    const int n = 24;
+    int32_t tok[25];
+    for (int i = 0; i < 25; i++)
+        tok[i] = (int32_t)((i * 71 + 5) % V);
+    static attn_rec ra, rc;
+    ra.n_head = rc.n_head = H;
+    float *lg = malloc(sizeof(float) * 25 * V);
+    kvv_engine *ref = open_engine(m, "ref", KVV_MODE_EXACT, 1, KVV_CACHE_F32, 0);
+    kvv_engine *cpu = open_engine(m, "cpu", KVV_MODE_INVARIANT, 2, KVV_CACHE_F32, 0);
+    for (int layer = 0; layer < m->hp.n_layer; layer++) { /* local and global layers */
+        ra.layer = rc.layer = layer;
+        kvv_engine_reset(ref);
+        kvv_engine_reset(cpu);
+        kvv_hooks ha = {.user = &ra, .attn = rec_attn}, hc = {.user = &rc, .attn = rec_attn};
+        run_chunks(ref, tok, n, n, lg, V, &ha);
+        run_chunks(cpu, tok, n, n, lg, V, &hc);
+        assert_int_equal(ra.n_keys, rc.n_keys);
+        assert_memory_equal(ra.key_pos, rc.key_pos, sizeof(int32_t) * (size_t)ra.n_keys);
+        for (int i = 0; i < n * H * ra.n_keys; i++) {
+            assert_true(fabsf(ra.p[i] - rc.p[i]) <= 1e-5f);
+            assert_true((ra.p[i] == 0.0f) == (rc.p[i] == 0.0f));
+        }
+        /* evict position 3 (all heads) and decode one more token */
+        kvv_kv_cache_evict(kvv_engine_cache(ref), layer, 3, -1);
+        kvv_kv_cache_evict(kvv_engine_cache(cpu), layer, 3, -1);
+        int32_t p24 = n;
+        assert_int_equal(kvv_engine_forward(ref, 1, tok + n, &p24, &ha, KVV_LOGITS_LAST, lg, &err), KVV_OK);
+        assert_int_equal(kvv_engine_forward(cpu, 1, tok + n, &p24, &hc, KVV_LOGITS_LAST, lg, &err), KVV_OK);
+        assert_int_equal(ra.n_keys, rc.n_keys);
+        assert_memory_equal(ra.key_pos, rc.key_pos, sizeof(int32_t) * (size_t)ra.n_keys);
+        for (int i = 0; i < H * ra.n_keys; i++)
+            assert_true(fabsf(ra.p[i] - rc.p[i]) <= 1e-5f);
+        for (int k = 0; k < rc.n_keys; k++)
+            if (rc.key_pos[k] == 3)
+                for (int h = 0; h < H; h++)
+                    assert_true(rc.p[h * rc.n_keys + k] == 0.0f);
+    }
+    kvv_engine_close(ref);
+    kvv_engine_close(cpu);
+    free(lg);
+    kvv_model_close(m);
+}
+
 static void test_generic_kernels(void **state)
 {
     (void)state;
@@ -469,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_conformance),
         cmocka_unit_test(test_invariant_bit_exact),
         cmocka_unit_test(test_kv_from_residual),
+        cmocka_unit_test(test_attn_hook_and_eviction),
         cmocka_unit_test(test_generic_kernels),
         cmocka_unit_test(test_bad_input),
     };

@@ -148,6 +148,60 @@ static void test_q8_0_fused_and_dequant(void **state)
     free(b);
 }
 
+/* silu_mul and exp_shift give the scalar bits in every lane and the tail, in
+ * every table (so an element's result never depends on its index), and exp
+ * is accurate to a few ulp with the right special values. */
+static void test_elementwise(void **state)
+{
+    (void)state;
+    enum { N = 4099 };
+    float *g = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N);
+    float *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    float *e0 = malloc(sizeof(float) * N), *e1 = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        g[i] = frand() * (i % 7 == 0 ? 120.0f : 12.0f);
+        u[i] = frand();
+    }
+    g[5] = -INFINITY;
+    g[6] = NAN;
+    g[7] = 88.7f;
+    g[8] = -87.3f;
+    g[9] = -0.0f;
+    g[10] = 100.0f;
+    const kvv_cpu_kernels *gen = tables[0];
+    memcpy(a, g, sizeof(float) * N);
+    gen->silu_mul(N, a, u);
+    gen->exp_shift(N, g, 0.0f, e0);
+    for (int ti = 1; ti < n_tables; ti++)
+        for (int off = 0; off < 9; off++) { /* shift the lane/tail split */
+            memcpy(b, g + off, sizeof(float) * (N - off));
+            tables[ti]->silu_mul(N - off, b, u + off);
+            tables[ti]->exp_shift(N - off, g + off, 0.0f, e1);
+            for (int i = 0; i < N - off; i++) {
+                float x, y;
+                memcpy(&x, &a[i + off], 4);
+                memcpy(&y, &b[i], 4);
+                if (x == x || y == y)
+                    assert_memory_equal(&a[i + off], &b[i], sizeof(float));
+                assert_memory_equal(&e0[i + off], &e1[i], sizeof(float));
+            }
+        }
+    assert_true(e0[5] == 0.0f);
+    assert_true(isnan(e0[6]));
+    assert_true(e0[10] == INFINITY);
+    for (int i = 11; i < N; i++) {
+        double want = exp((double)g[i]);
+        if (want > 1e-37 && want < 1e38)
+            assert_true(fabs(e0[i] - want) <= 4e-7 * want);
+    }
+    free(g);
+    free(u);
+    free(a);
+    free(b);
+    free(e0);
+    free(e1);
+}
+
 typedef struct {
     atomic_int calls[8];
     atomic_int total;
@@ -194,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_gemm_invariant),
         cmocka_unit_test(test_q8_0_fused_and_dequant),
+        cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_pool),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -136,6 +136,15 @@ static void test_shared_models_hparams(void **state)
     }
     assert_int_equal(n, 13);
     json_decref(j);
+    /* ollama's random llama: the full 32000-token Llama 2 vocabulary */
+    kvv_model *tiny;
+    kvv_error err = {0};
+    assert_int_equal(kvv_model_open(model_path("llama-2-tiny-random.gguf"), &tiny, &err), KVV_OK);
+    assert_int_equal(tiny->hp.n_vocab, 32000);
+    assert_int_equal(tiny->hp.n_embd, 8);
+    assert_int_equal(tiny->hp.n_layer, 1);
+    assert_int_equal(tiny->gguf->n_tensors, 12);
+    kvv_model_close(tiny);
 }
 
 /* Per-architecture facts from ../shared/peer/README.md. */

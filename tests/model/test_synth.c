@@ -15,6 +15,7 @@
 #include "model/gguf.h"
 #include "model/shapes.h"
 #include "model/synth.h"
+#include "model/tokenizer.h"
 #include "tests/test_util.h"
 
 typedef struct {
@@ -330,6 +331,45 @@ static void test_vocab(void **state)
     kvv_synth_vocab_free(NULL);
 }
 
+/* The synthetic vocabulary works as a SentencePiece tokenizer: words of the
+ * vocabulary become single pieces, anything else falls back to bytes, and
+ * decoding gives the text back. */
+static void test_vocab_tokenizes(void **state)
+{
+    (void)state;
+    built b;
+    build(kvv_shape_find("llama-tiny"), KVV_TYPE_F32, 1, 4000, &b);
+    kvv_tokenizer *tok = NULL;
+    kvv_error err = {0};
+    if (kvv_tokenizer_open(b.m->gguf, &tok, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(kvv_tokenizer_n_vocab(tok), 4000);
+    assert_int_equal(kvv_tokenizer_bos(tok), 1);
+    assert_int_equal(kvv_tokenizer_eos(tok), 2);
+    const char *text = "ab cd!\n\xc3\xa9";
+    int32_t *ids = NULL;
+    int n = 0;
+    assert_int_equal(kvv_tokenize(tok, text, strlen(text), true, &ids, &n, &err), KVV_OK);
+    assert_true(n >= 4);
+    assert_int_equal(ids[0], 1); /* BOS */
+    /* "▁ab" is a piece of the vocabulary: the first word is one token */
+    char piece[64];
+    int len = kvv_token_piece(tok, ids[1], piece, sizeof piece);
+    assert_int_equal(len, 3);
+    assert_memory_equal(piece, " ab", 3);
+    /* decoding keeps SentencePiece's leading space, as for stories260K's
+     * vocabulary ("Once upon" -> " Once upon") */
+    char *back = NULL;
+    size_t blen = 0;
+    assert_int_equal(kvv_detokenize(tok, ids, n, &back, &blen, &err), KVV_OK);
+    if (blen != strlen(text) + 1 || back[0] != ' ' || memcmp(back + 1, text, blen - 1) != 0)
+        fail_msg("decoded %zu bytes: [%.*s]", blen, (int)blen, back);
+    free(back);
+    free(ids);
+    kvv_tokenizer_free(tok);
+    unbuild(&b);
+}
+
 static void test_bad_options(void **state)
 {
     (void)state;
@@ -399,6 +439,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_vocab),
+        cmocka_unit_test(test_vocab_tokenizes),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_every_arch_every_type),
         cmocka_unit_test(test_deterministic),

@@ -205,8 +205,10 @@ static void test_cpu_ops_are_the_engine(void **state)
                                  xn + (size_t)t * E);
             cpu->vt->matmul(cpu, l, KVV_T_WK, n, xn, k);
             for (int t = 0; t < n; t++)
-                for (int g = 0; g < hp->n_head_kv; g++)
-                    cpu->vt->rope(cpu, l, t, k + (size_t)t * K + g * hd, k + (size_t)t * K + g * hd);
+                for (int g = 0; g < hp->n_head_kv; g++) {
+                    float *kh = k + (size_t)t * K + (size_t)g * hd;
+                    cpu->vt->rope(cpu, l, t, kh, kh);
+                }
             diff += memcmp(k, cap.k + (size_t)l * n * K, (size_t)n * K * sizeof *k) != 0;
         }
         assert_int_equal(diff, 0);

@@ -1,0 +1,175 @@
+/*
+ * test_audit.c — the pieces around the checks: the audit's check table and
+ * its sizing ladder, the prompt generators, the kv chunk rule, and the
+ * capture hooks (recording by position, patching, the planted flip, NaN
+ * poisoning). No ../shared needed.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "model/shapes.h"
+#include "tests/test_util.h"
+#include "verify/audit.h"
+#include "verify/capture.h"
+#include "verify/kv.h"
+#include "verify/patch.h"
+
+static void test_table(void **state)
+{
+    (void)state;
+    int n;
+    const kvv_check_entry *t = kvv_audit_checks(&n);
+    assert_true(n >= 4);
+    const char *const mine[] = {"kv", "patch", "greedy", "invariance"};
+    for (int i = 0; i < 4; i++) {
+        assert_string_equal(t[i].name, mine[i]); /* the first four, in this order */
+        assert_ptr_equal(kvv_audit_find(mine[i]), &t[i]);
+        assert_non_null(t[i].run);
+        assert_true(strlen(t[i].summary) > 10);
+    }
+    assert_null(kvv_audit_find("nope"));
+}
+
+static void plan_of(const char *shape, kvv_audit_plan *p)
+{
+    kvv_hparams hp;
+    const kvv_shape *s = kvv_shape_find(shape);
+    assert_non_null(s);
+    kvv_shape_hparams(s, 0, &hp);
+    kvv_audit_plan_for(&hp, 0, p);
+}
+
+static void test_plan(void **state)
+{
+    (void)state;
+    kvv_audit_plan tiny, smol, big;
+    plan_of("llama-tiny", &tiny);
+    plan_of("smollm2-135m", &smol);
+    plan_of("llama-3.2-1b", &big);
+    assert_int_equal(tiny.n_prompt, 32);
+    assert_int_equal(tiny.n_gen, 48);
+    assert_true(tiny.est_macs < 1e10);
+    /* 135M: within the budget (about a minute on the reference engine) */
+    assert_true(smol.est_macs <= KVV_AUDIT_BUDGET_MACS);
+    assert_true(smol.n_prompt >= 4 && smol.n_prompt < tiny.n_prompt);
+    assert_true(smol.n_gen >= 4);
+    /* bigger models never get a bigger plan; the floor is (4, 4) */
+    assert_true(big.n_prompt <= smol.n_prompt && big.n_gen <= smol.n_gen);
+    assert_true(big.n_prompt >= 4 && big.n_gen >= 4);
+    /* an explicit budget is honoured */
+    kvv_hparams hp;
+    kvv_shape_hparams(kvv_shape_find("smollm2-135m"), 0, &hp);
+    kvv_audit_plan p;
+    kvv_audit_plan_for(&hp, 1e15, &p);
+    assert_int_equal(p.n_prompt, 32);
+    double l, h;
+    kvv_model_macs_per_token(&hp, &l, &h);
+    assert_true(l > 9e7 && l < 1.2e8); /* ~106M MACs through 30 layers */
+    assert_true(h == (double)hp.n_embd * hp.n_vocab);
+}
+
+static void test_prompts(void **state)
+{
+    (void)state;
+    int32_t a[64], b[64];
+    kvv_prompt_random(5, 300, 1, a, 64);
+    kvv_prompt_random(5, 300, 1, b, 64);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(a[0], 1);
+    int distinct = 0;
+    for (int i = 0; i < 64; i++) {
+        assert_true(a[i] >= 0 && a[i] < 300);
+        distinct += i > 0 && a[i] != a[i - 1];
+    }
+    assert_true(distinct > 40);
+    kvv_prompt_random(6, 300, -1, b, 64);
+    assert_memory_not_equal(a, b, sizeof a);
+
+    /* prompt B: same length and first token, differs before the last position */
+    int32_t pb[8];
+    kvv_patch_prompt_b(a, 8, 300, 1, pb);
+    assert_int_equal(pb[0], a[0]);
+    int differ = 0;
+    for (int i = 0; i < 7; i++)
+        differ |= pb[i] != a[i];
+    assert_true(differ);
+    /* even with a 2-token vocabulary and a 2-token prompt */
+    int32_t two[2] = {0, 1}, tb[2];
+    kvv_patch_prompt_b(two, 2, 2, 3, tb);
+    assert_true(tb[0] != two[0]);
+}
+
+static void test_chunk(void **state)
+{
+    (void)state;
+    assert_int_equal(kvv_kv_default_chunk(32), 5);
+    assert_int_equal(kvv_kv_default_chunk(10), 3);
+    assert_int_equal(kvv_kv_default_chunk(15), 7);
+    assert_int_equal(kvv_kv_default_chunk(2), 1);
+    assert_int_equal(kvv_kv_default_chunk(4), 3);
+    for (int n = 3; n < 200; n++) {
+        int c = kvv_kv_default_chunk(n);
+        assert_true(c % 2 == 1);
+        assert_true(c < n);
+    }
+}
+
+static void test_capture(void **state)
+{
+    (void)state;
+    kvv_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_layer = 2;
+    hp.n_embd = 4;
+    hp.n_head_kv = 1;
+    hp.head_dim = 2;
+    hp.head_dim_v = 2;
+    kvv_capture c;
+    kvv_error err = {0};
+    assert_int_equal(kvv_capture_init(&c, &hp, 3, KVV_CAPTURE_RESID | KVV_CAPTURE_KV, &err),
+                     KVV_OK);
+    kvv_capture_poison(&c);
+    assert_true(isnan(kvv_capture_resid(&c, 2, 2)[3]));
+    float src[3][4] = {{9, 9, 9, 9}, {8, 8, 8, 8}, {7, 7, 7, 7}};
+    c.patch_layer = 1;
+    c.patch_src = &src[0][0];
+    c.patch_lo = 1;
+    c.patch_hi = 2;
+    c.flip_layer = 0;
+    c.flip_pos = 2;
+    c.flip_index = 1;
+    kvv_hooks h = kvv_capture_hooks(&c);
+    /* a batch of positions 1 and 2 */
+    int32_t pos[2] = {1, 2};
+    float rows[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+    h.residual(h.user, 0, 2, pos, &rows[0][0]);
+    assert_true(kvv_capture_resid(&c, 0, 1)[1] == 2.0f);
+    /* the flip: lowest mantissa bit of resid[0][2][1], also in the engine's buffer */
+    assert_int_equal(kvv_f32_bits(rows[1][1]), kvv_f32_bits(6.0f) ^ 1u);
+    assert_int_equal(kvv_f32_bits(kvv_capture_resid(&c, 0, 2)[1]), kvv_f32_bits(6.0f) ^ 1u);
+    /* the patch overwrites positions 1..2 of layer 1 in place */
+    float rows1[2][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}};
+    h.residual(h.user, 1, 2, pos, &rows1[0][0]);
+    assert_true(rows1[0][0] == 8.0f && rows1[1][3] == 7.0f);
+    assert_true(kvv_capture_resid(&c, 1, 2)[0] == 7.0f);
+    assert_true(isnan(kvv_capture_resid(&c, 1, 0)[0])); /* position 0 never seen */
+    /* K/V by position */
+    float k[2][2] = {{1, 2}, {3, 4}}, v[2][2] = {{5, 6}, {7, 8}};
+    h.kv(h.user, 1, 2, pos, &k[0][0], &v[0][0]);
+    assert_true(kvv_capture_k(&c, 1, 2)[1] == 4.0f && kvv_capture_v(&c, 1, 1)[0] == 5.0f);
+    /* positions outside the capture are ignored, not written */
+    int32_t far[1] = {7};
+    h.kv(h.user, 0, 1, far, &k[0][0], &v[0][0]);
+    kvv_capture_free(&c);
+    kvv_capture_free(&c); /* idempotent */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),  cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_prompts), cmocka_unit_test(test_chunk),
+        cmocka_unit_test(test_capture),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
