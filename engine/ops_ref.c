@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_impl.h"
 #include "engine/engine_ops.h"
 #include "reference/kmath.h"
 #include "reference/oracle.h"

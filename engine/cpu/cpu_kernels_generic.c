@@ -142,16 +142,31 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .exp_shift = gen_exp_shift,
 };
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+/* FMA and F16C from cpuid leaf 1 (ECX bits 12 and 29): not every compiler's
+ * __builtin_cpu_supports knows their names. AVX and wider are checked with
+ * __builtin_cpu_supports, which also checks that the OS saves the registers. */
+static int has_fma_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    return (c >> 12 & 1u) && (c >> 29 & 1u);
+}
+#endif
+
 const kvv_cpu_kernels *kvv_cpu_kernels_select(const char *force)
 {
     int any = force == NULL || force[0] == '\0';
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
+    int fma16 = has_fma_f16c();
     int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+                 fma16;
+    int has2 = __builtin_cpu_supports("avx2") && fma16;
     if (has512 && (any || strcmp(force, "avx512") == 0))
         return &kvv_cpu_kernels_avx512;
     if (has2 && (any || strcmp(force, "avx2") == 0))
