@@ -83,15 +83,17 @@ fi
 # ---------------------------------------------------------------- our engines
 echo "[" >"$tmp/all.json"
 first=1
-printf '\n%-22s %-14s %3s %7s %9s %9s %10s %10s %8s %8s' model engine thr test tok/s \
-    llama "ours/llama" FLOP/tok bytes/tok achieved
+printf '\n%-20s %-13s %3s %6s %9s %5s %9s %9s %10s %9s %9s %9s' model engine thr test tok/s \
+    cpu tok/cpu-s llama "ours/llama" FLOP/tok bytes/tok achieved
 echo
-line() { # model label threads test tok/s flop bytes achieved-string llama-prompt llama-gen
+line() { # model label threads test tok/s flop bytes achieved llama-prompt llama-gen util
     lts=$(llama_ts "$1" "$9" "${10}" "$3")
     ratio=""
     [ -n "$lts" ] && ratio=$(awk -v a="$5" -v b="$lts" 'BEGIN { if (b > 0) printf "%.2fx", a / b }')
-    printf '%-22s %-14s %3s %7s %9.1f %9s %10s %10.3g %8.3g %8s\n' "$(basename "$1" .gguf)" \
-        "$2" "$3" "$4" "$5" "${lts:--}" "${ratio:--}" "$6" "$7" "$8"
+    per=$(awk -v a="$5" -v u="${11}" 'BEGIN { if (u > 0) printf "%.1f", a / u; else print "-" }')
+    printf '%-20s %-13s %3s %6s %9.1f %5.2f %9s %9s %10s %9.3g %9.3g %9s\n' \
+        "$(basename "$1" .gguf)" "$2" "$3" "$4" "$5" "${11}" "$per" "${lts:--}" "${ratio:--}" \
+        "$6" "$7" "$8"
 }
 for m in $models; do
     for cfg in ref cpu-fast cpu-invariant; do
@@ -117,9 +119,10 @@ for m in $models; do
                 bp=$(field weight_bytes_per_prompt_token "$out")
                 bt=$(field weight_bytes_per_decode_token "$out")
                 gf=$(field prompt_gflop_s "$out"); gb=$(field decode_gb_s "$out")
-                line "$m" "$cfg" "$th" "pp$1" "$pp" "$fp" "$bp" "$(printf '%.1fGF/s' "$gf")" "$1" 0
+                pu=$(field prompt_cpu_util "$out"); tu=$(field decode_cpu_util "$out")
+                line "$m" "$cfg" "$th" "pp$1" "$pp" "$fp" "$bp" "$(printf '%.1fGF/s' "$gf")" "$1" 0 "$pu"
                 [ "$2" -gt 0 ] &&
-                    line "$m" "$cfg" "$th" "tg$2" "$tg" "$ft" "$bt" "$(printf '%.1fGB/s' "$gb")" 0 "$2"
+                    line "$m" "$cfg" "$th" "tg$2" "$tg" "$ft" "$bt" "$(printf '%.1fGB/s' "$gb")" 0 "$2" "$tu"
             done
         done
     done
@@ -130,4 +133,6 @@ echo
 echo "pp = prompt (one forward call, logits of the last row), tg = decode (one call per"
 echo "token); tok/s is the median of the repeats; FLOP/tok and bytes/tok are the model's"
 echo "projections and weight bytes per token (the roofline: prompt is compute-bound,"
-echo "decode reads every weight once per token). JSON: $JSON"
+echo "decode reads every weight once per token). cpu = process CPU time / wall time"
+echo "(below the thread count when other processes held the cores); tok/cpu-s = tok/s / cpu,"
+echo "the rate per CPU-second. JSON: $JSON"

@@ -261,6 +261,10 @@ int kvv_cmd_bench(int argc, char **argv)
     json_object_set_new(j, "decode_tok_s", json_real(tg_med));
     json_object_set_new(j, "prompt_cpu_util", json_real(ppc_med));
     json_object_set_new(j, "decode_cpu_util", json_real(tgc_med));
+    /* tokens per CPU-second: the rate with the machine to ourselves, if the
+     * other processes took only time (not memory bandwidth) from us */
+    json_object_set_new(j, "prompt_tok_per_cpu_s", json_real(ppc_med > 0 ? pp_med / ppc_med : 0));
+    json_object_set_new(j, "decode_tok_per_cpu_s", json_real(tgc_med > 0 ? tg_med / tgc_med : 0));
     json_t *jp = json_array(), *jt = json_array();
     for (int r = 0; r < a.repeats; r++) {
         json_array_append_new(jp, json_real(pp[r]));

@@ -143,8 +143,8 @@ void ref_rope_angles(float *cs, int pos, int n_rot, float theta_scale, const flo
 /* y0 = x0*c - x1*s, y1 = x0*s + x1*c with every product rounded to fp32
  * before the add. The four products go through a small array first: GCC's
  * vectorizer recognizes the in-register form as a complex multiplication
- * and, with FMA enabled (-march=native, aarch64), emits fused
- * vfmaddsub/fcmla even under -ffp-contract=off, which would change bits. */
+ * and, with FMA enabled (seen with -march=native on x86-64), emits a fused
+ * vfmaddsub even under -ffp-contract=off, which would change bits. */
 #define ROPE_CHUNK 32
 void ref_rope_apply(float *x, const float *cs, int n_rot, kvv_rope_type type)
 {

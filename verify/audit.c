@@ -7,6 +7,7 @@
 #include "verify/greedy.h"
 #include "verify/invariance.h"
 #include "verify/kv.h"
+#include "verify/kvdirect.h"
 #include "verify/patch.h"
 
 /* The audit, one line per check, in run order. */
@@ -15,6 +16,7 @@ static const kvv_check_entry checks[] = {
     {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0"},
     {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit"},
     {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit"},
+    {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache"},
     {"compare", kvv_check_compare, "the engine against the reference per layer and on logits"},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
@@ -67,7 +69,11 @@ static double audit_cost(const kvv_hparams *hp, int T, int N)
     double greedy = nocache_tok * cl + nocache_att * att + 2.0 * (T + N) * cl + 3.0 * N * ch;
     /* invariance: baseline + 4 variants + control (+ threads where present) */
     double inv = 6.0 * T * (cl + ch);
-    return kv + patch + greedy + inv;
+    /* kvdirect: full + 3 configurations + control, each T + N positions; the
+     * single-vector mode at budget (T+N)/2 re-runs about N*(T+N)/4 evicted
+     * tokens in all; per-layer recompute is below 1% of a layer. */
+    double kvd = 5.0 * (T + N) * cl + (double)N * (T + N) / 4.0 * cl + 5.0 * N * ch;
+    return kv + patch + greedy + inv + kvd;
 }
 
 void kvv_audit_plan_for(const kvv_hparams *hp, double budget, kvv_audit_plan *out)

@@ -6,27 +6,25 @@
 #include "verify/evict.h"
 #include "verify/policy_run.h"
 
-/* One KV-Direct configuration: greedy + teacher-forced runs scored against full. */
+/* One KV-Direct configuration, greedy. If every token matches the full
+ * cache's, both runs saw the same inputs at every step, so their logits are
+ * compared bit for bit directly (no teacher-forced rerun needed); a token
+ * mismatch already fails the comparison. */
 static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *full,
                           const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_error *err)
 {
-    kvv_policy_run_out g, t;
+    kvv_policy_run_out g;
     memset(row, 0, sizeof *row);
     kvv_status s = kvv_policy_run(o->model, &o->engine, cfg, o->tokens, o->n_tokens, o->n_gen,
                                   NULL, &g, err);
     if (s != KVV_OK)
         return s;
-    s = kvv_policy_run(o->model, &o->engine, cfg, o->tokens, o->n_tokens, o->n_gen,
-                       full->tokens, &t, err);
-    if (s == KVV_OK) {
-        kvv_evict_score_row(row, full, &g, &t);
-        row->kind = cfg->kind;
-        row->budget = cfg->budget;
-        row->fits = true;
-    }
+    kvv_evict_score_row(row, full, &g, &g);
+    row->kind = cfg->kind;
+    row->budget = cfg->budget;
+    row->fits = true;
     kvv_policy_run_out_free(&g);
-    kvv_policy_run_out_free(&t);
-    return s;
+    return KVV_OK;
 }
 
 kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
@@ -46,49 +44,57 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         kvv_check_set_error(r, err);
         return s;
     }
-    int budgets[2] = {n_ctx / 4 > 0 ? n_ctx / 4 : 1, n_ctx / 2 > 0 ? n_ctx / 2 : 1};
-    const kvv_policy_kind kinds[2] = {KVV_POLICY_KVDIRECT_LAYER, KVV_POLICY_KVDIRECT_TOKEN};
+    /* Per-layer mode at a quarter and half of the context; the single-vector
+     * mode, whose restoration re-runs every layer over the evicted span, at
+     * half (its cost grows with the evicted count). */
+    int quarter = n_ctx / 4 > 0 ? n_ctx / 4 : 1, half = n_ctx / 2 > 0 ? n_ctx / 2 : 1;
+    const struct { kvv_policy_kind kind; int budget; } plan[3] = {
+        {KVV_POLICY_KVDIRECT_LAYER, quarter},
+        {KVV_POLICY_KVDIRECT_LAYER, half},
+        {KVV_POLICY_KVDIRECT_TOKEN, half},
+    };
     int runs = 0, equal = 0;
     uint64_t peak = 0;
     double flops = 0;
     json_t *arr = json_array();
-    for (int m = 0; m < 2 && s == KVV_OK; m++)
-        for (int b = 0; b < 2 && s == KVV_OK; b++) {
-            kvv_policy_cfg cfg = kvv_policy_cfg_default(kinds[m], budgets[b]);
-            if (o->force_fail && m == 0)
-                cfg.ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
-            kvv_evict_row row;
-            s = run_one(o, &full, &cfg, &row, err);
-            if (s != KVV_OK)
-                break;
-            runs++;
-            equal += row.bit_equal;
-            if (row.bytes_peak > peak)
-                peak = row.bytes_peak;
-            flops += row.recompute_flops;
-            json_t *j = json_object();
-            json_object_set_new(j, "policy", json_string(kvv_policy_name(kinds[m])));
-            json_object_set_new(j, "budget", json_integer(budgets[b]));
-            json_object_set_new(j, "greedy_match", json_real(row.greedy_match));
-            json_object_set_new(j, "bit_equal", json_boolean(row.bit_equal));
-            json_object_set_new(j, "bytes_peak", json_integer((json_int_t)row.bytes_peak));
-            json_object_set_new(j, "recomputed_rows", json_integer((json_int_t)row.recomputed_rows));
-            json_object_set_new(j, "recompute_flops", json_real(row.recompute_flops));
-            json_array_append_new(arr, j);
-            if (!row.bit_equal && !r->has_mismatch) {
-                kvv_mismatch mm = {.layer = -1, .token = row.prefix_match, .head = -1,
-                                   .index = -1};
-                snprintf(mm.tensor, sizeof mm.tensor, "logits");
-                snprintf(mm.variant, sizeof mm.variant, "%s budget=%d",
-                         kvv_policy_name(kinds[m]), budgets[b]);
-                kvv_check_note_mismatch(r, &mm);
-            }
-            if (o->progress)
-                o->progress(o->progress_user, "kvdirect", runs, 4 + (o->controls ? 1 : 0));
+    for (int i = 0; i < 3 && s == KVV_OK; i++) {
+        kvv_policy_kind kind = plan[i].kind;
+        int budget = plan[i].budget;
+        kvv_policy_cfg cfg = kvv_policy_cfg_default(kind, budget);
+        if (o->force_fail && kind == KVV_POLICY_KVDIRECT_LAYER)
+            cfg.ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
+        kvv_evict_row row;
+        s = run_one(o, &full, &cfg, &row, err);
+        if (s != KVV_OK)
+            break;
+        runs++;
+        equal += row.bit_equal;
+        if (row.bytes_peak > peak)
+            peak = row.bytes_peak;
+        flops += row.recompute_flops;
+        json_t *j = json_object();
+        json_object_set_new(j, "policy", json_string(kvv_policy_name(kind)));
+        json_object_set_new(j, "budget", json_integer(budget));
+        json_object_set_new(j, "greedy_match", json_real(row.greedy_match));
+        json_object_set_new(j, "bit_equal", json_boolean(row.bit_equal));
+        json_object_set_new(j, "bytes_peak", json_integer((json_int_t)row.bytes_peak));
+        json_object_set_new(j, "recomputed_rows", json_integer((json_int_t)row.recomputed_rows));
+        json_object_set_new(j, "recompute_flops", json_real(row.recompute_flops));
+        json_array_append_new(arr, j);
+        if (!row.bit_equal && !r->has_mismatch) {
+            kvv_mismatch mm = {.layer = -1, .token = row.prefix_match, .head = -1,
+                               .index = -1};
+            snprintf(mm.tensor, sizeof mm.tensor, "logits");
+            snprintf(mm.variant, sizeof mm.variant, "%s budget=%d",
+                     kvv_policy_name(kind), budget);
+            kvv_check_note_mismatch(r, &mm);
         }
+        if (o->progress)
+            o->progress(o->progress_user, "kvdirect", runs, 3 + (o->controls ? 1 : 0));
+    }
     if (s == KVV_OK && o->controls) {
         /* Control: approximate (bf16) per-layer checkpoints must change the logits. */
-        kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, budgets[0]);
+        kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, quarter);
         cfg.ckpt = KVV_CKPT_BF16;
         kvv_evict_row row;
         s = run_one(o, &full, &cfg, &row, err);

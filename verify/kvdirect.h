@@ -1,10 +1,10 @@
 /*
- * kvdirect.h — the kvdirect check (DESIGN.md §4): KV-Direct in both modes
- * (per-layer residual checkpoints; one layer-0 vector per token) at two
- * budgets (a quarter and half of the context) must give greedy tokens and
- * teacher-forced logits bit-equal to the full cache, with every byte held
- * accounted. Control: per-layer checkpoints stored in bf16 (an approximate
- * option) must be detected as different logits.
+ * kvdirect.h — the kvdirect check (DESIGN.md §4): KV-Direct with per-layer
+ * residual checkpoints at a quarter and half of the context, and with one
+ * layer-0 vector per token at half, must decode greedy tokens and logits
+ * bit-equal to the full cache, every byte held accounted. Control:
+ * per-layer checkpoints stored in bf16 (an approximate option) must be
+ * detected as different logits.
  */
 #ifndef KVV_KVDIRECT_H
 #define KVV_KVDIRECT_H

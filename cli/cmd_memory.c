@@ -1,0 +1,195 @@
+/*
+ * cmd_memory.c — `kvverify memory MODEL --turns 20` and `kvverify memory
+ * --shape NAME` (arithmetic only): bytes held over a conversation by the full
+ * cache and by KV-Direct (verify/memory.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/opts.h"
+#include "cli/prompt_opts.h"
+#include "model/shapes.h"
+#include "model/tokenizer.h"
+#include "verify/memory.h"
+#include "verify/texts.h"
+
+static void help(void)
+{
+    printf("usage: kvverify memory MODEL [options]\n"
+           "       kvverify memory --shape NAME [--paper-mb FULL,KVDIRECT] [--json FILE]\n\n"
+           "A scripted multi-turn conversation (turns of real text for models with a\n"
+           "tokenizer, seeded token ids otherwise): each turn prefills its text and decodes\n"
+           "--gen tokens. Per turn: bytes held by the full cache and by KV-Direct (per-layer\n"
+           "residual checkpoints, and one vector per token) at a live-token budget; the\n"
+           "peak; whether KV-Direct generated the same tokens; and the per-token memory\n"
+           "table. With --shape (no file): the arithmetic for that shape, including how the\n"
+           "paper's Gemma 3-4B figures (103 MB full vs 42 MB KV-Direct) could arise and what\n"
+           "a sliding-window-aware cache holds instead.\n\n"
+           "  --turns N           conversation turns (default 20)\n"
+           "  --gen N             tokens decoded per turn (default 16)\n"
+           "  --budget B          KV-Direct live tokens (default a quarter of the conversation)\n"
+           "  --shape NAME        arithmetic only, for a named shape (kvverify info --shape)\n"
+           "  --paper-mb F,K      figures to reproduce in the arithmetic (default 103,42)\n");
+    kvv_check_cli_help(stdout);
+}
+
+static int run_shape(const char *name, double full_mb, double kvd_mb, const char *json_path)
+{
+    const kvv_shape *s = kvv_shape_find(name);
+    if (!s) {
+        char list[1024];
+        kvv_shape_list(list, sizeof list);
+        fprintf(stderr, "kvverify memory: option --shape: unknown shape '%s' (known: %s)\n", name,
+                list);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    kvv_hparams hp;
+    kvv_shape_hparams(s, 0, &hp);
+    printf("shape %s (%s): %d layers, n_embd %d, %d/%d heads, head dim %d\n", s->name,
+           hp.arch_name, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim);
+    kvv_memory_arith(stdout, &hp, full_mb, kvd_mb);
+    if (json_path) {
+        json_t *j = kvv_memory_arith_json(&hp, full_mb, kvd_mb);
+        json_object_set_new(j, "shape", json_string(s->name));
+        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(j);
+        kvv_error err = {0};
+        kvv_status st = text ? kvv_write_file_atomic(json_path, text, strlen(text), &err)
+                             : kvv_error_set(&err, KVV_ERR_NOMEM, "memory: out of memory");
+        free(text);
+        if (st)
+            return kvv_cli_fail(&err);
+    }
+    return 0;
+}
+
+/* Tokenize the built-in turns (BOS before the first); NULL when the model
+ * has no usable tokenizer. */
+static int32_t **text_turns(const kvv_model *m, int n_turns, int **lens)
+{
+    kvv_tokenizer *tok = NULL;
+    kvv_error err = {0};
+    if (kvv_tokenizer_open(m->gguf, &tok, &err) != KVV_OK)
+        return NULL;
+    int32_t **turns = calloc((size_t)n_turns, sizeof *turns);
+    *lens = calloc((size_t)n_turns, sizeof **lens);
+    bool ok = turns && *lens;
+    for (int t = 0; ok && t < n_turns; t++) {
+        const char *txt = kvv_text_turns[t % KVV_TEXT_TURNS];
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s%s", t ? " " : "", txt);
+        ok = kvv_tokenize(tok, buf, strlen(buf), t == 0, &turns[t], &(*lens)[t], &err) == KVV_OK &&
+             (*lens)[t] > 0;
+    }
+    kvv_tokenizer_free(tok);
+    if (!ok) {
+        for (int t = 0; turns && t < n_turns; t++)
+            free(turns[t]);
+        free(turns);
+        free(*lens);
+        *lens = NULL;
+        return NULL;
+    }
+    return turns;
+}
+
+int kvv_cmd_memory(int argc, char **argv)
+{
+    kvv_check_cli c;
+    kvv_check_cli_init(&c, "memory");
+    long turns = 20, gen = 16, budget = 0;
+    bool gen_given = false;
+    const char *shape = NULL;
+    double full_mb = 103, kvd_mb = 42;
+    kvv_opts o;
+    kvv_opts_init(&o, "memory", argc, argv);
+    while (kvv_opts_next(&o)) {
+        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
+            help();
+            kvv_check_cli_free(&c);
+            return 0;
+        }
+        if (kvv_check_cli_option(&c, &o))
+            continue;
+        if (kvv_opts_value(&o, "--turns")) {
+            if (o.value)
+                kvv_opts_int(&o, "--turns", o.value, 1, 10000, &turns);
+        } else if (kvv_opts_value(&o, "--gen")) {
+            if (o.value)
+                kvv_opts_int(&o, "--gen", o.value, 0, 100000, &gen);
+            gen_given = true;
+        } else if (kvv_opts_value(&o, "--budget")) {
+            if (o.value)
+                kvv_opts_int(&o, "--budget", o.value, 1, 1 << 24, &budget);
+        } else if (kvv_opts_value(&o, "--shape")) {
+            shape = o.value;
+        } else if (kvv_opts_value(&o, "--paper-mb")) {
+            if (o.value && (sscanf(o.value, "%lf,%lf", &full_mb, &kvd_mb) != 2 || full_mb <= 0 ||
+                            kvd_mb <= 0))
+                kvv_opts_error(&o, "option --paper-mb: '%s' is not FULL,KVDIRECT in MB", o.value);
+        } else {
+            kvv_opts_unknown(&o);
+        }
+    }
+    if (o.failed) {
+        kvv_check_cli_free(&c);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (shape) {
+        int code = c.model_path ? (fprintf(stderr, "kvverify memory: give MODEL or --shape, not "
+                                                   "both\n"),
+                                   KVV_EXIT_BAD_INPUT)
+                                : run_shape(shape, full_mb, kvd_mb, c.json_path);
+        kvv_check_cli_free(&c);
+        return code;
+    }
+    if (!c.text && !c.tokens && c.n_random == 0)
+        c.n_random = 1; /* the conversation's turns are the prompt */
+    kvv_check_run run;
+    int code = kvv_check_cli_prepare(&c, &run);
+    if (code)
+        return code;
+    int *lens = NULL;
+    int32_t **tt = text_turns(run.model, (int)turns, &lens);
+    if (!gen_given) {
+        /* Fit the default conversation into the model's context. */
+        long text = 0;
+        for (int t = 0; t < turns; t++)
+            text += tt ? lens[t] : 12;
+        long room = (run.model->hp.n_ctx_train - text) / turns;
+        if (room < gen)
+            gen = room > 1 ? room : 1;
+    }
+    run.report.n_prompt = 0;
+    for (int t = 0; tt && t < turns; t++)
+        run.report.n_prompt += lens[t];
+    kvv_memory_opts mo = {.check = run.opts, .n_turns = (int)turns, .gen_per_turn = (int)gen,
+                          .budget = (int)budget, .turn_tokens = (const int32_t *const *)tt,
+                          .turn_len = lens, .random_turn_len = 12};
+    snprintf(run.report.prompt_source, sizeof run.report.prompt_source, "%s",
+             tt ? "text" : "random");
+    kvv_check_result *r = kvv_check_cli_report(&run, "memory");
+    kvv_memory_result res;
+    kvv_error err = {0};
+    if (r && kvv_memory_run(&mo, &res, r, &err) == KVV_OK) {
+        if (!c.quiet) {
+            printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,
+                   tt ? "built-in text" : "seeded token ids", gen);
+            kvv_memory_print(stdout, &res);
+            kvv_token_memory tm;
+            kvv_token_memory_of(&run.model->hp, &tm);
+            printf("per token: K+V f32 %llu B, f16/bf16 %llu B; one residual f32 %llu B; "
+                   "residuals of every layer f32 %llu B\n",
+                   (unsigned long long)tm.kv_f32, (unsigned long long)tm.kv_bf16,
+                   (unsigned long long)tm.resid_f32, (unsigned long long)tm.resid_layers_f32);
+        }
+        kvv_memory_result_free(&res);
+    }
+    for (int t = 0; tt && t < turns; t++)
+        free(tt[t]);
+    free(tt);
+    free(lens);
+    return kvv_check_cli_finish(&c, &run);
+}
