@@ -94,7 +94,11 @@ int kvv_cmd_evict(int argc, char **argv)
         }
         if (kvv_check_cli_option(&c, &o))
             continue;
-        if (kvv_opts_value(&o, "--budgets")) {
+        long v;
+        if (kvv_opts_value(&o, "-n")) {
+            if (o.value && kvv_opts_int(&o, "-n", o.value, 1, 1 << 20, &v))
+                c.n_gen = v;
+        } else if (kvv_opts_value(&o, "--budgets")) {
             free(budgets);
             budgets = NULL;
             if (o.value && kvv_opts_int_list(&o, "--budgets", o.value, &budgets, &n_budgets))

@@ -86,7 +86,7 @@ static kvv_status run_pair(const kvv_evict_opts *o, const kvv_policy_run_out *fu
 
 static const kvv_policy_kind all_policies[] = {
     KVV_POLICY_WINDOW, KVV_POLICY_STREAMING, KVV_POLICY_H2O, KVV_POLICY_TOVA,
-    KVV_POLICY_SNAPKV, KVV_POLICY_PYRAMIDKV, KVV_POLICY_KNORM,
+    KVV_POLICY_SNAPKV, KVV_POLICY_PYRAMIDKV, KVV_POLICY_KNORM, KVV_POLICY_QUEST,
     KVV_POLICY_KVDIRECT_LAYER, KVV_POLICY_KVDIRECT_TOKEN,
 };
 
