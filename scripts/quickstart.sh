@@ -6,8 +6,6 @@ cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
 make -j2
 mkdir -p out
-./kvverify synth --arch llama --shape tiny --seed 1 -o out/tiny-llama.gguf
-./kvverify info out/tiny-llama.gguf
-if ./kvverify --help | grep -q '^  audit'; then
-    ./kvverify out/tiny-llama.gguf
-fi
+./kvverify synth --arch llama --seed 1 -o out/llama-tiny.gguf
+./kvverify info out/llama-tiny.gguf
+./kvverify out/llama-tiny.gguf

@@ -80,6 +80,7 @@ struct kvv_policy {
     const kvv_hooks *user;
     bool restoring;
     bool prefill;
+    int64_t select_calls;         /* quest: select hook calls in this step */
     kvv_policy_stats st;
 };
 
@@ -233,6 +234,7 @@ static void hook_select(void *user, int layer, int qpos, int head, const float *
     kvv_policy *p = user;
     if (p->restoring)
         return;
+    p->select_calls++;
     if (p->user && p->user->select)
         p->user->select(p->user->user, layer, qpos, head, q, n_keys, key_pos, keep);
     if (p->cfg.kind != KVV_POLICY_QUEST || p->prefill || n_keys == 0)
@@ -643,10 +645,19 @@ kvv_status kvv_policy_forward(kvv_policy *p, int n, const int32_t *tokens, const
         k != KVV_POLICY_PYRAMIDKV && !(user && user->attn))
         h.attn = NULL;
     p->user = user;
+    p->select_calls = 0;
     s = kvv_engine_forward(p->e, n, tokens, pos, &h, lm, logits, err);
     p->user = NULL;
     if (s != KVV_OK)
         return s;
+    if (k0 == KVV_POLICY_QUEST && !p->prefill && p->select_calls == 0) {
+        kvv_engine_desc d;
+        kvv_engine_describe(p->e, &d);
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
+                             "policy quest: engine %s (%s) does not call the per-query select "
+                             "hook, so Quest cannot run on it",
+                             d.name, d.mode);
+    }
     p->n_pos += n;
     for (int l = 0; l < p->n_layer; l++)
         evict_layer(p, l);
