@@ -239,6 +239,9 @@ static int write_json(const char *path, const kvv_numerics_report *rep, const kv
     for (int s = 0; s < rep->samples; s++)
         json_array_append_new(rows, json_integer(rep->rows[s]));
     json_object_set_new(root, "rows", rows);
+    json_object_set_new(root, "softcaps", json_pack("{s:o, s:o}", "attention",
+                                                    jnum(rep->attn_cap), "final",
+                                                    jnum(rep->final_cap)));
     json_t *engines = json_array();
     for (int e = 0; e < rep->n_engines; e++) {
         const kvv_numerics_engine *en = &rep->engines[e];

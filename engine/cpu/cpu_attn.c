@@ -204,7 +204,7 @@ void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const f
     long tasks = (long)n * hp->n_head_kv;
     double work = (double)tasks * (pos[n - 1] + 1) * hp->head_dim;
     int nth = c->n_threads;
-    j.per = nth == 1 || work < 32768 ? (int)tasks : (int)((tasks + 4 * nth - 1) / (4 * nth));
+    j.per = nth == 1 || work < 131072 ? (int)tasks : (int)((tasks + 4 * nth - 1) / (4 * nth));
     kvv_cpu_pool_run(c->pool, attn_task, &j, (int)((tasks + j.per - 1) / j.per));
     if (j.probs)
         hooks->attn(hooks->user, layer, n, pos, j.n_keys, c->key_pos, c->probs);

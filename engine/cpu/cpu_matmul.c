@@ -28,7 +28,7 @@ kvv_cpu_weight kvv_cpu_weight_rows(const kvv_cpu_weight *w, int r0, int n)
 }
 
 /* Work below this many multiply-accumulates runs on the calling thread. */
-#define MIN_PARALLEL_MACS 32768
+#define MIN_PARALLEL_MACS 131072
 
 typedef struct {
     kvv_cpu *c;

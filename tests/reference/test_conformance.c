@@ -9,7 +9,9 @@
  *   - greedy: <stem>__p1..p4.json followed step by step (prompt in one batch,
  *     then llama.cpp's own generated tokens one at a time), each step's top-10
  *     logits within the tolerance and the argmax equal where the margin
- *     exceeds it;
+ *     exceeds it; and a free-running greedy decode whose tokens equal
+ *     llama.cpp's until the two part, at a step whose margin is within the
+ *     tolerance;
  * both for the plain fp32 reference and with its llama.cpp emulation
  * (fp16 GELU table, fp16/Q8_0 activations) at tighter tolerances; and
  * stories260K-f32 "Once upon a time" continues with the Lily sentence.
@@ -60,6 +62,8 @@ typedef struct {
     double max_rel;      /* largest relative difference seen */
     int argmax_checked;  /* positions where the margin exceeded the tolerance */
     int argmax_equal;
+    int greedy_equal;    /* free-running greedy tokens equal before a small margin */
+    int greedy_total;    /* generated tokens in the greedy files */
 } stats;
 
 static json_t *load_json(const char *rel)
@@ -248,6 +252,26 @@ static void check_greedy(const peer_model *pm, int k, kvv_ref *r, const kvv_mode
         assert_int_equal(kvv_ref_forward(r, 1, &gen[s], &p, NULL, KVV_LOGITS_LAST, lg, &err),
                          KVV_OK);
     }
+    /* Free-running greedy decode: our own tokens equal llama.cpp's until the
+     * two part, and they may part only at a step whose llama.cpp margin is
+     * within the tolerance. */
+    kvv_kv_cache_clear(kvv_ref_cache(r));
+    assert_int_equal(kvv_ref_forward(r, np, prompt, pos, NULL, KVV_LOGITS_LAST, lg, &err), KVV_OK);
+    for (int s = 0; s < ng; s++) {
+        const json_t *js = json_array_get(steps, (size_t)s);
+        const double margin = json_real_value(json_object_get(js, "margin"));
+        int32_t t = argmax(lg, nv);
+        if (t != gen[s]) {
+            if (margin > pm->tol * max_abs(lg, nv))
+                fail_msg("%s: free-running greedy token %d is %d, llama.cpp %d (margin %.9g)",
+                         file, s, (int)t, (int)gen[s], margin);
+            break;
+        }
+        st->greedy_equal++;
+        int32_t p = np + s;
+        assert_int_equal(kvv_ref_forward(r, 1, &t, &p, NULL, KVV_LOGITS_LAST, lg, &err), KVV_OK);
+    }
+    st->greedy_total += ng;
     free(prompt);
     free(gen);
     free(lg);
@@ -262,7 +286,7 @@ static void check_models(unsigned ggml)
     printf("%s\n%-24s %-7s %-13s %s\n",
            ggml ? "with llama.cpp emulation (fp16 GELU table, activation rounding/quantization):"
                 : "plain fp32 reference:",
-           "model", "tol", "max rel diff", "argmax equal/checked");
+           "model", "tol", "max rel diff", "argmax equal/checked  greedy tokens equal/generated");
     for (size_t i = 0; i < N_MODELS; i++) {
         peer_model pm = models[i];
         if (ggml)
@@ -274,8 +298,8 @@ static void check_models(unsigned ggml)
         check_teacher_forced(&pm, r, m, &st);
         for (int k = 1; k <= 4; k++)
             check_greedy(&pm, k, r, m, &st);
-        printf("%-24s %-7g %-13.3e %d/%d\n", pm.stem, pm.tol, st.max_rel, st.argmax_equal,
-               st.argmax_checked);
+        printf("%-24s %-7g %-13.3e %d/%d  %d/%d\n", pm.stem, pm.tol, st.max_rel, st.argmax_equal,
+               st.argmax_checked, st.greedy_equal, st.greedy_total);
         assert_true(st.argmax_checked > 0);
         kvv_ref_close(r);
         kvv_model_close(m);
