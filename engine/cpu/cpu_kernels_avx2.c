@@ -21,6 +21,7 @@
 #define RB 4        /* rows per register block */
 #define TB 3        /* tokens per register block */
 #define TOK_TILE 48 /* tokens per L2 tile (a multiple of TB) */
+#define PF_ROWS 8   /* Q8_0 GEMV prefetch distance in rows */
 
 static inline float hsum(__m256 a)
 {
@@ -43,6 +44,10 @@ static inline __attribute__((always_inline)) void block(int K, const float *W, s
             acc[r][t] = _mm256_setzero_ps();
     int K8 = K & ~7;
     for (int i = 0; i < K8; i += 8) {
+        if (nt == 1 && (i & 15) == 0) /* GEMV streams weights from DRAM: prefetch */
+            #pragma GCC unroll 16
+            for (int r = 0; r < nr; r++)
+                _mm_prefetch((const char *)(W + (size_t)(r + PF_ROWS) * ldw + i), _MM_HINT_T0);
         __m256 w[RB];
         #pragma GCC unroll 16
         for (int r = 0; r < nr; r++)
@@ -134,6 +139,12 @@ static inline __attribute__((always_inline)) void q8_block(int K, const uint8_t 
         for (int t = 0; t < nt; t++)
             acc[r][t] = _mm256_setzero_ps();
     for (int b = 0; b < K / 32; b++) {
+        /* software prefetch: the same offset PF_ROWS rows further on (the
+         * hardware prefetcher alone leaves DRAM bandwidth unused here) */
+        #pragma GCC unroll 16
+        for (int r = 0; r < nr; r++)
+            _mm_prefetch((const char *)(W + (size_t)(r + PF_ROWS) * row_bytes + (size_t)b * 34),
+                         _MM_HINT_T0);
         #pragma GCC unroll 16
         for (int r = 0; r < nr; r++) {
             const uint8_t *blk = W + (size_t)r * row_bytes + (size_t)b * 34;

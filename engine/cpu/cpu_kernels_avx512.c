@@ -19,6 +19,7 @@
 #define RB 4
 #define TB 4
 #define TOK_TILE 48
+#define PF_ROWS 8 /* GEMV prefetch distance in rows */
 
 static inline float hsum16(__m512 a)
 {
@@ -42,6 +43,10 @@ static inline __attribute__((always_inline)) void block(int K, const float *W, s
             acc[r][t] = _mm512_setzero_ps();
     int K16 = K & ~15;
     for (int i = 0; i < K16; i += 16) {
+        if (nt == 1) /* GEMV streams weights from DRAM: prefetch */
+            #pragma GCC unroll 16
+            for (int r = 0; r < nr; r++)
+                _mm_prefetch((const char *)(W + (size_t)(r + PF_ROWS) * ldw + i), _MM_HINT_T0);
         __m512 w[RB];
         #pragma GCC unroll 16
         for (int r = 0; r < nr; r++)
@@ -153,7 +158,11 @@ static void avx512_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows,
                 #pragma GCC unroll 16
                 for (int t = 0; t < TB; t++)
                     acc[r][t] = _mm512_setzero_ps();
-            for (int b = 0; b < K / 32; b++)
+            for (int b = 0; b < K / 32; b++) {
+                for (int r = 0; r < nr; r++)
+                    _mm_prefetch((const char *)(wb + (size_t)(r0 + r + PF_ROWS) * row_bytes +
+                                                (size_t)b * 34),
+                                 _MM_HINT_T0);
                 #pragma GCC unroll 16
                 for (int r = 0; r < nr; r++) {
                     const uint8_t *blk = wb + (size_t)(r0 + r) * row_bytes + (size_t)b * 34;
@@ -169,6 +178,7 @@ static void avx512_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows,
                                 acc[r][t]);
                     }
                 }
+            }
             #pragma GCC unroll 16
             for (int r = 0; r < nr; r++)
                 #pragma GCC unroll 16
