@@ -2,9 +2,11 @@
 # bench/run.sh — `make bench`: prompt (128 and 512 tokens) and decode (64
 # tokens) throughput of the reference engine, cpu fast and cpu invariant,
 # with 1 and 2 threads, on stories260K (when ../shared is present) and on
-# synthetic smollm2-135m models in F32 and Q8_0 (`kvverify synth`). Prints a
-# table with the roofline figures (FLOPs and weight bytes per token, the
-# GFLOP/s or GB/s achieved) and writes every measurement as JSON.
+# synthetic smollm2-135m models in F32 and Q8_0 (`kvverify synth`). Prints
+# the machine's measured roofline (OpenBLAS sgemm GFLOP/s, one-thread read
+# GB/s), then a table with the model's roofline figures (FLOPs and weight
+# bytes per token, the GFLOP/s or GB/s achieved), and writes every
+# measurement as JSON.
 #
 # When LLAMA_BENCH names llama.cpp's llama-bench, the same models are
 # measured with it in the same run (same prompt/decode sizes and threads)
@@ -80,6 +82,13 @@ if [ -n "${LLAMA_BENCH:-}" ]; then
     done
 fi
 
+# ---------------------------------------------------------------- machine roofline
+first_model=$(echo $models | cut -d' ' -f1)
+for th in $THREADS; do
+    "$KVV" bench "$first_model" --prompt 1 --gen 0 --repeats 1 --threads "$th" --roofline \
+        2>/dev/null | grep '^machine roofline' || echo "bench: roofline measurement failed"
+done
+
 # ---------------------------------------------------------------- our engines
 echo "[" >"$tmp/all.json"
 first=1
@@ -106,7 +115,9 @@ for m in $models; do
             for run in "128 64" "512 0"; do
                 set -- $run
                 out="$tmp/r.json"
-                if ! "$KVV" bench "$m" --engine $eng --mode $mode --threads "$th" --prompt "$1" \
+                # OPENBLAS_NUM_THREADS=1: the cpu engine runs sgemm inside its own pool, and
+                # OpenBLAS's idle threads would otherwise spin at process start
+                if ! OPENBLAS_NUM_THREADS=1 "$KVV" bench "$m" --engine $eng --mode $mode --threads "$th" --prompt "$1" \
                     --gen "$2" --repeats "$rep" --json >"$out" 2>"$tmp/err"; then
                     echo "bench: $cfg threads $th on $m failed: $(head -n 1 "$tmp/err")"
                     continue

@@ -13,6 +13,7 @@
  * shared machine a figure well below the thread count means the rates were
  * measured while other processes held the cores.
  */
+#include <cblas.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <time.h>
@@ -42,6 +43,8 @@ static void help(void)
            "  --seed S            token ids (default 1)\n"
            "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
            "  --dequant-all       cpu: widen Q8_0/Q4_0 weights to F32 at open (for comparison)\n"
+           "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
+           "                      GFLOP/s (128x1536x576, --threads) and read GB/s (256 MiB)\n"
            "  --json              print one JSON object instead of the table\n"
            "  --json=FILE         also write the JSON object to FILE\n");
 }
@@ -81,6 +84,64 @@ static double cpu_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Best of 10: a plain sgemm of a prompt-sized product (OpenBLAS with
+ * `threads` threads), in GFLOP/s. 0 on allocation failure. */
+static double measure_sgemm(int threads)
+{
+    const int M = 128, N = 1536, K = 576;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
+    float *C = malloc(sizeof(float) * M * N);
+    double best = 0;
+    if (A && B && C) {
+        for (int i = 0; i < M * K; i++)
+            A[i] = (float)(i % 13) * 0.01f;
+        for (int i = 0; i < N * K; i++)
+            B[i] = (float)(i % 7) * 0.01f;
+        openblas_set_num_threads(threads);
+        for (int r = 0; r < 10; r++) {
+            double t0 = kvv_now_seconds();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K,
+                        0.0f, C, N);
+            double t = kvv_now_seconds() - t0;
+            if (t > 0 && 2.0 * M * N * K / t * 1e-9 > best)
+                best = 2.0 * M * N * K / t * 1e-9;
+        }
+        openblas_set_num_threads(1);
+    }
+    free(A);
+    free(B);
+    free(C);
+    return best;
+}
+
+/* Best of 3: one thread summing a 256 MiB array (8 independent sums, which
+ * the compiler vectorises), in GB/s; *sink keeps the sums alive. */
+static double measure_read(double *sink)
+{
+    size_t n = (size_t)64 << 20;
+    float *a = malloc(n * sizeof(float));
+    double best = 0;
+    *sink = 0;
+    if (!a)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)(i & 7);
+    for (int r = 0; r < 3; r++) {
+        float s[8] = {0};
+        double t0 = kvv_now_seconds();
+        for (size_t i = 0; i < n; i += 8)
+            for (int j = 0; j < 8; j++)
+                s[j] += a[i + j];
+        double t = kvv_now_seconds() - t0;
+        for (int j = 0; j < 8; j++)
+            *sink += s[j];
+        if (t > 0 && (double)n * sizeof(float) / t * 1e-9 > best)
+            best = (double)n * sizeof(float) / t * 1e-9;
+    }
+    free(a);
+    return best;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -95,7 +156,7 @@ static double median(double *v, int n)
 
 typedef struct {
     const char *model_path, *engine, *mode, *json_file, *isa;
-    bool dequant_all;
+    bool dequant_all, roofline;
     long threads, prompt, gen, repeats;
     uint64_t seed;
     kvv_cache_type cache_type;
@@ -148,6 +209,8 @@ static int parse(int argc, char **argv, bench_args *a)
                 kvv_opts_int(&o, "--repeats", o.value, 1, 1000, &a->repeats);
         } else if (kvv_opts_value(&o, "--isa")) {
             a->isa = o.value;
+        } else if (kvv_opts_flag(&o, "--roofline")) {
+            a->roofline = true;
         } else if (kvv_opts_flag(&o, "--dequant-all")) {
             a->dequant_all = true;
         } else if (kvv_opts_value(&o, "--seed")) {
@@ -250,6 +313,11 @@ int kvv_cmd_bench(int argc, char **argv)
     kvv_engine_desc d;
     kvv_engine_describe(e, &d);
 
+    double roof_gflops = 0, roof_gbs = 0, sink = 0;
+    if (a.roofline) {
+        roof_gflops = measure_sgemm((int)a.threads);
+        roof_gbs = measure_read(&sink);
+    }
     json_t *j = json_object();
     json_object_set_new(j, "model", json_string(a.model_path));
     json_object_set_new(j, "architecture", json_string(hp->arch_name));
@@ -265,6 +333,10 @@ int kvv_cmd_bench(int argc, char **argv)
      * other processes took only time (not memory bandwidth) from us */
     json_object_set_new(j, "prompt_tok_per_cpu_s", json_real(ppc_med > 0 ? pp_med / ppc_med : 0));
     json_object_set_new(j, "decode_tok_per_cpu_s", json_real(tgc_med > 0 ? tg_med / tgc_med : 0));
+    if (a.roofline) {
+        json_object_set_new(j, "machine_sgemm_gflop_s", json_real(roof_gflops));
+        json_object_set_new(j, "machine_read_gb_s", json_real(roof_gbs));
+    }
     json_t *jp = json_array(), *jt = json_array();
     for (int r = 0; r < a.repeats; r++) {
         json_array_append_new(jp, json_real(pp[r]));
@@ -301,6 +373,10 @@ int kvv_cmd_bench(int argc, char **argv)
             printf("%-8s %8d %12.1f %6.2f %14.4g %14.4g %6.1f GB/s\n", "decode", ng, tg_med,
                    tgc_med, flops_tg, bytes_tg, bytes_tg * tg_med * 1e-9);
         printf("(median of %ld repeats; bytes = weights read once per forward call)\n", a.repeats);
+        if (a.roofline)
+            printf("machine roofline: sgemm %.1f GFLOP/s (%ld threads), read %.1f GB/s (1 "
+                   "thread)%s\n",
+                   roof_gflops, a.threads, roof_gbs, sink < 0 ? " " : "");
     }
 out:
     free(tok);

@@ -24,6 +24,12 @@
  *   KVV_MODE_FAST: multi-token products (>= 4 tokens) go to cblas_sgemm,
  *     whose blocking depends on the shape; single tokens use the GEMV
  *     kernels. Results agree with invariant mode to rounding, not bits.
+ *     Side effect: opening in fast mode calls openblas_set_num_threads(1)
+ *     (process-wide), so each sgemm runs inside one of our pool's threads.
+ *
+ * Threads: o->n_threads (--threads) threads, the caller included, in a pool
+ * owned by the engine; work is cut into chunks claimed dynamically, and
+ * which thread runs a chunk never changes a bit.
  *
  * Weights: F32 used in place from the mapped file; Q8_0 and Q4_0 kept
  * quantized (dequantized on the fly into exactly the values ggml's formulas

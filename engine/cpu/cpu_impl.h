@@ -21,8 +21,9 @@
 /* Quantized rows: at most this many tokens use the fused GEMV kernel; more
  * dequantize a tile of rows and run the blocked f32 kernel (same bits). */
 #define KVV_CPU_FUSED_MAX_TOKENS 3
-/* Floats in one thread's dequantization tile. */
-#define KVV_CPU_TILE_FLOATS 65536
+/* Floats in one thread's dequantization tile (sgemm uses all of it, the
+ * blocked kernel a quarter, to stay in L2). */
+#define KVV_CPU_TILE_FLOATS 262144
 
 /* A weight matrix (or a row range of one): rows of `cols` elements. */
 typedef struct {

@@ -132,7 +132,7 @@ static inline __attribute__((always_inline)) void q8_block(int K, const uint8_t 
                                                            size_t ldx, float *Y, size_t ldy,
                                                            const int nr, const int nt)
 {
-    __m256 acc[RB][TB];
+    __m256 acc[2 * RB][TB]; /* up to 8 rows when nt == 1 (GEMV) */
     #pragma GCC unroll 16
     for (int r = 0; r < nr; r++)
         #pragma GCC unroll 16
@@ -177,6 +177,9 @@ static void avx2_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows, c
         const float *Xt = X + (size_t)t * ldx;
         float *Yt = Y + (size_t)t * ldy;
         int r = 0;
+        if (nt == 1) /* GEMV: 8 rows at a time, more streams in flight */
+            for (; r + 2 * RB <= n_rows; r += 2 * RB)
+                q8_block(K, wb + (size_t)r * row_bytes, row_bytes, Xt, ldx, Yt + r, ldy, 2 * RB, 1);
         for (; r + RB <= n_rows; r += RB) {
             const uint8_t *w = wb + (size_t)r * row_bytes;
             if (nt == 3)

@@ -83,7 +83,9 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
         return;
     }
     float *tile = c->ts[ith].tile;
-    int rt = KVV_CPU_TILE_FLOATS / K;
+    /* sgemm: large tiles (each call re-packs the activations); the blocked
+     * kernel: tiles that stay in L2 */
+    int rt = (j->use_sgemm ? KVV_CPU_TILE_FLOATS : KVV_CPU_TILE_FLOATS / 4) / K;
     rt = rt < 4 ? 4 : rt - rt % 4;
     for (int r = r0; r < r1; r += rt) {
         int n_r = r1 - r < rt ? r1 - r : rt;

@@ -31,6 +31,10 @@ for ct in f16 bf16; do
     expect 0 "$KVV" "$tmp/g2.gguf" --engine cpu --mode invariant --threads 2 --cache-type $ct \
         --random 20 -n 6
 done
+# Q4_0 weights (kept quantized, tile-dequantized) pass too, and agree with the reference
+"$KVV" synth --arch llama --type q4_0 -o "$tmp/l4.gguf" >/dev/null 2>&1 || fail "synth q4_0"
+expect 0 "$KVV" "$tmp/l4.gguf" --engine cpu --mode invariant --threads 2 --random 16 -n 6
+grep -q "^compare *PASS" "$tmp/out" || fail "q4_0 audit has no passing compare row"
 # fast mode runs every check and reports what it finds (pass or fail, never an error)
 "$KVV" "$tmp/q3.gguf" --engine cpu --mode fast --threads 2 --random 12 -n 8 >"$tmp/out" 2>&1
 rc=$?
