@@ -17,6 +17,7 @@
  * same however the tokens were batched.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cpu/cpu_impl.h"
@@ -32,6 +33,7 @@ typedef struct {
     int n_keys;     /* keys reported to the attn hook */
     bool prescale;  /* gemma2/3, phi3: q * query_scale before the dot (as llama.cpp) */
     int per;        /* tasks per chunk */
+    const kvv_hooks *hooks; /* for the per-query select hook (Quest), or NULL */
 } attn_job;
 
 /* Row of K or V of (layer, pos, kv head) as fp32: a pointer into the cache
@@ -79,6 +81,43 @@ static void score_run(const attn_job *j, int ith, int kh, const float *q, int gr
         ldk = (size_t)D;
     }
     c->k->gemm_f32(D, K, ldk, b - a + 1, q, (size_t)D, grp, sc + (a - p0), (size_t)nk);
+}
+
+/* The per-query select hook (reference/runtime.h): for each query head of
+ * the group, offer the visible present keys (finite scores, ascending) and
+ * exclude the ones it drops, exactly as if they were absent. The attention
+ * runs single-threaded when the hook is set (kvv_cpu_attention), so the
+ * hook never runs concurrently. */
+static void select_keys(const attn_job *j, int i, int kh, int p0, int nk, float *sc)
+{
+    const kvv_hparams *hp = j->c->hp;
+    int grp = hp->n_head / hp->n_head_kv, D = hp->head_dim;
+    int32_t *cand = malloc((size_t)nk * sizeof *cand);
+    int32_t *slot = malloc((size_t)nk * sizeof *slot);
+    uint8_t *keep = malloc((size_t)nk);
+    if (cand && slot && keep) {
+        for (int t = 0; t < grp; t++) {
+            int h = kh * grp + t, m = 0;
+            float *st = sc + (size_t)t * nk;
+            for (int p = 0; p < nk; p++)
+                if (st[p] != -INFINITY) {
+                    cand[m] = p0 + p;
+                    slot[m] = p;
+                    keep[m] = 1;
+                    m++;
+                }
+            if (m == 0)
+                continue;
+            const float *q = j->q + (size_t)i * hp->n_head * D + (size_t)h * D;
+            j->hooks->select(j->hooks->user, j->layer, j->pos[i], h, q, m, cand, keep);
+            for (int k = 0; k < m; k++)
+                if (!keep[k])
+                    st[slot[k]] = -INFINITY;
+        }
+    }
+    free(cand);
+    free(slot);
+    free(keep);
 }
 
 /* Task (token i, KV head kh): the query heads h = kh*grp .. kh*grp+grp-1. */
@@ -129,6 +168,8 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
             }
         p = b + 1;
     }
+    if (j->hooks && j->hooks->select)
+        select_keys(j, i, kh, p0, nk, sc);
     for (int t = 0; t < grp; t++) {
         int h = h0 + t;
         float *st = sc + (size_t)t * nk;
@@ -176,7 +217,7 @@ void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const f
                        float *o, const kvv_hooks *hooks)
 {
     const kvv_hparams *hp = c->hp;
-    attn_job j = {.c = c, .layer = layer, .n = n, .pos = pos, .q = q, .o = o};
+    attn_job j = {.c = c, .layer = layer, .n = n, .pos = pos, .q = q, .o = o, .hooks = hooks};
     j.prescale = hp->arch == KVV_ARCH_GEMMA2 || hp->arch == KVV_ARCH_GEMMA3 ||
                  hp->arch == KVV_ARCH_PHI3;
     if (hooks && hooks->attn) {
@@ -204,7 +245,8 @@ void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const f
     long tasks = (long)n * hp->n_head_kv;
     double work = (double)tasks * (pos[n - 1] + 1) * hp->head_dim;
     int nth = c->n_threads;
-    j.per = nth == 1 || work < 131072 ? (int)tasks : (int)((tasks + 4 * nth - 1) / (4 * nth));
+    bool serial = nth == 1 || work < 131072 || (hooks && hooks->select);
+    j.per = serial ? (int)tasks : (int)((tasks + 4 * nth - 1) / (4 * nth));
     kvv_cpu_pool_run(c->pool, attn_task, &j, (int)((tasks + j.per - 1) / j.per));
     if (j.probs)
         hooks->attn(hooks->user, layer, n, pos, j.n_keys, c->key_pos, c->probs);

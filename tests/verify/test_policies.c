@@ -25,11 +25,24 @@ static kvv_model *open_model(const char *path)
 }
 
 /* Greedy + teacher-forced run of one policy scored against full. */
-static kvv_evict_row run_policy(const kvv_model *m, kvv_policy_kind kind, int budget,
-                                const int32_t *prompt, int n_prompt, int n_gen,
-                                const kvv_policy_run_out *full)
+/* The engines every policy must work with: the reference, and the cpu
+ * engine in its batch-invariant mode with two threads. */
+static kvv_engine_opts engine_opts(int which)
 {
     kvv_engine_opts eo = kvv_engine_opts_default();
+    if (which == 1) {
+        eo.name = "cpu";
+        eo.mode = KVV_MODE_INVARIANT;
+        eo.n_threads = 2;
+    }
+    return eo;
+}
+
+static kvv_evict_row run_policy_on(int which, const kvv_model *m, kvv_policy_kind kind,
+                                   int budget, const int32_t *prompt, int n_prompt, int n_gen,
+                                   const kvv_policy_run_out *full)
+{
+    kvv_engine_opts eo = engine_opts(which);
     kvv_policy_cfg cfg = kvv_policy_cfg_default(kind, budget);
     kvv_policy_run_out g, t;
     kvv_error err = {0};
@@ -45,14 +58,27 @@ static kvv_evict_row run_policy(const kvv_model *m, kvv_policy_kind kind, int bu
     return row;
 }
 
-static void full_run(const kvv_model *m, const int32_t *prompt, int n_prompt, int n_gen,
-                     kvv_policy_run_out *full)
+static kvv_evict_row run_policy(const kvv_model *m, kvv_policy_kind kind, int budget,
+                                const int32_t *prompt, int n_prompt, int n_gen,
+                                const kvv_policy_run_out *full)
 {
-    kvv_engine_opts eo = kvv_engine_opts_default();
+    return run_policy_on(0, m, kind, budget, prompt, n_prompt, n_gen, full);
+}
+
+static void full_run_on(int which, const kvv_model *m, const int32_t *prompt, int n_prompt,
+                        int n_gen, kvv_policy_run_out *full)
+{
+    kvv_engine_opts eo = engine_opts(which);
     kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_FULL, n_prompt + n_gen);
     kvv_error err = {0};
     if (kvv_policy_run(m, &eo, &cfg, prompt, n_prompt, n_gen, NULL, full, &err) != KVV_OK)
         fail_msg("full: %s", err.msg);
+}
+
+static void full_run(const kvv_model *m, const int32_t *prompt, int n_prompt, int n_gen,
+                     kvv_policy_run_out *full)
+{
+    full_run_on(0, m, prompt, n_prompt, n_gen, full);
 }
 
 static void test_budget_covers_context(void **state)
@@ -62,15 +88,23 @@ static void test_budget_covers_context(void **state)
     kvv_model *m = open_model(path);
     int32_t prompt[24];
     kvv_prompt_random(7, m->hp.n_vocab, 1, prompt, 24);
-    kvv_policy_run_out full;
-    full_run(m, prompt, 24, 12, &full);
-    for (int k = 0; k < KVV_POLICY_COUNT; k++) {
-        kvv_evict_row row = run_policy(m, (kvv_policy_kind)k, 36, prompt, 24, 12, &full);
-        if (!row.bit_equal)
-            fail_msg("%s with budget = context is not bit-identical to full",
-                     kvv_policy_name((kvv_policy_kind)k));
+    for (int which = 0; which < 2; which++) {
+        kvv_policy_run_out full;
+        full_run_on(which, m, prompt, 24, 12, &full);
+        for (int k = 0; k < KVV_POLICY_COUNT; k++) {
+            kvv_evict_row row =
+                run_policy_on(which, m, (kvv_policy_kind)k, 36, prompt, 24, 12, &full);
+            if (!row.bit_equal)
+                fail_msg("%s engine: %s with budget = context is not bit-identical to full",
+                         which ? "cpu" : "ref", kvv_policy_name((kvv_policy_kind)k));
+        }
+        /* Quest at a small budget must really select (differ from full). */
+        kvv_evict_row q = run_policy_on(which, m, KVV_POLICY_QUEST, 8, prompt, 24, 12, &full);
+        if (q.bit_equal)
+            fail_msg("%s engine: quest with budget 8 is bit-identical to full: the select hook "
+                     "had no effect", which ? "cpu" : "ref");
+        kvv_policy_run_out_free(&full);
     }
-    kvv_policy_run_out_free(&full);
     kvv_model_close(m);
 }
 
@@ -82,17 +116,21 @@ static void check_kvdirect_model(const char *rel)
     kvv_model *m = open_model(path);
     int32_t prompt[20];
     kvv_prompt_random(11, m->hp.n_vocab, 1, prompt, 20);
-    kvv_policy_run_out full;
-    full_run(m, prompt, 20, 10, &full);
-    const int budgets[3] = {1, 7, 15};
-    for (int b = 0; b < 3; b++)
-        for (int k = KVV_POLICY_KVDIRECT_LAYER; k <= KVV_POLICY_KVDIRECT_TOKEN; k++) {
-            kvv_evict_row row = run_policy(m, (kvv_policy_kind)k, budgets[b], prompt, 20, 10, &full);
-            if (!row.bit_equal)
-                fail_msg("%s: %s budget %d differs from full (match %.2f)", rel,
-                         kvv_policy_name((kvv_policy_kind)k), budgets[b], row.greedy_match);
-        }
-    kvv_policy_run_out_free(&full);
+    for (int which = 0; which < 2; which++) {
+        kvv_policy_run_out full;
+        full_run_on(which, m, prompt, 20, 10, &full);
+        const int budgets[3] = {1, 7, 15};
+        for (int b = 0; b < 3; b++)
+            for (int k = KVV_POLICY_KVDIRECT_LAYER; k <= KVV_POLICY_KVDIRECT_TOKEN; k++) {
+                kvv_evict_row row = run_policy_on(which, m, (kvv_policy_kind)k, budgets[b],
+                                                  prompt, 20, 10, &full);
+                if (!row.bit_equal)
+                    fail_msg("%s on %s: %s budget %d differs from full (match %.2f)", rel,
+                             which ? "cpu invariant" : "ref", kvv_policy_name((kvv_policy_kind)k),
+                             budgets[b], row.greedy_match);
+            }
+        kvv_policy_run_out_free(&full);
+    }
     kvv_model_close(m);
 }
 
