@@ -16,8 +16,9 @@
 static void help(void)
 {
     printf("usage: kvverify evict MODEL [options]\n\n"
-           "Runs the eviction baselines (window, streaming, h2o, tova, snapkv, pyramidkv,\n"
-           "knorm, quest) and KV-Direct (kvdirect-layer, kvdirect-token) against the full\n"
+           "Runs the eviction baselines (window, streaming, streaming-reindex, h2o, tova,\n"
+           "snapkv, pyramidkv, knorm, quest) and KV-Direct (kvdirect-layer,\n"
+           "kvdirect-token) against the full\n"
            "cache at several budgets: greedy token match, prefix match (steps to the first\n"
            "divergence), teacher-forced top-1 agreement, mean and max KL per step, bytes\n"
            "held; then a second table at equal total bytes (KV-Direct's checkpoints charged\n"
@@ -59,7 +60,7 @@ static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, in
     for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (!kvv_policy_from_name(t, &(*out)[*n])) {
             kvv_opts_error(o, "option --policies: unknown policy '%s' (known: full, window, "
-                              "streaming, h2o, tova, snapkv, pyramidkv, knorm, quest, "
+                              "streaming, streaming-reindex, h2o, tova, snapkv, pyramidkv, knorm, quest, "
                               "kvdirect-layer, kvdirect-token)", t);
             free(copy);
             return false;

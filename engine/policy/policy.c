@@ -11,9 +11,10 @@
 
 #include "engine/policy/select.h"
 #include "model/tensor_types.h"
+#include "reference/kmath.h"
 
 static const char *const policy_names[KVV_POLICY_COUNT] = {
-    "full", "window", "streaming", "h2o", "tova", "snapkv", "pyramidkv", "knorm",
+    "full", "window", "streaming", "streaming-reindex", "h2o", "tova", "snapkv", "pyramidkv", "knorm",
     "quest", "kvdirect-layer", "kvdirect-token",
 };
 
@@ -61,6 +62,8 @@ struct kvv_policy {
     int n_ctx;
     int n_layer, n_head, n_kv, n_embd;
     int n_pos;                    /* next position expected */
+    int n_slot;                   /* streaming reindex: next cache slot (= live count) */
+    int32_t *slot_pos;            /* [n_ctx] streaming reindex: slots fed this step */
     int n_prompt;                 /* positions in the first (prefill) step */
     double *score;                /* [n_layer][n_kv][n_ctx]: h2o accumulators, tova last
                                      query (head 0 slot), snapkv window scores */
@@ -297,7 +300,8 @@ kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy 
         return kvv_error_set(err, KVV_ERR_USAGE,
                              "policy %s: kernel %d must be odd and obs_window %d positive",
                              kvv_policy_name(cfg->kind), cfg->kernel, cfg->obs_window);
-    if (cfg->kind == KVV_POLICY_STREAMING && cfg->sinks < 0)
+    if ((cfg->kind == KVV_POLICY_STREAMING || cfg->kind == KVV_POLICY_STREAMING_REINDEX) &&
+        cfg->sinks < 0)
         return kvv_error_set(err, KVV_ERR_USAGE, "policy streaming: sinks %d < 0", cfg->sinks);
     kvv_kv_cache *c = kvv_engine_cache(e);
     if (!c)
@@ -318,11 +322,13 @@ kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy 
     p->score = calloc((size_t)p->n_layer * (size_t)p->n_kv * nc, sizeof *p->score);
     p->tmp = calloc(nc, sizeof *p->tmp);
     p->cand = calloc(nc, sizeof *p->cand);
+    p->slot_pos = calloc(nc, sizeof *p->slot_pos);
     p->keep = calloc(2 * nc + 2, 1); /* selection mask + quest forced pages */
     p->krow = calloc((size_t)p->n_kv * (size_t)c->head_dim_k, sizeof *p->krow);
     p->qmin = calloc((size_t)c->head_dim_k, sizeof *p->qmin);
     p->qmax = calloc((size_t)c->head_dim_k, sizeof *p->qmax);
-    bool ok = p->score && p->tmp && p->cand && p->keep && p->krow && p->qmin && p->qmax;
+    bool ok = p->score && p->tmp && p->cand && p->keep && p->krow && p->qmin && p->qmax &&
+              p->slot_pos;
     if (ok && kvv_policy_is_kvdirect(cfg->kind)) {
         p->ckpt_elem = ckpt_elem_size(cfg->ckpt);
         size_t rows = cfg->kind == KVV_POLICY_KVDIRECT_TOKEN ? nc : (size_t)p->n_layer * nc;
@@ -350,6 +356,7 @@ void kvv_policy_close(kvv_policy *p)
     free(p->score);
     free(p->tmp);
     free(p->cand);
+    free(p->slot_pos);
     free(p->keep);
     free(p->krow);
     free(p->qmin);
@@ -488,7 +495,8 @@ static void evict_layer(kvv_policy *p, int l)
         apply(p, l, -1, n);
         return;
     }
-    case KVV_POLICY_STREAMING: {
+    case KVV_POLICY_STREAMING:
+    case KVV_POLICY_STREAMING_REINDEX: {
         int n = candidates(p, l, 0);
         kvv_select_streaming(n, c->sinks, B, p->keep);
         apply(p, l, -1, n);
@@ -582,6 +590,62 @@ static void evict_layer(kvv_policy *p, int l)
     }
 }
 
+/* ------------------------------------------------------------ re-indexed streaming */
+
+/* See policy.h. Angles in double from kvverify's own exp/log, the
+ * rotation itself in fp32. */
+void kvv_rope_shift(const kvv_hparams *hp, int layer, int n_kv, int head_dim, float *k,
+                    int delta)
+{
+    int n_rot = hp->n_rot, half = n_rot / 2;
+    double lb = kvv_log_d((double)kvv_hparams_rope_base(hp, layer));
+    for (int i = 0; i < half; i++) {
+        double theta = kvv_exp_d(-2.0 * i / n_rot * lb);
+        if (hp->rope_freqs)
+            theta /= hp->rope_freqs[i];
+        float sn, cs;
+        kvv_sincosf((float)(delta * theta), &sn, &cs);
+        for (int g = 0; g < n_kv; g++) {
+            float *x = k + (size_t)g * (size_t)head_dim;
+            int a = hp->rope_type == KVV_ROPE_NEOX ? i : 2 * i;
+            int b = hp->rope_type == KVV_ROPE_NEOX ? i + half : 2 * i + 1;
+            float x0 = x[a], x1 = x[b];
+            float r0 = x0 * cs, r1 = x1 * sn, r2 = x0 * sn, r3 = x1 * cs;
+            x[a] = r0 - r1;
+            x[b] = r2 + r3;
+        }
+    }
+}
+
+/* Move the live entries of every layer to contiguous slots 0..live-1 (in
+ * order), rotating their keys, and drop everything above. */
+static void reindex_compact(kvv_policy *p)
+{
+    kvv_kv_cache *c = p->cache;
+    float *vrow = malloc((size_t)p->n_kv * (size_t)c->head_dim_v * sizeof *vrow);
+    if (!vrow)
+        return;
+    int live = 0;
+    for (int l = 0; l < p->n_layer; l++) {
+        int to = 0;
+        for (int from = 0; from < p->n_slot; from++) {
+            if (!kvv_kv_cache_present(c, l, from, 0))
+                continue;
+            if (from != to) {
+                kvv_kv_cache_load_k(c, l, from, p->krow);
+                kvv_kv_cache_load_v(c, l, from, vrow);
+                kvv_rope_shift(p->hp, l, p->n_kv, c->head_dim_k, p->krow, to - from);
+                kvv_kv_cache_store(c, l, to, p->krow, vrow);
+            }
+            to++;
+        }
+        live = to;
+    }
+    kvv_kv_cache_truncate(c, live);
+    p->n_slot = live;
+    free(vrow);
+}
+
 /* ------------------------------------------------------------ step */
 
 static void account(kvv_policy *p)
@@ -646,7 +710,15 @@ kvv_status kvv_policy_forward(kvv_policy *p, int n, const int32_t *tokens, const
         h.attn = NULL;
     p->user = user;
     p->select_calls = 0;
-    s = kvv_engine_forward(p->e, n, tokens, pos, &h, lm, logits, err);
+    const int32_t *fpos = pos;
+    bool reindex = k0 == KVV_POLICY_STREAMING_REINDEX || (k0 == KVV_POLICY_STREAMING && p->cfg.reindex);
+    if (reindex) {
+        /* Re-indexed positions: the new tokens take the next cache slots. */
+        for (int i = 0; i < n; i++)
+            p->slot_pos[i] = p->n_slot + i;
+        fpos = p->slot_pos;
+    }
+    s = kvv_engine_forward(p->e, n, tokens, fpos, &h, lm, logits, err);
     p->user = NULL;
     if (s != KVV_OK)
         return s;
@@ -659,8 +731,11 @@ kvv_status kvv_policy_forward(kvv_policy *p, int n, const int32_t *tokens, const
                              d.name, d.mode);
     }
     p->n_pos += n;
+    p->n_slot += n;
     for (int l = 0; l < p->n_layer; l++)
         evict_layer(p, l);
+    if (reindex)
+        reindex_compact(p);
     account(p);
     return KVV_OK;
 }

@@ -14,7 +14,12 @@
  * Policies (defaults in docs/policies.md):
  *   full        no eviction
  *   window      the last `budget` positions
- *   streaming   `sinks` first positions + the last budget - sinks
+ *   streaming   `sinks` first positions + the last budget - sinks; with
+ *               `reindex` (the StreamingLLM paper's variant) the survivors
+ *               are moved to contiguous cache slots 0..budget-1 after every
+ *               step, their keys rotated to the new slot (RoPE by the
+ *               position difference), and each new token is fed at the next
+ *               slot instead of its true position
  *   h2o         recent window (budget/2) + heavy hitters by attention
  *               accumulated over every query, per KV head (GQA: averaged
  *               over the query heads of the group)
@@ -60,6 +65,7 @@ typedef enum {
     KVV_POLICY_FULL,
     KVV_POLICY_WINDOW,
     KVV_POLICY_STREAMING,
+    KVV_POLICY_STREAMING_REINDEX, /* streaming with reindex = true */
     KVV_POLICY_H2O,
     KVV_POLICY_TOVA,
     KVV_POLICY_SNAPKV,
@@ -92,6 +98,7 @@ typedef struct {
     int kernel;          /* snapkv/pyramidkv pooling kernel (odd); default 5 */
     bool decode_evict;   /* snapkv/pyramidkv: also evict during decode (window rule) */
     int page_size;       /* quest: positions per page; default 16 */
+    bool reindex;        /* streaming: re-indexed positions (see above); default false */
     kvv_ckpt_type ckpt;  /* kvdirect checkpoint dtype; default f32 */
 } kvv_policy_cfg;
 
@@ -126,5 +133,12 @@ kvv_status kvv_policy_forward(kvv_policy *p, int n, const int32_t *tokens, const
                               kvv_error *err);
 
 void kvv_policy_get_stats(const kvv_policy *p, kvv_policy_stats *out);
+
+/* Rotate a RoPE'd key row k (n_kv heads of head_dim) of layer `layer` by
+ * `delta` positions: RoPE at p followed by this equals RoPE at p + delta in
+ * exact arithmetic (fp32 rounding aside), so a key moved from slot p to slot
+ * p + delta reads as if it had been computed there (streaming-reindex). */
+void kvv_rope_shift(const kvv_hparams *hp, int layer, int n_kv, int head_dim, float *k,
+                    int delta);
 
 #endif

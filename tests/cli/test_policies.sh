@@ -31,11 +31,11 @@ M="$T/m.gguf"
 if expect 0 "evict on a synthetic qwen3" $KVV evict "$M" --random 40 -n 8 --budgets 8,16 \
         --csv "$T/e.csv" --json "$T/e.json"; then
     grep -q "At equal total bytes" "$T/out" || fail "evict: no equal-bytes table"
-    for p in window streaming h2o tova snapkv pyramidkv knorm quest kvdirect-layer kvdirect-token; do
+    for p in window streaming streaming-reindex h2o tova snapkv pyramidkv knorm quest kvdirect-layer kvdirect-token; do
         grep -q "^  $p " "$T/out" || fail "evict: no row for $p"
     done
     head -1 "$T/e.csv" | grep -q "^table,policy,budget" || fail "evict: CSV header"
-    [ "$(grep -c '^by_budget,' "$T/e.csv")" -eq 20 ] || fail "evict: CSV by_budget rows"
+    [ "$(grep -c '^by_budget,' "$T/e.csv")" -eq 22 ] || fail "evict: CSV by_budget rows"
     grep -q '"bit_equal": true' "$T/e.json" || fail "evict: JSON lacks KV-Direct rows"
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/e.json" || fail "evict: JSON parse"
 fi

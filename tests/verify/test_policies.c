@@ -213,6 +213,83 @@ static void test_baselines_fall_short(void **state)
     kvv_model_close(m);
 }
 
+/* RoPE at p, shifted by delta, equals RoPE at p + delta (to fp32 rounding):
+ * NORM (stories260K), NEOX (qwen3) and rope_freqs factors (llama3-rope). */
+static void check_rope_shift(const char *rel)
+{
+    const char *path = kvv_test_shared(rel);
+    if (!path)
+        return;
+    kvv_model *m = open_model(path);
+    const kvv_hparams *hp = &m->hp;
+    kvv_engine_opts eo = kvv_engine_opts_default();
+    kvv_engine *e = NULL;
+    kvv_error err = {0};
+    assert_int_equal(kvv_engine_open(m, &eo, &e, &err), KVV_OK);
+    int dk = hp->n_head_kv * hp->head_dim, dv = hp->n_head_kv * hp->head_dim_v;
+    float *h = calloc((size_t)hp->n_embd, sizeof *h);
+    float *k1 = calloc((size_t)dk, sizeof *k1), *k2 = calloc((size_t)dk, sizeof *k2);
+    float *v = calloc((size_t)dv, sizeof *v);
+    for (int i = 0; i < hp->n_embd; i++)
+        h[i] = (float)((i * 37) % 11 - 5) * 0.25f;
+    const int32_t from[3] = {300, 17, 120}, to[3] = {4, 9, 119};
+    for (int c = 0; c < 3; c++)
+        for (int l = 0; l < hp->n_layer; l++) {
+            assert_int_equal(kvv_engine_kv_from_residual(e, l, 1, h, &from[c], k1, v, &err), KVV_OK);
+            assert_int_equal(kvv_engine_kv_from_residual(e, l, 1, h, &to[c], k2, v, &err), KVV_OK);
+            kvv_rope_shift(hp, l, hp->n_head_kv, hp->head_dim, k1, to[c] - from[c]);
+            double num = 0, den = 0;
+            for (int i = 0; i < dk; i++) {
+                num += ((double)k1[i] - k2[i]) * ((double)k1[i] - k2[i]);
+                den += (double)k2[i] * k2[i];
+            }
+            if (!(num <= 1e-10 * den))
+                fail_msg("%s layer %d: shifted %d->%d differs from RoPE at %d (nmse %g)", rel, l,
+                         from[c], to[c], to[c], den > 0 ? num / den : num);
+        }
+    free(h);
+    free(k1);
+    free(k2);
+    free(v);
+    kvv_engine_close(e);
+    kvv_model_close(m);
+}
+
+static void test_rope_shift(void **state)
+{
+    (void)state;
+    if (!kvv_test_shared("models/stories260K-f32.gguf")) {
+        skip();
+        return;
+    }
+    check_rope_shift("models/stories260K-f32.gguf");
+    check_rope_shift("peer/models/synth-qwen3-f32.gguf");
+    check_rope_shift("peer/models/synth-llama3-rope-f32.gguf");
+    check_rope_shift("peer/models/synth-gemma3-f32.gguf");
+}
+
+/* streaming-reindex keeps the cache compact (slots 0..budget-1) and, at a
+ * small budget, computes something different from original-position
+ * streaming (the query sees re-indexed distances). */
+static void test_streaming_reindex(void **state)
+{
+    (void)state;
+    KVV_NEED_SHARED(path, "models/stories260K-f32.gguf");
+    kvv_model *m = open_model(path);
+    int32_t prompt[40];
+    kvv_prompt_random(9, m->hp.n_vocab, 1, prompt, 40);
+    kvv_policy_run_out full;
+    full_run(m, prompt, 40, 16, &full);
+    kvv_evict_row a = run_policy(m, KVV_POLICY_STREAMING, 12, prompt, 40, 16, &full);
+    kvv_evict_row b = run_policy(m, KVV_POLICY_STREAMING_REINDEX, 12, prompt, 40, 16, &full);
+    assert_false(b.bit_equal);
+    assert_int_equal(a.bytes_final, b.bytes_final);
+    assert_true(a.kl_mean != b.kl_mean || a.tf_top1 != b.tf_top1);
+    printf("  streaming budget 12: KL mean %.4g; re-indexed: KL mean %.4g\n", a.kl_mean, b.kl_mean);
+    kvv_policy_run_out_free(&full);
+    kvv_model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +297,8 @@ int main(void)
         cmocka_unit_test(test_kvdirect_every_model),
         cmocka_unit_test(test_byte_accounting),
         cmocka_unit_test(test_baselines_fall_short),
+        cmocka_unit_test(test_rope_shift),
+        cmocka_unit_test(test_streaming_reindex),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
