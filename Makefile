@@ -63,8 +63,10 @@ TEST_UTIL := $(O)/tests/test_util.o
 .PHONY: all test test-asan test-slow fuzz fuzz-one bench vectors-update clean
 all: $(BIN) kvverify
 
+# Always re-pointed: `make test-asan` points it at the ASan build, and the
+# next plain `make` must point it back.
 kvverify: $(BIN)
-	ln -sf $(BIN) kvverify
+	ln -sfn $(BIN) kvverify
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
