@@ -60,7 +60,7 @@ TEST_SRC := $(wildcard tests/model/test_*.c tests/reference/test_*.c tests/engin
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
 
-.PHONY: all test test-asan test-slow fuzz fuzz-one bench vectors-update clean
+.PHONY: all kvverify test test-asan test-slow fuzz fuzz-one bench vectors-update clean
 all: $(BIN) kvverify
 
 # Always re-pointed: `make test-asan` points it at the ASan build, and the
