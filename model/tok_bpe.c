@@ -13,111 +13,47 @@
  *      token and silently dropped when there is none — llama.cpp does the
  *      same, so ids match even for vocabularies with holes.
  */
+#include "model/tok_merge.h"
 #include "model/tokenizer_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    int prev, next;
-    const char *text;
-    size_t n;
-} symbol;
-
-typedef struct {
-    int left, right;
-    int32_t rank;
-    size_t size;
-} bigram;
-
-typedef struct {
-    bigram *v;
-    size_t n, cap;
-} heap;
-
-/* a comes out before b: lower rank, then smaller left index */
-static bool before(const bigram *a, const bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(heap *h, bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static bigram heap_pop(heap *h)
-{
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const bigram *best = &last;
-        if (l < h->n && before(&h->v[l], best)) {
-            m = l;
-            best = &h->v[l];
-        }
-        if (r < h->n && before(&h->v[r], best))
-            m = r;
-        if (m == i)
-            break;
-        h->v[i] = h->v[m];
-        i = m;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
-}
-
 /* Rank of merging symbols left and right ("LEFT RIGHT" in the merge map). */
-static bool add_bigram(const kvv_tokenizer *t, const symbol *sym, int left, int right, char *key,
-                       heap *h)
+static bool add_bigram(const kvv_tokenizer *t, const kvv_tok_symbol *sym, int left, int right,
+                       char *key,
+                       kvv_tok_heap *h)
 {
     if (left == -1 || right == -1)
         return true;
-    const symbol *l = &sym[left], *r = &sym[right];
+    const kvv_tok_symbol *l = &sym[left], *r = &sym[right];
     memcpy(key, l->text, l->n);
     key[l->n] = ' ';
     memcpy(key + l->n + 1, r->text, r->n);
     int32_t rank = kvv_tok_map_get(&t->merges, key, l->n + 1 + r->n);
     if (rank < 0)
         return true;
-    bigram b = {left, right, rank, l->n + r->n};
-    return heap_push(h, b);
+    kvv_tok_bigram b = {left, right, (double)rank, l->n + r->n};
+    return kvv_tok_heap_push(h, b);
 }
 
-static kvv_status encode_word(const kvv_tokenizer *t, const char *w, size_t len, symbol *sym,
-                              char *key, heap *h, kvv_tok_ids *out, kvv_error *err)
+static kvv_status encode_word(const kvv_tokenizer *t, const char *w, size_t len,
+                              kvv_tok_symbol *sym,
+                              char *key, kvv_tok_heap *h, kvv_tok_ids *out, kvv_error *err)
 {
     kvv_status st;
     int n_sym = 0;
     h->n = 0;
     if (t->ignore_merges && kvv_tok_map_get(&t->vocab, w, len) >= 0) {
-        sym[0] = (symbol){-1, -1, w, len};
+        sym[0] = (kvv_tok_symbol){-1, -1, w, len};
         n_sym = 1;
     } else {
         for (size_t off = 0; off < len;) {
             size_t cl = kvv_utf8_len((unsigned char)w[off]);
             if (cl > len - off)
                 cl = len - off;
-            sym[n_sym] = (symbol){n_sym - 1, off + cl == len ? -1 : n_sym + 1, w + off, cl};
+            sym[n_sym] =
+                (kvv_tok_symbol){n_sym - 1, off + cl == len ? -1 : n_sym + 1, w + off, cl};
             off += cl;
             n_sym++;
         }
@@ -126,8 +62,8 @@ static kvv_status encode_word(const kvv_tokenizer *t, const char *w, size_t len,
         if (!add_bigram(t, sym, i - 1, i, key, h))
             return kvv_error_set(err, KVV_ERR_NOMEM, "tokenizer: out of memory");
     while (h->n > 0) {
-        bigram b = heap_pop(h);
-        symbol *l = &sym[b.left], *r = &sym[b.right];
+        kvv_tok_bigram b = kvv_tok_heap_pop(h);
+        kvv_tok_symbol *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue; /* outdated: one side was merged elsewhere */
         l->n += r->n;
@@ -173,9 +109,9 @@ kvv_status kvv_tok_bpe_encode(const kvv_tokenizer *t, const char *text, size_t l
             longest = wl;
         o += wl + 1;
     }
-    symbol *sym = malloc((longest + 1) * sizeof *sym);
+    kvv_tok_symbol *sym = malloc((longest + 1) * sizeof *sym);
     char *key = malloc(2 * longest + 2);
-    heap h = {0};
+    kvv_tok_heap h = {0};
     if (!sym || !key) {
         st = kvv_error_set(err, KVV_ERR_NOMEM, "tokenizer: out of memory (word of %zu bytes)", longest);
         goto done;

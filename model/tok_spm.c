@@ -11,6 +11,7 @@
  *   4. each final symbol is its token, or, if it is no token, one byte token
  *      <0xXX> per byte (byte fallback).
  */
+#include "model/tok_merge.h"
 #include "model/tokenizer_impl.h"
 
 #include <stdio.h>
@@ -31,75 +32,8 @@ kvv_status kvv_tok_ids_push(kvv_tok_ids *ids, int32_t id, kvv_error *err)
     return KVV_OK;
 }
 
-typedef struct {
-    int prev, next;
-    const char *text;
-    size_t n;
-} symbol;
-
-typedef struct {
-    int left, right;
-    float score;
-    size_t size;
-} bigram;
-
-typedef struct {
-    bigram *v;
-    size_t n, cap;
-} heap;
-
-/* a comes out before b: higher score, then smaller left index */
-static bool before(const bigram *a, const bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static bool heap_push(heap *h, bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static bigram heap_pop(heap *h)
-{
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const bigram *best = &last;
-        if (l < h->n && before(&h->v[l], best)) {
-            m = l;
-            best = &h->v[l];
-        }
-        if (r < h->n && before(&h->v[r], best))
-            m = r;
-        if (m == i)
-            break;
-        h->v[i] = h->v[m];
-        i = m;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
-}
-
-static bool try_add(const kvv_tokenizer *t, const symbol *sym, int left, int right, heap *h)
+static bool try_add(const kvv_tokenizer *t, const kvv_tok_symbol *sym, int left, int right,
+                    kvv_tok_heap *h)
 {
     if (left == -1 || right == -1)
         return true;
@@ -107,8 +41,9 @@ static bool try_add(const kvv_tokenizer *t, const symbol *sym, int left, int rig
     int32_t id = kvv_tok_map_get(&t->vocab, sym[left].text, len);
     if (id < 0)
         return true;
-    bigram b = {left, right, t->score[id], len};
-    return heap_push(h, b);
+    /* highest score first: the queue takes the lowest key */
+    kvv_tok_bigram b = {left, right, -(double)t->score[id], len};
+    return kvv_tok_heap_push(h, b);
 }
 
 /* llama.cpp's byte_to_token for SPM: <0xXX>, else the byte itself. */
@@ -135,8 +70,8 @@ kvv_status kvv_tok_spm_encode(const kvv_tokenizer *t, const char *raw, size_t ra
         n_sp += raw[i] == ' ';
     size_t len = raw_len + 2 * n_sp;
     char *text = malloc(len + 1);
-    symbol *sym = malloc((len ? len : 1) * sizeof *sym);
-    heap h = {0};
+    kvv_tok_symbol *sym = malloc((len ? len : 1) * sizeof *sym);
+    kvv_tok_heap h = {0};
     if (!text || !sym) {
         st = kvv_error_set(err, KVV_ERR_NOMEM, "tokenizer: out of memory (%zu bytes)", len);
         goto done;
@@ -167,8 +102,8 @@ kvv_status kvv_tok_spm_encode(const kvv_tokenizer *t, const char *raw, size_t ra
         if (!try_add(t, sym, i - 1, i, &h))
             goto oom;
     while (h.n > 0) {
-        bigram b = heap_pop(&h);
-        symbol *l = &sym[b.left], *r = &sym[b.right];
+        kvv_tok_bigram b = kvv_tok_heap_pop(&h);
+        kvv_tok_symbol *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue;
         l->n += r->n;
