@@ -219,11 +219,7 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
                               "%d (%llu values)",
                               match, c->N, m.first_logit_diff, (unsigned long long)m.st.n_diff);
     } else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
-                              "tokens and logits identical, but %d control(s) NOT detected",
-                              missed);
-        kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
-                                 "trusted to fail");
+        kvv_check_fail_controls_missed(r, "tokens and logits identical", missed);
     }
     goto out;
 nomem:

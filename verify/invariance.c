@@ -276,10 +276,7 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
                               (unsigned long long)c->total.n,
                               (unsigned long long)c->total.max_ulp);
     else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "0 differ, but %d control(s) NOT detected",
-                              missed);
-        kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
-                                 "trusted to fail");
+        kvv_check_fail_controls_missed(r, "0 differ", missed);
     }
     goto out;
 nomem:

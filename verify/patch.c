@@ -213,10 +213,7 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
                               "max KL = %s (%s) at %d of %d layers; %llu logits differ", txt, hex,
                               n_nonzero, c->L + 1, (unsigned long long)tot.n_diff);
     else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "KL = 0, but %d control(s) NOT detected",
-                              missed);
-        kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
-                                 "trusted to fail");
+        kvv_check_fail_controls_missed(r, "KL = 0", missed);
     }
     goto out;
 nomem:

@@ -283,3 +283,11 @@ kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len,
     free(tmp);
     return KVV_OK;
 }
+
+void kvv_check_fail_controls_missed(kvv_check_result *r, const char *clean, int missed)
+{
+    kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s, but %d control(s) NOT detected", clean,
+                          missed);
+    kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
+                             "trusted to fail");
+}
