@@ -5,8 +5,10 @@
  * measured rates imply.
  *
  * One repeat: clear the cache, process the prompt in one forward call
- * (logits of the last row only, as llama-bench's pp test), then decode
- * --gen tokens one forward call each (llama-bench's tg test). Token ids are
+ * (logits of the last row only, as llama-bench's pp test); clear it again,
+ * then decode --gen tokens one forward call each from position 0 (as
+ * llama-bench's tg test, which also starts from an empty cache; decoding
+ * after a long prompt adds the attention over it). Token ids are
  * pseudo-random from --seed. A warm-up pass (up to 8 prompt tokens) first
  * pages the mapped weights in. Beside wall-clock rates the command reports
  * the process CPU time over wall time of each phase ("cpu" column): on a
@@ -38,11 +40,14 @@ static void help(void)
            "  --threads N         engine threads (default 1)\n"
            "  --cache-type T      f32 (default), f16 or bf16\n"
            "  --prompt N          prompt tokens per repeat (default 128; 0 skips)\n"
-           "  --gen N             decoded tokens per repeat (default 64; 0 skips)\n"
+           "  --gen N             decoded tokens per repeat, from an empty cache as\n"
+           "                      llama-bench's tg test (default 64; 0 skips)\n"
            "  --repeats R         repeats; the median is reported (default 3)\n"
            "  --seed S            token ids (default 1)\n"
            "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
            "  --dequant-all       cpu: widen Q8_0/Q4_0 weights to F32 at open (for comparison)\n"
+           "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
+           "                      of rounding them to Q8_0 (for comparison)\n"
            "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
            "                      GFLOP/s (128x1536x576, --threads) and read GB/s (256 MiB)\n"
            "  --json              print one JSON object instead of the table\n"
@@ -156,7 +161,7 @@ static double median(double *v, int n)
 
 typedef struct {
     const char *model_path, *engine, *mode, *json_file, *isa;
-    bool dequant_all, roofline;
+    bool dequant_all, f32_act, roofline;
     long threads, prompt, gen, repeats;
     uint64_t seed;
     kvv_cache_type cache_type;
@@ -213,6 +218,8 @@ static int parse(int argc, char **argv, bench_args *a)
             a->roofline = true;
         } else if (kvv_opts_flag(&o, "--dequant-all")) {
             a->dequant_all = true;
+        } else if (kvv_opts_flag(&o, "--f32-act")) {
+            a->f32_act = true;
         } else if (kvv_opts_value(&o, "--seed")) {
             if (o.value)
                 kvv_opts_u64(&o, "--seed", o.value, &a->seed);
@@ -224,8 +231,8 @@ static int parse(int argc, char **argv, bench_args *a)
     }
     if (!o.failed && !a->model_path)
         kvv_opts_error(&o, "missing MODEL");
-    if (!o.failed && (a->isa || a->dequant_all) && strcmp(a->engine, "cpu") != 0)
-        kvv_opts_error(&o, "--isa and --dequant-all apply to --engine cpu only");
+    if (!o.failed && (a->isa || a->dequant_all || a->f32_act) && strcmp(a->engine, "cpu") != 0)
+        kvv_opts_error(&o, "--isa, --dequant-all and --f32-act apply to --engine cpu only");
     if (!o.failed && a->prompt == 0 && a->gen == 0)
         kvv_opts_error(&o, "--prompt 0 and --gen 0: nothing to measure");
     return o.failed ? 1 : 0;
@@ -255,7 +262,8 @@ int kvv_cmd_bench(int argc, char **argv)
     kvv_cpu_opts co = kvv_cpu_opts_default();
     co.isa = a.isa;
     co.dequant_all = a.dequant_all;
-    kvv_status st = a.isa || a.dequant_all ? kvv_cpu_engine_open_ex(m, &eo, &co, &e, &err)
+    co.f32_act = a.f32_act;
+    kvv_status st = a.isa || a.dequant_all || a.f32_act ? kvv_cpu_engine_open_ex(m, &eo, &co, &e, &err)
                                            : kvv_engine_open(m, &eo, &e, &err);
     if (st) {
         kvv_model_close(m);
@@ -288,15 +296,19 @@ int kvv_cmd_bench(int argc, char **argv)
             goto out;
         }
         double t1 = kvv_now_seconds(), c1 = cpu_seconds();
+        pp[r] = np > 0 ? np / (t1 - t0) : 0;
+        ppc[r] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
+        kvv_engine_reset(e);
+        t1 = kvv_now_seconds();
+        c1 = cpu_seconds();
         for (int i = np; i < total; i++)
-            if (kvv_engine_forward(e, 1, tok + i, pos + i, NULL, KVV_LOGITS_LAST, logits, &err)) {
+            if (kvv_engine_forward(e, 1, tok + i, pos + (i - np), NULL, KVV_LOGITS_LAST, logits,
+                                   &err)) {
                 code = kvv_cli_fail(&err);
                 goto out;
             }
         double t2 = kvv_now_seconds(), c2 = cpu_seconds();
-        pp[r] = np > 0 ? np / (t1 - t0) : 0;
         tg[r] = ng > 0 ? ng / (t2 - t1) : 0;
-        ppc[r] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
         tgc[r] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
     }
     double pp_med = median(pp, (int)a.repeats), tg_med = median(tg, (int)a.repeats);

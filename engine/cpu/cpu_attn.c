@@ -12,7 +12,8 @@
  *                                          gemm_f32 call, same bits)
  *   s_p = cap * tanh(s_p / cap)            (gemma2 soft-cap)
  *   m = max s_p;  e_p = exp(s_p - m);  Z = sum e_p (ascending p)
- *   prob_p = e_p * (1/Z);   o = sum prob_p * v_p (axpy, ascending p)
+ *   prob_p = e_p * (1/Z);   o = sum prob_p * v_p (wsum: fused steps in
+ *                                          ascending p, zero weights skipped)
  * Every sum's order depends only on the set of visible keys, which is the
  * same however the tokens were batched.
  */
@@ -141,7 +142,6 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
         q = qs;
     }
     float *sc = c->ts[ith].scores; /* [grp][nk] */
-    float *buf = c->ts[ith].row;
     const uint8_t *present = kc->present[j->layer];
     float cap = hp->attn_softcap;
 
@@ -170,6 +170,20 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
     }
     if (j->hooks && j->hooks->select)
         select_keys(j, i, kh, p0, nk, sc);
+    /* value rows p0..p1 of kh: in place for an f32 cache, else widened once
+     * for the whole group (absent rows get probability 0 and are skipped) */
+    const float *V;
+    size_t ldv;
+    if (kc->type == KVV_CACHE_F32) {
+        V = (const float *)kc->v[j->layer] + (size_t)p0 * kc->n_kv_head * Dv + (size_t)kh * Dv;
+        ldv = (size_t)kc->n_kv_head * Dv;
+    } else {
+        float *vb = c->ts[ith].krows;
+        for (int p = p0; p <= p1; p++)
+            cache_row(kc, 1, j->layer, p, kh, vb + (size_t)(p - p0) * Dv);
+        V = vb;
+        ldv = (size_t)Dv;
+    }
     for (int t = 0; t < grp; t++) {
         int h = h0 + t;
         float *st = sc + (size_t)t * nk;
@@ -182,16 +196,10 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
         for (int p = 0; p < nk; p++)
             z = z + st[p];
         float inv = z > 0.0f ? 1.0f / z : 0.0f;
+        for (int p = 0; p < nk; p++)
+            st[p] = st[p] * inv;
         float *o = j->o + (size_t)i * hp->n_head * Dv + (size_t)h * Dv;
-        memset(o, 0, (size_t)Dv * sizeof(float));
-        for (int p = 0; p < nk; p++) {
-            float pr = st[p] * inv;
-            st[p] = pr;
-            if (pr == 0.0f)
-                continue;
-            const float *v = cache_row(kc, 1, j->layer, p0 + p, kh, buf);
-            c->k->axpy(Dv, pr, v, o);
-        }
+        c->k->wsum(nk, Dv, st, V, ldv, o);
         if (j->probs) {
             float *pr = j->probs + ((size_t)i * hp->n_head + h) * j->n_keys;
             memset(pr, 0, (size_t)j->n_keys * sizeof(float));

@@ -14,7 +14,7 @@
 
 kvv_cpu_opts kvv_cpu_opts_default(void)
 {
-    kvv_cpu_opts o = {.isa = NULL, .dequant_all = 0};
+    kvv_cpu_opts o = {.isa = NULL, .dequant_all = 0, .f32_act = 0};
     return o;
 }
 
@@ -55,7 +55,34 @@ static kvv_status load_vec(kvv_cpu *c, const kvv_gguf_tensor *t, const float **o
     return KVV_OK;
 }
 
-static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w,
+/* Re-lay the Q8_0 matrix w out in the KVV_CPU_X4 layout (cpu_impl.h) in
+ * owned memory. @return false on OOM. */
+static bool relayout_x4(kvv_cpu *c, kvv_cpu_weight *w)
+{
+    uint8_t *d = own(c, (size_t)w->rows * w->row_bytes);
+    if (!d)
+        return false;
+    const int nb = w->cols / 32;
+    for (int r = 0; r < w->rows; r++)
+        for (int b = 0; b < nb; b++)
+            memcpy(d + (size_t)(r / 4) * 4 * w->row_bytes + ((size_t)b * 4 + (size_t)(r % 4)) * 34,
+                   w->data + (size_t)r * w->row_bytes + (size_t)b * 34, 34);
+    w->data = d;
+    w->x4 = true;
+    return true;
+}
+
+/* Invariant mode, a Q8_0 matrix of whole groups of 4 rows, a kernel table
+ * with the X4 GEMV: worth the copy (docs/cpu-engine.md). */
+static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
+{
+    return c->mode == KVV_MODE_INVARIANT && w->type == KVV_TYPE_Q8_0 && c->k->gemv_q8_0_x4 &&
+           w->rows % 4 == 0;
+}
+
+/* A weight matrix. split4: the rows are later split (fused QKV, gate|up)
+ * at boundaries that are all multiples of 4, so the X4 layout may be used. */
+static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w, bool split4,
                            kvv_error *err)
 {
     memset(w, 0, sizeof *w);
@@ -69,6 +96,9 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
         w->type = t->type;
         w->data = t->data;
         w->row_bytes = kvv_type_row_size(t->type, w->cols);
+        if (split4 && want_x4(c, w) && !relayout_x4(c, w))
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
+                                 t->name);
         return KVV_OK;
     }
     size_t src_row = kvv_type_row_size(t->type, w->cols);
@@ -114,43 +144,52 @@ static kvv_status load_weights(kvv_cpu *c, kvv_error *err)
             return st;
         if (T->wqkv) {
             kvv_cpu_weight all;
-            if ((st = load_mat(c, T->wqkv, &all, err)))
+            if ((st = load_mat(c, T->wqkv, &all, qr % 4 == 0 && kr % 4 == 0, err)))
                 return st;
             L->wq = kvv_cpu_weight_rows(&all, 0, qr);
             L->wk = kvv_cpu_weight_rows(&all, qr, kr);
             L->wv = kvv_cpu_weight_rows(&all, qr + kr, vr);
-        } else if ((st = load_mat(c, T->wq, &L->wq, err)) ||
-                   (st = load_mat(c, T->wk, &L->wk, err)) ||
-                   (st = load_mat(c, T->wv, &L->wv, err))) {
+        } else if ((st = load_mat(c, T->wq, &L->wq, true, err)) ||
+                   (st = load_mat(c, T->wk, &L->wk, true, err)) ||
+                   (st = load_mat(c, T->wv, &L->wv, true, err))) {
             return st;
         }
-        if ((st = load_mat(c, T->wo, &L->wo, err)) || (st = load_mat(c, T->w_down, &L->wd, err)))
+        if ((st = load_mat(c, T->wo, &L->wo, true, err)) ||
+            (st = load_mat(c, T->w_down, &L->wd, true, err)))
             return st;
         if (hp->fused_gate_up || !T->w_gate) {
             kvv_cpu_weight all;
-            if ((st = load_mat(c, T->w_up, &all, err)))
+            if ((st = load_mat(c, T->w_up, &all, hp->n_ff % 4 == 0, err)))
                 return st;
             L->wg = kvv_cpu_weight_rows(&all, 0, hp->n_ff);
             L->wu = kvv_cpu_weight_rows(&all, hp->n_ff, hp->n_ff);
-        } else if ((st = load_mat(c, T->w_gate, &L->wg, err)) ||
-                   (st = load_mat(c, T->w_up, &L->wu, err))) {
+        } else if ((st = load_mat(c, T->w_gate, &L->wg, true, err)) ||
+                   (st = load_mat(c, T->w_up, &L->wu, true, err))) {
             return st;
         }
     }
     if ((st = load_vec(c, m->output_norm, &c->output_norm, err)) ||
-        (st = load_mat(c, m->tok_embd, &c->tok_embd, err)))
+        (st = load_mat(c, m->tok_embd, &c->tok_embd, false, err)))
         return st;
     if (m->output && m->output != m->tok_embd) {
-        if ((st = load_mat(c, m->output, &c->output, err)))
+        if ((st = load_mat(c, m->output, &c->output, true, err)))
             return st;
     } else {
+        /* tied: the embedding keeps the file's layout (rows are looked up
+         * one by one); the output gets its own X4 copy when that pays */
         c->output = c->tok_embd;
+        if (want_x4(c, &c->output) && !relayout_x4(c, &c->output))
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
     }
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {
+        /* The lowest mantissa bit, as the reference. When the output product
+         * rounds its activations to Q8_0 (fast mode), a 1-ulp change of one
+         * input is below that resolution and would vanish, so the control
+         * flips the lowest exponent bit (x2 or /2) instead. */
         float *w0 = (float *)c->output_norm;
         uint32_t b;
         memcpy(&b, w0, 4);
-        b ^= 1u;
+        b ^= c->q8_act && c->output.type != KVV_TYPE_F32 ? 1u << 23 : 1u;
         memcpy(w0, &b, 4);
     }
     return KVV_OK;
@@ -187,7 +226,7 @@ static void cpu_close(kvv_engine *e)
         free(c->rope_cos[0]);
         free(c->rope_sin[0]);
         free(c->x); free(c->xn); free(c->q); free(c->kk); free(c->vv);
-        free(c->o); free(c->g); free(c->u); free(c->y); free(c->probs);
+        free(c->o); free(c->g); free(c->u); free(c->y); free(c->qx); free(c->dx); free(c->probs);
         free(c->key_pos); free(c->key_idx);
         if (c->ts)
             for (int i = 0; i < c->n_threads; i++) {
@@ -268,6 +307,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     c->cache_type = o->cache_type;
     c->k = k;
     c->copts = *co;
+    c->q8_act = c->mode == KVV_MODE_FAST && !co->f32_act;
     c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     e->opts.n_threads = c->n_threads;
     c->n_ctx = o->n_ctx;
@@ -301,7 +341,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     for (int i = 0; i < c->n_threads; i++) {
         size_t grp = (size_t)(hp->n_head / hp->n_head_kv);
         c->ts[i].scores = malloc(grp * (size_t)c->n_ctx * sizeof(float));
-        c->ts[i].krows = malloc((size_t)c->n_ctx * (size_t)hp->head_dim * sizeof(float));
+        c->ts[i].krows = malloc((size_t)c->n_ctx * (size_t)rowmax * sizeof(float));
         c->ts[i].row = malloc((size_t)rowmax * sizeof(float));
         c->ts[i].tile = malloc(tile * sizeof(float));
         c->ts[i].qs = malloc(grp * (size_t)hp->head_dim * sizeof(float));
@@ -318,11 +358,13 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
-                 co->dequant_all ? "f32" : "fused", co->dequant_all ? "f32" : "tile");
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0)" : "fused",
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0)" : "tile");
     else
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0=%s", k->name,
-                 k->lanes, k->name, k->name, co->dequant_all ? "f32" : "fused",
+                 k->lanes, k->name, k->name,
+                 co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused",
                  co->dequant_all ? "f32" : "tile");
     *out = e;
     return KVV_OK;

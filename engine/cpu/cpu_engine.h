@@ -44,6 +44,8 @@
 typedef struct {
     const char *isa;    /* NULL or "" = best the CPU has; "generic", "avx2", "avx512" */
     int dequant_all;    /* 1: dequantize Q8_0/Q4_0 to F32 at open as well */
+    int f32_act;        /* fast mode, 1: keep fp32 activations for Q8_0/Q4_0 weights
+                         * (no Q8_0 activation rounding; for comparison) */
 } kvv_cpu_opts;
 
 kvv_cpu_opts kvv_cpu_opts_default(void);

@@ -44,13 +44,20 @@ bool kvv_cpu_reserve(kvv_cpu *c, int n)
     const kvv_hparams *hp = c->hp;
     size_t N = (size_t)n;
     size_t wide = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
+    size_t ow = (size_t)hp->n_head * (size_t)hp->head_dim_v;
+    size_t in_w = wide > ow ? wide : ow; /* widest matmul input */
     if (!grow(&c->x, N * hp->n_embd) || !grow(&c->xn, N * wide) ||
         !grow(&c->q, N * hp->n_head * hp->head_dim) ||
         !grow(&c->kk, N * hp->n_head_kv * hp->head_dim) ||
         !grow(&c->vv, N * hp->n_head_kv * hp->head_dim_v) ||
         !grow(&c->o, N * hp->n_head * hp->head_dim_v) || !grow(&c->g, N * hp->n_ff) ||
-        !grow(&c->u, N * hp->n_ff) || !grow(&c->y, N * hp->n_embd))
+        !grow(&c->u, N * hp->n_ff) || !grow(&c->y, N * hp->n_embd) ||
+        !grow(&c->dx, N * in_w / 32 + 1))
         return false;
+    int8_t *q8 = realloc(c->qx, N * in_w + 64);
+    if (!q8)
+        return false;
+    c->qx = q8;
     c->cap_tok = n;
     return true;
 }

@@ -32,7 +32,15 @@ typedef struct {
     int cols;               /* input dimension (row length) */
     const uint8_t *data;    /* first row; borrowed from the map or c->owned */
     size_t row_bytes;
+    bool x4;                /* Q8_0 in the 4-row interleaved layout (KVV_CPU_X4) */
 } kvv_cpu_weight;
+
+/* KVV_CPU_X4: invariant mode re-lays each Q8_0 matrix (rows % 4 == 0) out
+ * at open as groups of 4 rows interleaved by block, so the one-token GEMV
+ * reads one linear stream with 4 independent accumulator chains (the
+ * kernel table's gemv_q8_0_x4; same bits as gemv_q8_0). A group is 4 rows'
+ * bytes, so row r0 (a multiple of 4) still starts at r0 * row_bytes. */
+const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b);
 
 /* Rows [r0, r0+n) of w as a weight of its own (fused QKV, gate|up). */
 kvv_cpu_weight kvv_cpu_weight_rows(const kvv_cpu_weight *w, int r0, int n);
@@ -57,7 +65,8 @@ typedef struct {
 /* Per-thread scratch. */
 typedef struct {
     float *scores;  /* [n_head/n_head_kv][n_ctx] attention scores / probabilities */
-    float *krows;   /* [n_ctx][head_dim] K rows widened from an f16/bf16 cache */
+    float *krows;   /* [n_ctx][max(head_dim, head_dim_v)] K or V rows widened from an
+                     * f16/bf16 cache */
     float *row;     /* [max(head_dim, head_dim_v)] a K or V row widened from f16/bf16 */
     float *tile;    /* [KVV_CPU_TILE_FLOATS or 4*max_cols] dequantized weight rows */
     float *qs;      /* [n_head/n_head_kv][head_dim] pre-scaled query heads */
@@ -97,6 +106,9 @@ typedef struct {
     float *g;    /* [n][n_ff] */
     float *u;    /* [n][n_ff] */
     float *y;    /* [n][n_embd] */
+    int8_t *qx;  /* [n][max input width] activations rounded to Q8_0 (fast mode) */
+    float *dx;   /* [n][max input width / 32] their block scales */
+    bool q8_act; /* fast mode: Q8_0/Q4_0 products take Q8_0 activations */
     float *probs;        /* attention probabilities for the attn hook (grown) */
     size_t cap_probs;
     int32_t *key_pos;    /* [n_ctx] positions reported to the attn hook */

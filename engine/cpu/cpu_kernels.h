@@ -45,11 +45,22 @@ typedef struct {
      * dequantization; bit-identical to gemm_f32 on the dequantized rows. */
     void (*gemv_q8_0)(int K, const void *W, size_t row_bytes, int n_rows, const float *X,
                       size_t ldx, int n_tok, float *Y, size_t ldy);
+    /* One token against n_groups groups of 4 Q8_0 rows stored interleaved
+     * by block (KVV_CPU_X4 layout: block b of rows 4g..4g+3 at
+     * G + ((g*nb + b)*4 + i)*34, nb = K/32): y[4g+i], in the order of
+     * gemv_q8_0 (so the same bits), with 4 independent accumulator chains
+     * read from one linear stream. NULL where a table has none. */
+    void (*gemv_q8_0_x4)(int K, const void *G, int n_groups, const float *x, float *y);
     /* One dot product in the same order (attention scores, norms). */
     float (*dot)(int K, const float *a, const float *b);
     /* y[i] += a * x[i] for i < n (fused on FMA machines, identically in the
      * vector body and the tail). */
     void (*axpy)(int n, float a, const float *x, float *y);
+    /* o[i] = sum over p < n with w[p] != 0, ascending p, of w[p] * V[p*ldv + i]
+     * for i < D, starting from 0: exactly the bits of zeroing o and calling
+     * axpy(D, w[p], V + p*ldv, o) for each such p in order (the attention's
+     * weighted sum of value rows, with o kept in registers). */
+    void (*wsum)(int n, int D, const float *w, const float *V, size_t ldv, float *o);
     /* Dequantize n elements (a multiple of 32) of Q8_0 / Q4_0: bit-identical
      * to kvv_dequantize_row. */
     void (*dequant_q8_0)(const void *src, float *dst, int n);
@@ -59,12 +70,23 @@ typedef struct {
      * e[i] = s[i] == -inf ? 0 : exp(s[i] - m) (softmax numerators). */
     void (*silu_mul)(int n, float *g, const float *u);
     void (*exp_shift)(int n, const float *s, float m, float *e);
+
+    /* Fast mode's products with quantized weights (cpu_q8dot_*.c): the
+     * activations are first rounded to Q8_0 like ggml's vec_dot_type, then
+     * each block is an exact integer dot product (see cpu_q8dot.h). */
+    void (*quantize_act)(int K, const float *x, int8_t *q, float *d);
+    void (*gemm_q8_0_q8)(int K, const void *W, size_t row_bytes, int n_rows, const int8_t *QX,
+                         const float *DX, int n_tok, float *Y, size_t ldy);
+    void (*gemm_q4_0_q8)(int K, const void *W, size_t row_bytes, int n_rows, const int8_t *QX,
+                         const float *DX, int n_tok, float *Y, size_t ldy);
 } kvv_cpu_kernels;
 
 extern const kvv_cpu_kernels kvv_cpu_kernels_generic;
 /* Defined only on x86-64 builds. */
 extern const kvv_cpu_kernels kvv_cpu_kernels_avx2;
 extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
+/* The AVX2 wsum, which the AVX-512 table shares (x86-64 builds only). */
+void kvv_cpu_avx2_wsum(int n, int D, const float *w, const float *V, size_t ldv, float *o);
 
 /* The best table this CPU supports. `force` ("generic", "avx2", "avx512" or
  * NULL/"" for auto) restricts the choice; a forced ISA the CPU lacks returns

@@ -7,6 +7,7 @@
  * registers hold accumulators).
  */
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_q8dot.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
     defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
@@ -263,10 +264,14 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .gemv_q8_0 = avx512_gemv_q8_0,
     .dot = avx512_dot,
     .axpy = avx512_axpy,
+    .wsum = kvv_cpu_avx2_wsum, /* 256-bit (cpu_kernels_avx2.c); fused like avx512_axpy */
     .dequant_q8_0 = avx512_dequant_q8_0,
     .dequant_q4_0 = avx512_dequant_q4_0,
     .silu_mul = avx512_silu_mul,
     .exp_shift = avx512_exp_shift,
+    .quantize_act = kvv_cpu_quantize_act_avx2,
+    .gemm_q8_0_q8 = kvv_cpu_gemm_q8_0_q8_avx2,
+    .gemm_q4_0_q8 = kvv_cpu_gemm_q4_0_q8_avx2,
 };
 
 #elif defined(__x86_64__)

@@ -5,6 +5,7 @@
  * multiply and add (-ffp-contract=off keeps the compiler from fusing them).
  */
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_q8dot.h"
 
 #include <math.h>
 
@@ -111,10 +112,36 @@ static void gen_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows, co
     }
 }
 
+static void gen_gemv_q8_0_x4(int K, const void *G, int n_groups, const float *x, float *y)
+{
+    const int nb = K / 32;
+    for (int g = 0; g < n_groups; g++)
+        for (int i = 0; i < 4; i++) {
+            float acc[LANES] = {0};
+            for (int b = 0; b < nb; b++) {
+                float w[32];
+                gen_dequant_q8_0((const uint8_t *)G + ((size_t)(g * nb + b) * 4 + i) * 34, w, 32);
+                for (int k = 0; k < 32; k += LANES)
+                    for (int j = 0; j < LANES; j++)
+                        acc[j] = acc[j] + w[k + j] * x[b * 32 + k + j];
+            }
+            y[4 * g + i] = hsum8(acc);
+        }
+}
+
 static void gen_axpy(int n, float a, const float *x, float *y)
 {
     for (int i = 0; i < n; i++)
         y[i] = y[i] + a * x[i];
+}
+
+static void gen_wsum(int n, int D, const float *w, const float *V, size_t ldv, float *o)
+{
+    for (int i = 0; i < D; i++)
+        o[i] = 0.0f;
+    for (int p = 0; p < n; p++)
+        if (w[p] != 0.0f)
+            gen_axpy(D, w[p], V + (size_t)p * ldv, o);
 }
 
 static void gen_silu_mul(int n, float *g, const float *u)
@@ -134,12 +161,17 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .lanes = LANES,
     .gemm_f32 = gen_gemm_f32,
     .gemv_q8_0 = gen_gemv_q8_0,
+    .gemv_q8_0_x4 = gen_gemv_q8_0_x4,
     .dot = gen_dot,
     .axpy = gen_axpy,
+    .wsum = gen_wsum,
     .dequant_q8_0 = gen_dequant_q8_0,
     .dequant_q4_0 = gen_dequant_q4_0,
     .silu_mul = gen_silu_mul,
     .exp_shift = gen_exp_shift,
+    .quantize_act = kvv_cpu_quantize_act_generic,
+    .gemm_q8_0_q8 = kvv_cpu_gemm_q8_0_q8_generic,
+    .gemm_q4_0_q8 = kvv_cpu_gemm_q4_0_q8_generic,
 };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

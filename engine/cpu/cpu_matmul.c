@@ -8,10 +8,13 @@
  * rows go to cblas_sgemm (OpenBLAS, single-threaded inside our pool) when
  * the batch has at least KVV_CPU_SGEMM_MIN_TOKENS tokens.
  *
- * Quantized weights (Q8_0, Q4_0): small batches use the fused Q8_0 kernel;
+ * Quantized weights (Q8_0, Q4_0): small batches use the fused Q8_0 kernel
+ * (invariant mode; one token over X4-laid-out rows, cpu_impl.h) or, in fast
+ * mode, the integer kernels on Q8_0-rounded activations (cpu_q8dot.h);
  * otherwise a tile of rows is dequantized into the thread's scratch and fed
- * to the f32 kernel (or sgemm). Dequantization is exact, so both routes give
- * the bits of the f32 kernel on the dequantized matrix.
+ * to the f32 kernel (or sgemm). Dequantization is exact, so in invariant
+ * mode every route gives the bits of the f32 kernel on the dequantized
+ * matrix.
  */
 #include <cblas.h>
 #include <string.h>
@@ -38,12 +41,25 @@ typedef struct {
     int n_out;
     const kvv_cpu_mm_out *outs;
     bool use_sgemm;
+    bool q8;        /* x is also in c->qx / c->dx (Q8_0 activations) */
     int rows_per_chunk;
     int first_chunk[4];   /* chunk index where output o starts; [n_out] = total */
 } mm_job;
 
+const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b)
+{
+    return w->data + (size_t)(r / 4) * 4 * w->row_bytes + ((size_t)b * 4 + (size_t)(r % 4)) * 34;
+}
+
 static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
 {
+    if (w->x4) {
+        for (int r = 0; r < nr; r++)
+            for (int b = 0; b < w->cols / 32; b++)
+                c->k->dequant_q8_0(kvv_cpu_x4_block(w, r0 + r, b), dst + (size_t)r * w->cols + 32 * b,
+                                   32);
+        return;
+    }
     for (int r = 0; r < nr; r++) {
         const uint8_t *src = w->data + (size_t)(r0 + r) * w->row_bytes;
         float *d = dst + (size_t)r * w->cols;
@@ -77,7 +93,22 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
                  j->x, j->ldx, j->n, out->y + r0, out->ldy);
         return;
     }
-    if (w->type == KVV_TYPE_Q8_0 && j->n <= KVV_CPU_FUSED_MAX_TOKENS) {
+    if (j->q8 && w->type != KVV_TYPE_F32) {
+        const int8_t *qx = c->qx;
+        const float *dx = c->dx;
+        if (w->type == KVV_TYPE_Q8_0)
+            c->k->gemm_q8_0_q8(K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, qx, dx,
+                               j->n, out->y + r0, out->ldy);
+        else
+            c->k->gemm_q4_0_q8(K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, qx, dx,
+                               j->n, out->y + r0, out->ldy);
+        return;
+    }
+    if (w->x4 && j->n == 1 && r0 % 4 == 0 && nr % 4 == 0) {
+        c->k->gemv_q8_0_x4(K, w->data + (size_t)r0 * w->row_bytes, nr / 4, j->x, out->y + r0);
+        return;
+    }
+    if (w->type == KVV_TYPE_Q8_0 && !w->x4 && j->n <= KVV_CPU_FUSED_MAX_TOKENS) {
         c->k->gemv_q8_0(K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, j->x, j->ldx,
                         j->n, out->y + r0, out->ldy);
         return;
@@ -116,6 +147,20 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     };
     double macs = 0;
     int max_rows = 0;
+    /* Q8_0 activations (fast mode, decode-sized batches): quantized once
+     * here, read by every quantized output (an F32 one in the same call
+     * still reads x). Larger batches take fp32 activations and sgemm, which
+     * measured faster than the integer GEMM here (docs/cpu-engine.md). */
+    j.q8 = false;
+    for (int o = 0; o < n_out; o++)
+        j.q8 = j.q8 || (c->q8_act && n <= KVV_CPU_FUSED_MAX_TOKENS &&
+                        outs[o].w->type != KVV_TYPE_F32);
+    if (j.q8) {
+        int K = outs[0].w->cols;
+        for (int t = 0; t < n; t++)
+            c->k->quantize_act(K, x + (size_t)t * ldx, c->qx + (size_t)t * K,
+                               c->dx + (size_t)t * (K / 32));
+    }
     for (int o = 0; o < n_out; o++) {
         macs += (double)n * outs[o].w->rows * outs[o].w->cols;
         max_rows = outs[o].w->rows > max_rows ? outs[o].w->rows : max_rows;

@@ -32,6 +32,12 @@
 
 /* cpu vs reference, per position max|Δ|/max|logit| (measured <= 3e-5). */
 #define KVV_CPU_VS_REF_TOL 2e-4
+/* fast-mode decode (one token: activations rounded to Q8_0 before Q8_0
+ * products) on a model with Q8_0 weights vs the reference emulating that
+ * rounding (measured 1.8e-7 .. 1.8e-2: the
+ * emulation also rounds activations to fp16 before F16 products, which the
+ * cpu engine does not; stories260K-q8_0's ffn_down is F16). */
+#define KVV_CPU_FAST_Q8_VS_REF_TOL 5e-2
 
 typedef struct {
     const char *path;   /* relative to shared/ */
@@ -158,6 +164,27 @@ static double worst_rel(const float *a, const float *b, int n, int V, int *bad_f
     return worst;
 }
 
+static kvv_engine *open_engine_ggml(const kvv_model *m, unsigned ggml)
+{
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = "ref";
+    o.n_ctx = 128;
+    o.ggml = ggml;
+    kvv_engine *e = NULL;
+    kvv_error err = {0};
+    if (kvv_engine_open(m, &o, &e, &err))
+        fail_msg("open ref (ggml emulation): %s", err.msg);
+    return e;
+}
+
+static bool model_has_q8_0(const kvv_model *m)
+{
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
+        if (m->gguf->tensors[i].type == KVV_TYPE_Q8_0)
+            return true;
+    return false;
+}
+
 static void test_conformance(void **state)
 {
     (void)state;
@@ -179,26 +206,41 @@ static void test_conformance(void **state)
         int V = m->hp.n_vocab, n = p.n;
         assert_int_equal(V, p.V);
         float *lr = malloc(sizeof(float) * n * V), *lc = malloc(sizeof(float) * n * V);
+        float *lq = malloc(sizeof(float) * n * V);
         kvv_engine *ref = open_engine(m, "ref", KVV_MODE_EXACT, 1, KVV_CACHE_F32, 0);
         run_chunks(ref, p.tokens, n, n, lr, V, NULL);
         kvv_engine_close(ref);
-        for (int variant = 0; variant < 2; variant++) {
+        /* fast-mode decode rounds activations to Q8_0 before Q8_0 products:
+         * its reference is the one emulating that (KVV_GGML_ACT_QUANT) */
+        bool q8 = model_has_q8_0(m);
+        if (q8) {
+            ref = open_engine_ggml(m, KVV_GGML_ACT_QUANT);
+            run_chunks(ref, p.tokens, n, n, lq, V, NULL);
+            kvv_engine_close(ref);
+        }
+        /* 0: invariant, one batch, 1 thread; 1: fast, one batch (sgemm),
+         * 2 threads; 2: fast, token by token (the decode kernels) */
+        for (int variant = 0; variant < 3; variant++) {
             kvv_mode mode = variant ? KVV_MODE_FAST : KVV_MODE_INVARIANT;
             kvv_engine *e = open_engine(m, "cpu", mode, variant ? 2 : 1, KVV_CACHE_F32, 0);
-            run_chunks(e, p.tokens, n, n, lc, V, NULL);
+            run_chunks(e, p.tokens, n, variant == 2 ? 1 : n, lc, V, NULL);
             kvv_engine_close(e);
+            bool act_q8 = variant == 2 && q8;
             int flips_ref, flips_peer;
-            double r_ref = worst_rel(lr, lc, n, V, &flips_ref);
+            double r_ref = worst_rel(act_q8 ? lq : lr, lc, n, V, &flips_ref);
             double r_peer = worst_rel(p.logits, lc, n, V, &flips_peer);
-            printf("  %-24s %-9s vs ref %.3g  vs llama.cpp %.3g (tol %.3g)\n", cases[c].stem,
-                   kvv_mode_name(mode), r_ref, r_peer, cases[c].peer_tol);
-            if (r_ref > KVV_CPU_VS_REF_TOL || flips_ref || r_peer > cases[c].peer_tol)
+            printf("  %-24s %-9s %-7s vs ref%s %.3g  vs llama.cpp %.3g (tol %.3g)\n",
+                   cases[c].stem, kvv_mode_name(mode), variant == 2 ? "decode" : "batch",
+                   act_q8 ? " (ggml act-quant)" : "", r_ref, r_peer, cases[c].peer_tol);
+            double tol = act_q8 ? KVV_CPU_FAST_Q8_VS_REF_TOL : KVV_CPU_VS_REF_TOL;
+            if (r_ref > tol || flips_ref || r_peer > cases[c].peer_tol)
                 fail_msg("%s %s: vs ref %.3g (%d flips), vs llama.cpp %.3g (tol %.3g)",
                          cases[c].stem, kvv_mode_name(mode), r_ref, flips_ref, r_peer,
                          cases[c].peer_tol);
         }
         free(lr);
         free(lc);
+        free(lq);
         peer_free(&p);
         kvv_model_close(m);
     }
@@ -329,9 +371,12 @@ static void test_kv_from_residual(void **state)
                             assert_memory_equal(kc, k + (size_t)t * kw, sizeof(float) * kw);
                             assert_memory_equal(vc, v + (size_t)t * vw, sizeof(float) * vw);
                         } else {
+                            /* fast: the batch went through sgemm (fp32
+                             * activations), one token through the integer
+                             * kernels (Q8_0 activations): close, not equal */
                             for (int i = 0; i < kw; i++)
                                 assert_true(fabsf(kc[i] - k[(size_t)t * kw + i]) <=
-                                            1e-3f * (1.0f + fabsf(kc[i])));
+                                            KVV_CPU_FAST_Q8_VS_REF_TOL * (1.0f + fabsf(kc[i])));
                         }
                     }
                 }

@@ -5,8 +5,8 @@
  * where supported): gemm_f32 gives the same bits whatever the batch size,
  * the token's place in the batch and the row blocking (the invariant-mode
  * contract of cpu_kernels.h), and agrees with a double-precision product;
- * the fused Q8_0 kernel gives exactly the bits of gemm_f32 on the
- * dequantized rows; the SIMD dequantizers equal kvv_dequantize_row; dot is
+ * the fused Q8_0 kernels (row-major and 4-row interleaved) give exactly the
+ * bits of gemm_f32 on the dequantized rows; the SIMD dequantizers equal kvv_dequantize_row; dot is
  * gemm_f32 of one row and one token. The pool runs every chunk exactly once
  * per job.
  */
@@ -17,6 +17,7 @@
 
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_pool.h"
+#include "engine/cpu/cpu_q8dot.h"
 #include "model/tensor_types.h"
 #include "tests/test_util.h"
 
@@ -136,6 +137,19 @@ static void test_q8_0_fused_and_dequant(void **state)
             k->gemv_q8_0(K, q, rb, R, X, K, nt, Yq, R);
             assert_memory_equal(Yq, Y, sizeof(float) * nt * R);
         }
+        if (k->gemv_q8_0_x4) { /* the first 8 rows in the 4-row interleaved layout */
+            uint8_t *g = malloc(rb * 8);
+            for (int r = 0; r < 8; r++)
+                for (int bl = 0; bl < K / 32; bl++)
+                    memcpy(g + (size_t)(r / 4) * 4 * rb + ((size_t)bl * 4 + r % 4) * 34,
+                           q + r * rb + bl * 34, 34);
+            for (int t = 0; t < T; t++) {
+                memset(Yq, 0, sizeof(float) * R);
+                k->gemv_q8_0_x4(K, g, 2, X + (size_t)t * K, Yq);
+                assert_memory_equal(Yq, Y + (size_t)t * R, sizeof(float) * 8);
+            }
+            free(g);
+        }
     }
     free(q);
     free(q4);
@@ -146,6 +160,85 @@ static void test_q8_0_fused_and_dequant(void **state)
     free(Yq);
     free(a);
     free(b);
+}
+
+/* Fast mode's Q8_0-activation products: the SIMD quantizer gives exactly
+ * the generic bits (zero, tiny and large blocks included); each table's
+ * Q8_0 and Q4_0 products are the same bits for any batch size and row
+ * blocking, and equal the exact block-integer sum sum_b dw*dx*isum within
+ * float rounding. */
+static void test_q8_activation_products(void **state)
+{
+    (void)state;
+    const int K = 192, R = 11, T = 7, NB = K / 32;
+    size_t rb8 = kvv_type_row_size(KVV_TYPE_Q8_0, K), rb4 = kvv_type_row_size(KVV_TYPE_Q4_0, K);
+    uint8_t *w8 = malloc(rb8 * R), *w4 = malloc(rb4 * R);
+    float *src = malloc(sizeof(float) * K), *X = malloc(sizeof(float) * T * K);
+    int8_t *qx = malloc((size_t)T * K), *qg = malloc((size_t)T * K);
+    float *dx = malloc(sizeof(float) * T * NB), *dg = malloc(sizeof(float) * T * NB);
+    float *Y = malloc(sizeof(float) * T * R), *Y1 = malloc(sizeof(float) * T * R);
+    float *wd = malloc(sizeof(float) * K);
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < K; i++)
+            src[i] = frand() * (r + 1);
+        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, src, w8 + r * rb8, K));
+        assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, src, w4 + r * rb4, K));
+    }
+    for (int i = 0; i < T * K; i++)
+        X[i] = frand() * 3.0f;
+    for (int i = 0; i < 32; i++) {
+        X[i] = 0.0f;          /* an all-zero block: d = 0, q = 0 */
+        X[32 + i] = 1e-30f * frand(); /* a block whose scale is an fp16 subnormal or 0 */
+    }
+    kvv_cpu_quantize_act_generic(K, X, qg, dg);
+    for (int t = 1; t < T; t++)
+        kvv_cpu_quantize_act_generic(K, X + (size_t)t * K, qg + (size_t)t * K, dg + t * NB);
+    assert_true(dg[0] == 0.0f);
+    for (int ti = 0; ti < n_tables; ti++) {
+        const kvv_cpu_kernels *k = tables[ti];
+        for (int t = 0; t < T; t++)
+            k->quantize_act(K, X + (size_t)t * K, qx + (size_t)t * K, dx + t * NB);
+        assert_memory_equal(qx, qg, (size_t)T * K);
+        assert_memory_equal(dx, dg, sizeof(float) * T * NB);
+        for (int type = 0; type < 2; type++) {
+            const uint8_t *W = type ? w4 : w8;
+            size_t rb = type ? rb4 : rb8;
+            kvv_type ty = type ? KVV_TYPE_Q4_0 : KVV_TYPE_Q8_0;
+            void (*gemm)(int, const void *, size_t, int, const int8_t *, const float *, int,
+                         float *, size_t) = type ? k->gemm_q4_0_q8 : k->gemm_q8_0_q8;
+            gemm(K, W, rb, R, qx, dx, T, Y, R);
+            for (int t = 0; t < T; t++) /* one token at a time */
+                gemm(K, W, rb, R, qx + (size_t)t * K, dx + t * NB, 1, Y1 + (size_t)t * R, R);
+            assert_memory_equal(Y, Y1, sizeof(float) * T * R);
+            for (int r = 0; r < R; r++) /* one row at a time, all tokens */
+                gemm(K, W + r * rb, rb, 1, qx, dx, T, Y1 + r, R);
+            assert_memory_equal(Y, Y1, sizeof(float) * T * R);
+            for (int r = 0; r < R; r++) {
+                assert_true(kvv_dequantize_row(ty, W + r * rb, wd, K));
+                for (int t = 0; t < T; t++) {
+                    double s = 0, a = 0;
+                    for (int i = 0; i < K; i++) {
+                        /* dequantized weight * (q * d) of the activation */
+                        double p = (double)wd[i] * qx[t * K + i] * dx[t * NB + i / 32];
+                        s += p;
+                        a += fabs(p);
+                    }
+                    assert_true(fabs(Y[t * R + r] - s) <= 1e-6 * a + 1e-30);
+                }
+            }
+        }
+    }
+    free(w8);
+    free(w4);
+    free(src);
+    free(X);
+    free(qx);
+    free(qg);
+    free(dx);
+    free(dg);
+    free(Y);
+    free(Y1);
+    free(wd);
 }
 
 /* silu_mul and exp_shift give the scalar bits in every lane and the tail, in
@@ -248,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_gemm_invariant),
         cmocka_unit_test(test_q8_0_fused_and_dequant),
+        cmocka_unit_test(test_q8_activation_products),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_pool),
     };
