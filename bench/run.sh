@@ -8,9 +8,10 @@
 # bytes per token, the GFLOP/s or GB/s achieved), and writes every
 # measurement as JSON.
 #
-# When LLAMA_BENCH names llama.cpp's llama-bench, the same models are
-# measured with it in the same run (same prompt/decode sizes and threads)
-# and the ratios ours / llama.cpp are printed.
+# When LLAMA_BENCH names llama.cpp's llama-bench, each model is measured
+# with it in the same run, just before our engines (same prompt/decode
+# sizes and threads; both decode from an empty cache), and the ratios
+# ours / llama.cpp are printed and its figures written to the JSON.
 #
 # Environment:
 #   KVV            kvverify binary (default $O/kvverify, else ./kvverify)
@@ -72,14 +73,19 @@ llama_ts() {
           gsub(/"/, "", np); gsub(/"/, "", ng); gsub(/"/, "", th); gsub(/"/, "", ts)
           if (np == p && ng == g && th == t) { print ts; exit } }' "$csv"
 }
-if [ -n "${LLAMA_BENCH:-}" ]; then
+# llama_run MODEL: measure MODEL with llama-bench (just before our engines
+# on the same model, so both see the same machine load)
+llama_run() {
+    [ -n "${LLAMA_BENCH:-}" ] || return 0
     tl=$(echo "$THREADS" | tr ' ' ',')
-    for m in $models; do
-        echo "bench: llama-bench on $(basename "$m")"
-        "$LLAMA_BENCH" -m "$m" -p 128,512 -n 64 -t "$tl" -r "$REPEATS" -o csv \
-            >"$tmp/llama-$(basename "$m").csv" 2>"$tmp/llama.log" ||
-            echo "bench: llama-bench failed on $m (see its log)"
-    done
+    echo "bench: llama-bench on $(basename "$1")"
+    "$LLAMA_BENCH" -m "$1" -p 128,512 -n 64 -t "$tl" -r "$REPEATS" -o csv \
+        >"$tmp/llama-$(basename "$1").csv" 2>"$tmp/llama.log" ||
+        echo "bench: llama-bench failed on $1: $(tail -n 1 "$tmp/llama.log")"
+}
+if [ -n "${LLAMA_BENCH:-}" ] && [ ! -x "$LLAMA_BENCH" ]; then
+    echo "bench: LLAMA_BENCH=$LLAMA_BENCH is not an executable file" >&2
+    exit 2
 fi
 
 # ---------------------------------------------------------------- machine roofline
@@ -105,6 +111,18 @@ line() { # model label threads test tok/s flop bytes achieved llama-prompt llama
         "$6" "$7" "$8"
 }
 for m in $models; do
+    llama_run "$m"
+    for th in $THREADS; do # llama-bench's figures into the JSON as well
+        for run in "128 0" "512 0" "0 64"; do
+            set -- $run
+            lts=$(llama_ts "$m" "$1" "$2" "$th")
+            [ -n "$lts" ] || continue
+            [ $first -eq 1 ] || echo "," >>"$tmp/all.json"
+            first=0
+            printf '{"engine": "llama-bench", "model": "%s", "threads": %s, "n_prompt": %s, "n_gen": %s, "tok_s": %s}\n' \
+                "$m" "$th" "$1" "$2" "$lts" >>"$tmp/all.json"
+        done
+    done
     for cfg in ref cpu-fast cpu-invariant; do
         case $cfg in
         ref) eng=ref mode=exact rep=$REF_REPEATS thr_list=1 ;;

@@ -11,9 +11,12 @@
  *                                          consecutive keys go through one
  *                                          gemm_f32 call, same bits)
  *   s_p = cap * tanh(s_p / cap)            (gemma2 soft-cap)
- *   m = max s_p;  e_p = exp(s_p - m);  Z = sum e_p (ascending p)
+ *   m = max s_p;  e_p = exp(s_p - m);  Z = sum e_p (the kernel sum: the
+ *                                          lane order of dot, a function of
+ *                                          the number of keys)
  *   prob_p = e_p * (1/Z);   o = sum prob_p * v_p (wsum: fused steps in
- *                                          ascending p, zero weights skipped)
+ *                                          ascending p, zero weights skipped;
+ *                                          the group's heads in one pass)
  * Every sum's order depends only on the set of visible keys, which is the
  * same however the tokens were batched.
  */
@@ -157,15 +160,14 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
         while (b + 1 <= p1 && present[(size_t)(b + 1) * kc->n_kv_head + kh])
             b++;
         score_run(j, ith, kh, q, grp, p, b, p0, nk, sc);
-        for (int t = 0; t < grp; t++)
-            for (int pp = p; pp <= b; pp++) {
-                float s = sc[(size_t)t * nk + (pp - p0)];
-                if (!j->prescale)
-                    s = s * hp->query_scale;
-                if (cap > 0.0f)
-                    s = cap * kvv_cpu_tanhf(s / cap);
-                sc[(size_t)t * nk + (pp - p0)] = s;
-            }
+        for (int t = 0; t < grp; t++) {
+            float *run = sc + (size_t)t * nk + (p - p0);
+            if (!j->prescale)
+                c->k->scale(b - p + 1, run, hp->query_scale);
+            if (cap > 0.0f)
+                for (int pp = 0; pp <= b - p; pp++)
+                    run[pp] = cap * kvv_cpu_tanhf(run[pp] / cap);
+        }
         p = b + 1;
     }
     if (j->hooks && j->hooks->select)
@@ -185,29 +187,26 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
         ldv = (size_t)Dv;
     }
     for (int t = 0; t < grp; t++) {
-        int h = h0 + t;
         float *st = sc + (size_t)t * nk;
         float m = -INFINITY;
         for (int p = 0; p < nk; p++)
             if (st[p] > m)
                 m = st[p];
         c->k->exp_shift(nk, st, m, st);
-        float z = 0.0f;
-        for (int p = 0; p < nk; p++)
-            z = z + st[p];
-        float inv = z > 0.0f ? 1.0f / z : 0.0f;
-        for (int p = 0; p < nk; p++)
-            st[p] = st[p] * inv;
-        float *o = j->o + (size_t)i * hp->n_head * Dv + (size_t)h * Dv;
-        c->k->wsum(nk, Dv, st, V, ldv, o);
-        if (j->probs) {
-            float *pr = j->probs + ((size_t)i * hp->n_head + h) * j->n_keys;
+        float z = c->k->sum(nk, st);
+        c->k->scale(nk, st, z > 0.0f ? 1.0f / z : 0.0f);
+    }
+    c->k->wsum(nk, Dv, grp, sc, (size_t)nk, V, ldv, j->o + (size_t)i * hp->n_head * Dv +
+               (size_t)h0 * Dv, (size_t)Dv);
+    if (j->probs)
+        for (int t = 0; t < grp; t++) {
+            const float *st = sc + (size_t)t * nk;
+            float *pr = j->probs + ((size_t)i * hp->n_head + h0 + t) * j->n_keys;
             memset(pr, 0, (size_t)j->n_keys * sizeof(float));
             for (int p = 0; p < nk; p++)
                 if (c->key_idx[p0 + p] >= 0)
                     pr[c->key_idx[p0 + p]] = st[p];
         }
-    }
 }
 
 /* Chunk k: tasks [k*per, (k+1)*per) of the n*n_head_kv (token, KV head) pairs. */

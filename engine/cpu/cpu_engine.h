@@ -23,7 +23,10 @@
  *     outputs. Any batching, chunking or thread count gives the same bits.
  *   KVV_MODE_FAST: multi-token products (>= 4 tokens) go to cblas_sgemm,
  *     whose blocking depends on the shape; single tokens use the GEMV
- *     kernels. Results agree with invariant mode to rounding, not bits.
+ *     kernels, and for Q8_0/Q4_0 weights the integer kernels of
+ *     cpu_q8dot.h (activations rounded to Q8_0 as ggml does; co->f32_act
+ *     turns that off). Results agree with invariant mode to rounding (F32
+ *     weights) or to ~1e-2 of the logit scale (Q8_0 decode), not bits.
  *     Side effect: opening in fast mode calls openblas_set_num_threads(1)
  *     (process-wide), so each sgemm runs inside one of our pool's threads.
  *
@@ -33,8 +36,9 @@
  *
  * Weights: F32 used in place from the mapped file; Q8_0 and Q4_0 kept
  * quantized (dequantized on the fly into exactly the values ggml's formulas
- * give); every other type (F16, BF16, Q4_K, Q6_K, ...) dequantized to F32
- * at open.
+ * give; in invariant mode Q8_0 matrices are copied at open into a 4-row
+ * interleaved layout for the one-token GEMV, cpu_impl.h); every other type
+ * (F16, BF16, Q4_K, Q6_K, ...) dequantized to F32 at open.
  */
 #ifndef KVV_CPU_ENGINE_H
 #define KVV_CPU_ENGINE_H

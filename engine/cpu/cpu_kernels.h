@@ -56,11 +56,19 @@ typedef struct {
     /* y[i] += a * x[i] for i < n (fused on FMA machines, identically in the
      * vector body and the tail). */
     void (*axpy)(int n, float a, const float *x, float *y);
-    /* o[i] = sum over p < n with w[p] != 0, ascending p, of w[p] * V[p*ldv + i]
-     * for i < D, starting from 0: exactly the bits of zeroing o and calling
-     * axpy(D, w[p], V + p*ldv, o) for each such p in order (the attention's
-     * weighted sum of value rows, with o kept in registers). */
-    void (*wsum)(int n, int D, const float *w, const float *V, size_t ldv, float *o);
+    /* For each of nh weight rows h (w + h*ldw): o[h*ldo + i] = sum over p < n
+     * with w_h[p] != 0, ascending p, of w_h[p] * V[p*ldv + i], for i < D,
+     * starting from 0: exactly the bits of zeroing the row and calling
+     * axpy(D, w_h[p], V + p*ldv, o_h) for each such p in order (the
+     * attention's weighted sum of value rows; the query heads sharing a KV
+     * head read each value row once, with o kept in registers). */
+    void (*wsum)(int n, int D, int nh, const float *w, size_t ldw, const float *V, size_t ldv,
+                 float *o, size_t ldo);
+    /* sum of x[0..n) in the order of dot (lanes, fixed tree, tail), so the
+     * same as dot(n, x, ones) */
+    float (*sum)(int n, const float *x);
+    /* x[i] = x[i] * a */
+    void (*scale)(int n, float *x, float a);
     /* Dequantize n elements (a multiple of 32) of Q8_0 / Q4_0: bit-identical
      * to kvv_dequantize_row. */
     void (*dequant_q8_0)(const void *src, float *dst, int n);
@@ -85,8 +93,11 @@ extern const kvv_cpu_kernels kvv_cpu_kernels_generic;
 /* Defined only on x86-64 builds. */
 extern const kvv_cpu_kernels kvv_cpu_kernels_avx2;
 extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
-/* The AVX2 wsum, which the AVX-512 table shares (x86-64 builds only). */
-void kvv_cpu_avx2_wsum(int n, int D, const float *w, const float *V, size_t ldv, float *o);
+/* AVX2 kernels the AVX-512 table shares (x86-64 builds only). */
+void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
+                       size_t ldv, float *o, size_t ldo);
+float kvv_cpu_avx2_sum(int n, const float *x);
+void kvv_cpu_avx2_scale(int n, float *x, float a);
 
 /* The best table this CPU supports. `force` ("generic", "avx2", "avx512" or
  * NULL/"" for auto) restricts the choice; a forced ISA the CPU lacks returns

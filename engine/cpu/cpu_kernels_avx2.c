@@ -249,43 +249,96 @@ static void avx2_axpy(int n, float a, const float *x, float *y)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
-/* Columns [c0, c0 + 8*NV) of the weighted sum, in NV registers. */
-static inline __attribute__((always_inline)) void wsum_cols(int n, const float *w, const float *V,
-                                                            size_t ldv, float *o, const int NV)
+/* Columns [0, 8*NV) of the weighted sums of NH heads, in NH*NV registers;
+ * a head whose weight is 0 skips the key (as the axpy loop does). */
+static inline __attribute__((always_inline)) void wsum_block(int n, const float *w, size_t ldw,
+                                                             const float *V, size_t ldv, float *o,
+                                                             size_t ldo, const int NH,
+                                                             const int NV)
 {
-    __m256 acc[8];
-    #pragma GCC unroll 8
-    for (int v = 0; v < NV; v++)
-        acc[v] = _mm256_setzero_ps();
+    __m256 acc[3][4];
+    #pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            acc[h][v] = _mm256_setzero_ps();
     for (int p = 0; p < n; p++) {
-        if (w[p] == 0.0f)
-            continue;
         const float *row = V + (size_t)p * ldv;
         _mm_prefetch((const char *)(row + 8 * ldv), _MM_HINT_T0);
-        const __m256 a = _mm256_set1_ps(w[p]);
-        #pragma GCC unroll 8
+        __m256 x[4];
+        #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
-            acc[v] = _mm256_fmadd_ps(a, _mm256_loadu_ps(row + 8 * v), acc[v]);
+            x[v] = _mm256_loadu_ps(row + 8 * v);
+        #pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            const float wp = w[(size_t)h * ldw + p];
+            if (wp == 0.0f)
+                continue;
+            const __m256 a = _mm256_set1_ps(wp);
+            #pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                acc[h][v] = _mm256_fmadd_ps(a, x[v], acc[h][v]);
+        }
     }
-    #pragma GCC unroll 8
-    for (int v = 0; v < NV; v++)
-        _mm256_storeu_ps(o + 8 * v, acc[v]);
+    #pragma GCC unroll 4
+    for (int h = 0; h < NH; h++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            _mm256_storeu_ps(o + (size_t)h * ldo + 8 * v, acc[h][v]);
 }
 
-void kvv_cpu_avx2_wsum(int n, int D, const float *w, const float *V, size_t ldv, float *o)
+#define WSUM_NV(NH)                                                                               \
+    do {                                                                                          \
+        int c = 0;                                                                                \
+        for (; c + 32 <= D; c += 32)                                                              \
+            wsum_block(n, wh, ldw, V + c, ldv, oh + c, ldo, NH, 4);                              \
+        for (; c + 8 <= D; c += 8)                                                                \
+            wsum_block(n, wh, ldw, V + c, ldv, oh + c, ldo, NH, 1);                              \
+    } while (0)
+
+void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
+                       size_t ldv, float *o, size_t ldo)
 {
-    int c = 0;
-    for (; c + 64 <= D; c += 64)
-        wsum_cols(n, w, V + c, ldv, o + c, 8);
-    for (; c + 8 <= D; c += 8)
-        wsum_cols(n, w, V + c, ldv, o + c, 1);
-    for (; c < D; c++) { /* the tail, as avx2_axpy's scalar tail */
-        float s = 0.0f;
-        for (int p = 0; p < n; p++)
-            if (w[p] != 0.0f)
-                s = fmaf(w[p], V[(size_t)p * ldv + c], s);
-        o[c] = s;
+    for (int h0 = 0; h0 < nh; h0 += 3) { /* up to 3 heads share each value row */
+        const float *wh = w + (size_t)h0 * ldw;
+        float *oh = o + (size_t)h0 * ldo;
+        if (nh - h0 >= 3)
+            WSUM_NV(3);
+        else if (nh - h0 == 2)
+            WSUM_NV(2);
+        else
+            WSUM_NV(1);
     }
+    for (int c = D - D % 8; c < D; c++) /* the tail, as avx2_axpy's scalar tail */
+        for (int h = 0; h < nh; h++) {
+            float s = 0.0f;
+            for (int p = 0; p < n; p++)
+                if (w[(size_t)h * ldw + p] != 0.0f)
+                    s = fmaf(w[(size_t)h * ldw + p], V[(size_t)p * ldv + c], s);
+            o[(size_t)h * ldo + c] = s;
+        }
+}
+
+float kvv_cpu_avx2_sum(int n, const float *x)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+    float s = hsum(acc);
+    for (; i < n; i++)
+        s = s + x[i];
+    return s;
+}
+
+void kvv_cpu_avx2_scale(int n, float *x, float a)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++)
+        x[i] = x[i] * a;
 }
 
 static void avx2_dequant_q8_0(const void *src, float *dst, int n)
@@ -386,6 +439,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .dot = avx2_dot,
     .axpy = avx2_axpy,
     .wsum = kvv_cpu_avx2_wsum,
+    .sum = kvv_cpu_avx2_sum,
+    .scale = kvv_cpu_avx2_scale,
     .dequant_q8_0 = avx2_dequant_q8_0,
     .dequant_q4_0 = avx2_dequant_q4_0,
     .silu_mul = avx2_silu_mul,

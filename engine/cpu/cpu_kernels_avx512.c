@@ -264,7 +264,10 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .gemv_q8_0 = avx512_gemv_q8_0,
     .dot = avx512_dot,
     .axpy = avx512_axpy,
-    .wsum = kvv_cpu_avx2_wsum, /* 256-bit (cpu_kernels_avx2.c); fused like avx512_axpy */
+    /* 256-bit (cpu_kernels_avx2.c): fused like avx512_axpy; sum in 8 lanes */
+    .wsum = kvv_cpu_avx2_wsum,
+    .sum = kvv_cpu_avx2_sum,
+    .scale = kvv_cpu_avx2_scale,
     .dequant_q8_0 = avx512_dequant_q8_0,
     .dequant_q4_0 = avx512_dequant_q4_0,
     .silu_mul = avx512_silu_mul,

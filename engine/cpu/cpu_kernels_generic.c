@@ -135,13 +135,37 @@ static void gen_axpy(int n, float a, const float *x, float *y)
         y[i] = y[i] + a * x[i];
 }
 
-static void gen_wsum(int n, int D, const float *w, const float *V, size_t ldv, float *o)
+static void gen_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
+                     size_t ldv, float *o, size_t ldo)
 {
-    for (int i = 0; i < D; i++)
-        o[i] = 0.0f;
-    for (int p = 0; p < n; p++)
-        if (w[p] != 0.0f)
-            gen_axpy(D, w[p], V + (size_t)p * ldv, o);
+    for (int h = 0; h < nh; h++) {
+        const float *wh = w + (size_t)h * ldw;
+        float *oh = o + (size_t)h * ldo;
+        for (int i = 0; i < D; i++)
+            oh[i] = 0.0f;
+        for (int p = 0; p < n; p++)
+            if (wh[p] != 0.0f)
+                gen_axpy(D, wh[p], V + (size_t)p * ldv, oh);
+    }
+}
+
+static float gen_sum(int n, const float *x)
+{
+    float acc[LANES] = {0};
+    int n8 = n - n % LANES;
+    for (int i = 0; i < n8; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] = acc[j] + x[i + j];
+    float s = hsum8(acc);
+    for (int i = n8; i < n; i++)
+        s = s + x[i];
+    return s;
+}
+
+static void gen_scale(int n, float *x, float a)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = x[i] * a;
 }
 
 static void gen_silu_mul(int n, float *g, const float *u)
@@ -165,6 +189,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .dot = gen_dot,
     .axpy = gen_axpy,
     .wsum = gen_wsum,
+    .sum = gen_sum,
+    .scale = gen_scale,
     .dequant_q8_0 = gen_dequant_q8_0,
     .dequant_q4_0 = gen_dequant_q4_0,
     .silu_mul = gen_silu_mul,

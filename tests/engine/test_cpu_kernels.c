@@ -241,6 +241,57 @@ static void test_q8_activation_products(void **state)
     free(wd);
 }
 
+/* The attention's kernels: wsum over 1..5 heads equals zeroing each output
+ * row and one axpy per nonzero weight, bit for bit (column counts with and
+ * without a tail); sum equals dot with a row of ones; scale is x*a. */
+static void test_attention_kernels(void **state)
+{
+    (void)state;
+    const int n = 45, Ds[] = {64, 37, 8};
+    float *V = malloc(sizeof(float) * n * 80), *w = malloc(sizeof(float) * 5 * n);
+    float *o = malloc(sizeof(float) * 5 * 64), *e = malloc(sizeof(float) * 5 * 64);
+    float *ones = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n);
+    for (int i = 0; i < n * 80; i++)
+        V[i] = frand();
+    for (int i = 0; i < 5 * n; i++)
+        w[i] = i % 7 == 3 ? 0.0f : frand() * frand();
+    for (int i = 0; i < n; i++) {
+        ones[i] = 1.0f;
+        x[i] = frand();
+    }
+    for (int ti = 0; ti < n_tables; ti++) {
+        const kvv_cpu_kernels *k = tables[ti];
+        for (int di = 0; di < 3; di++) {
+            int D = Ds[di];
+            for (int nh = 1; nh <= 5; nh++) {
+                k->wsum(n, D, nh, w, (size_t)n, V, 80, o, (size_t)D);
+                for (int h = 0; h < nh; h++) {
+                    float *eh = e + (size_t)h * D;
+                    memset(eh, 0, sizeof(float) * D);
+                    for (int p = 0; p < n; p++)
+                        if (w[h * n + p] != 0.0f)
+                            k->axpy(D, w[h * n + p], V + (size_t)p * 80, eh);
+                }
+                assert_memory_equal(o, e, sizeof(float) * nh * D);
+            }
+        }
+        for (int m = 1; m <= n; m += 11) {
+            float s = k->sum(m, x), d = k->dot(m, x, ones);
+            assert_memory_equal(&s, &d, sizeof s);
+        }
+        memcpy(o, x, sizeof(float) * n);
+        k->scale(n, o, 0.37f);
+        for (int i = 0; i < n; i++)
+            assert_true(o[i] == x[i] * 0.37f);
+    }
+    free(V);
+    free(w);
+    free(o);
+    free(e);
+    free(ones);
+    free(x);
+}
+
 /* silu_mul and exp_shift give the scalar bits in every lane and the tail, in
  * every table (so an element's result never depends on its index), and exp
  * is accurate to a few ulp with the right special values. */
@@ -342,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_gemm_invariant),
         cmocka_unit_test(test_q8_0_fused_and_dequant),
         cmocka_unit_test(test_q8_activation_products),
+        cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_pool),
     };
