@@ -103,6 +103,7 @@ printf '\n%-20s %-13s %3s %6s %9s %5s %9s %9s %10s %9s %9s %9s' model engine thr
 echo
 line() { # model label threads test tok/s flop bytes achieved llama-prompt llama-gen util
     lts=$(llama_ts "$1" "$9" "${10}" "$3")
+    [ -n "$lts" ] && lts=$(awk -v a="$lts" 'BEGIN { printf "%.1f", a }')
     ratio=""
     [ -n "$lts" ] && ratio=$(awk -v a="$5" -v b="$lts" 'BEGIN { if (b > 0) printf "%.2fx", a / b }')
     per=$(awk -v a="$5" -v u="${11}" 'BEGIN { if (u > 0) printf "%.1f", a / u; else print "-" }')

@@ -38,7 +38,8 @@ typedef struct {
  * @return status, so callers can write `return kvv_error_set(err, ...)`. */
 kvv_status kvv_error_set(kvv_error *err, kvv_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-kvv_status kvv_error_setv(kvv_error *err, kvv_status status, const char *fmt, va_list ap);
+kvv_status kvv_error_setv(kvv_error *err, kvv_status status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Static name of a status ("format error", ...). Never NULL. */
 const char *kvv_strerror(kvv_status status);
