@@ -48,7 +48,7 @@
 
 typedef struct {
     const kvv_shape *shape;  /* required */
-    kvv_type type;           /* F32, F16, BF16, Q8_0 or Q4_0 */
+    kvv_type type;           /* F32, F16, BF16, Q8_0, Q4_0 or Q5_0 */
     uint64_t seed;
     int n_vocab;             /* 0: the shape's default */
     /* (optional) called after each tensor: done of total tensors */

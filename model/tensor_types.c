@@ -476,6 +476,29 @@ static void q_q5_1(const float *x, uint8_t *y, int64_t nb)
     }
 }
 
+bool kvv_widen_to_q8_0(kvv_type t, const void *src, void *dst, int64_t n)
+{
+    if ((t != KVV_TYPE_Q4_0 && t != KVV_TYPE_Q5_0) || n % QK != 0)
+        return false;
+    const uint8_t *x = src;
+    uint8_t *y = dst;
+    const size_t in = t == KVV_TYPE_Q4_0 ? 18 : 22;
+    for (int64_t b = 0; b < n / QK; b++, x += in, y += 34) {
+        y[0] = x[0]; /* fp16 d, unchanged */
+        y[1] = x[1];
+        const uint32_t qh = t == KVV_TYPE_Q5_0 ? rd32(x + 2) : 0;
+        const uint8_t *qs = x + (t == KVV_TYPE_Q5_0 ? 6 : 2);
+        const int bias = t == KVV_TYPE_Q5_0 ? 16 : 8;
+        for (int j = 0; j < QK / 2; j++) {
+            const int xh0 = (int)(((qh >> j) << 4) & 0x10);
+            const int xh1 = (int)((qh >> (j + 12)) & 0x10);
+            y[2 + j] = (uint8_t)(int8_t)(((qs[j] & 0x0F) | xh0) - bias);
+            y[2 + j + QK / 2] = (uint8_t)(int8_t)(((qs[j] >> 4) | xh1) - bias);
+        }
+    }
+    return true;
+}
+
 bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n)
 {
     const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);

@@ -92,6 +92,13 @@ bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n);
  * quantize_row_q4_0_ref. Returns false if t cannot be quantized. */
 bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n);
 
+/* Re-encode n elements (a multiple of 32) of Q4_0 or Q5_0 as Q8_0 blocks
+ * (kvv_type_row_size(KVV_TYPE_Q8_0, n) bytes): the same fp16 scale and the
+ * signed integer each weight already is, so kvv_dequantize_row gives the
+ * same floats for both encodings (y = (float)q * d). Lossless; engines use
+ * it to run one kernel on three types. Returns false for other types. */
+bool kvv_widen_to_q8_0(kvv_type t, const void *src, void *dst, int64_t n);
+
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 float kvv_fp16_to_fp32(uint16_t h);
 uint16_t kvv_fp32_to_fp16(float f);

@@ -35,6 +35,10 @@ done
 "$KVV" synth --arch llama --type q4_0 -o "$tmp/l4.gguf" >/dev/null 2>&1 || fail "synth q4_0"
 expect 0 "$KVV" "$tmp/l4.gguf" --engine cpu --mode invariant --threads 2 --random 16 -n 6
 grep -q "^compare *PASS" "$tmp/out" || fail "q4_0 audit has no passing compare row"
+# Q5_0 weights (re-encoded as Q8_0 at open, the same values) likewise
+"$KVV" synth --arch qwen2 --type q5_0 -o "$tmp/w5.gguf" >/dev/null 2>&1 || fail "synth q5_0"
+expect 0 "$KVV" "$tmp/w5.gguf" --engine cpu --mode invariant --threads 2 --random 16 -n 6
+grep -q "^compare *PASS" "$tmp/out" || fail "q5_0 audit has no passing compare row"
 # fast mode runs every check and reports what it finds (pass or fail, never an error)
 "$KVV" "$tmp/q3.gguf" --engine cpu --mode fast --threads 2 --random 12 -n 8 >"$tmp/out" 2>&1
 rc=$?

@@ -48,7 +48,7 @@ bad() { # expected-substring, args...
 }
 bad 'llama, qwen2, qwen3, gemma2, gemma3, phi3' --arch bert -o "$T/x.gguf"
 bad 'gemma3-4b' --shape gpt-5 -o "$T/x.gguf"
-bad 'f32, f16, bf16, q8_0, q4_0' --arch llama --type q4_k -o "$T/x.gguf"
+bad 'f32, f16, bf16, q8_0, q4_0, q5_0' --arch llama --type q4_k -o "$T/x.gguf"
 bad 'is a qwen3 model, not llama' --arch llama --shape qwen3-tiny -o "$T/x.gguf"
 bad 'missing -o' --arch llama
 bad '--vocab' --arch llama --vocab 12 -o "$T/x.gguf"

@@ -520,6 +520,39 @@ static void test_quantize_q4_1_q5(void **state)
  * tensor gives the same bytes (the file was made by llama.cpp), and every
  * dequantized weight is within Q8_0 rounding of the original; every F16
  * tensor is the F32 one rounded to nearest even, byte for byte. */
+/* Q4_0 and Q5_0 widened to Q8_0 dequantize to the same floats, for every
+ * quant value (random bytes, so every nibble and high bit occurs) and for
+ * scales that are subnormal, negative, zero or infinite; other types are
+ * refused. */
+static void test_widen_to_q8_0(void **state)
+{
+    (void)state;
+    const int n = 32 * 64;
+    uint8_t src[22 * 64], dst[34 * 64];
+    float a[32 * 64], b[32 * 64];
+    const uint16_t scales[] = {0x3C00, 0x0001, 0x8400, 0x0000, 0x7C00, 0x2E66};
+    uint32_t r = 12345;
+    for (int ti = 0; ti < 2; ti++) {
+        kvv_type t = ti ? KVV_TYPE_Q5_0 : KVV_TYPE_Q4_0;
+        size_t bs = ti ? 22 : 18;
+        for (size_t i = 0; i < sizeof src; i++) {
+            r = r * 1103515245u + 12345u;
+            src[i] = (uint8_t)(r >> 16);
+        }
+        for (int blk = 0; blk < 64; blk++) {
+            uint16_t d = scales[blk % 6];
+            src[blk * bs] = (uint8_t)d;
+            src[blk * bs + 1] = (uint8_t)(d >> 8);
+        }
+        assert_true(kvv_widen_to_q8_0(t, src, dst, n));
+        assert_true(kvv_dequantize_row(t, src, a, n));
+        assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, dst, b, n));
+        assert_memory_equal(a, b, sizeof a);
+    }
+    assert_false(kvv_widen_to_q8_0(KVV_TYPE_Q4_1, src, dst, n));
+    assert_false(kvv_widen_to_q8_0(KVV_TYPE_Q4_0, src, dst, 31));
+}
+
 static void test_stories_q8_0(void **state)
 {
     (void)state;
@@ -621,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_quantize_q8_0),
         cmocka_unit_test(test_quantize_q4_0),
         cmocka_unit_test(test_quantize_q4_1_q5),
+        cmocka_unit_test(test_widen_to_q8_0),
         cmocka_unit_test(test_stories_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
