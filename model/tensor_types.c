@@ -248,21 +248,6 @@ static void deq_q4_0(const uint8_t *x, float *y, int64_t nb)
     }
 }
 
-/* block_q4_1 (20 bytes): 0 fp16 d; 2 fp16 m; 4 u8[16] qs.  y = q*d + m */
-static void deq_q4_1(const uint8_t *x, float *y, int64_t nb)
-{
-    for (int64_t i = 0; i < nb; i++, x += 20, y += QK) {
-        const float d = kvv_fp16_to_fp32(rd16(x));
-        const float m = kvv_fp16_to_fp32(rd16(x + 2));
-        const uint8_t *qs = x + 4;
-        for (int j = 0; j < QK / 2; j++) {
-            const int x0 = qs[j] & 0x0F;
-            const int x1 = qs[j] >> 4;
-            y[j] = (float)x0 * d + m;
-            y[j + QK / 2] = (float)x1 * d + m;
-        }
-    }
-}
 
 /* block_q5_0 (22 bytes): 0 fp16 d; 2 u8[4] qh (bit j = 5th bit of weight j,
  * little-endian u32); 6 u8[16] qs.  y = (q - 16) * d */
@@ -283,25 +268,6 @@ static void deq_q5_0(const uint8_t *x, float *y, int64_t nb)
     }
 }
 
-/* block_q5_1 (24 bytes): 0 fp16 d; 2 fp16 m; 4 u8[4] qh; 8 u8[16] qs.
- * y = q*d + m */
-static void deq_q5_1(const uint8_t *x, float *y, int64_t nb)
-{
-    for (int64_t i = 0; i < nb; i++, x += 24, y += QK) {
-        const float d = kvv_fp16_to_fp32(rd16(x));
-        const float m = kvv_fp16_to_fp32(rd16(x + 2));
-        const uint32_t qh = rd32(x + 4);
-        const uint8_t *qs = x + 8;
-        for (int j = 0; j < QK / 2; j++) {
-            const uint8_t xh0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
-            const uint8_t xh1 = (uint8_t)((qh >> (j + 12)) & 0x10);
-            const int x0 = (qs[j] & 0x0F) | xh0;
-            const int x1 = (qs[j] >> 4) | xh1;
-            y[j] = (float)x0 * d + m;
-            y[j + QK / 2] = (float)x1 * d + m;
-        }
-    }
-}
 
 /* block_q8_0 (34 bytes): 0 fp16 d; 2 i8[32] qs.  y = q * d */
 static void deq_q8_0(const uint8_t *x, float *y, int64_t nb)
@@ -325,9 +291,9 @@ bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n)
     case KVV_TYPE_F16:  deq_f16(x, dst, n); break;
     case KVV_TYPE_BF16: deq_bf16(x, dst, n); break;
     case KVV_TYPE_Q4_0: deq_q4_0(x, dst, nb); break;
-    case KVV_TYPE_Q4_1: deq_q4_1(x, dst, nb); break;
+    case KVV_TYPE_Q4_1: kvv_dequantize_groups(t, x, dst, nb); break;
     case KVV_TYPE_Q5_0: deq_q5_0(x, dst, nb); break;
-    case KVV_TYPE_Q5_1: deq_q5_1(x, dst, nb); break;
+    case KVV_TYPE_Q5_1: kvv_dequantize_groups(t, x, dst, nb); break;
     case KVV_TYPE_Q8_0: deq_q8_0(x, dst, nb); break;
     default: return kvv_dequantize_blocks_ext(t, x, dst, nb);
     }

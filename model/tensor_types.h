@@ -99,6 +99,14 @@ bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n);
  * it to run one kernel on three types. Returns false for other types. */
 bool kvv_widen_to_q8_0(kvv_type t, const void *src, void *dst, int64_t n);
 
+/* Q4_1, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K as scaled integers: for each
+ * group of 16 weights g, y[i] = s[g] * (float)q[i] - m[g] in fp32 (each
+ * operation rounded), which is exactly what kvv_dequantize_row gives
+ * (it is computed this way). n: a multiple of the block size; s and m get
+ * n/16 values, q n. quant_groups.c. Returns false for other types. */
+bool kvv_quant_groups_type(kvv_type t);
+bool kvv_quant_groups(kvv_type t, const void *src, int64_t n, float *s, float *m, int8_t *q);
+
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 float kvv_fp16_to_fp32(uint16_t h);
 uint16_t kvv_fp32_to_fp16(float f);

@@ -55,4 +55,8 @@ static inline void wr32(uint8_t *p, uint32_t v)
  * TQ1_0, TQ2_0) from x into y. Returns false if t is not one of those. */
 bool kvv_dequantize_blocks_ext(kvv_type t, const uint8_t *x, float *y, int64_t nb);
 
+/* nb blocks of a kvv_quant_groups_type through kvv_quant_groups
+ * (quant_groups.c): y = s*q - m, exactly ggml's values. */
+void kvv_dequantize_groups(kvv_type t, const uint8_t *x, float *y, int64_t nb);
+
 #endif

@@ -26,8 +26,15 @@
 #define KVV_CPU_TILE_FLOATS 262144
 
 /* A weight matrix (or a row range of one): rows of `cols` elements. */
+/* The cpu engine's own weight form for the linear quantized types (Q4_1,
+ * Q5_1, Q2_K..Q6_K; cpu_weights.c): per group of 16 weights, 16 int8 q,
+ * then fp32 s and fp32 m (24 bytes); w = s*q - m, exactly the values of
+ * kvv_dequantize_row (kvv_quant_groups). Not a ggml type id. */
+#define KVV_CPU_G16 0x7016
+#define KVV_CPU_G16_BYTES 24
+
 typedef struct {
-    int type;               /* KVV_TYPE_F32, KVV_TYPE_Q8_0 or KVV_TYPE_Q4_0 */
+    int type;               /* KVV_TYPE_F32, KVV_TYPE_Q8_0, KVV_TYPE_Q4_0 or KVV_CPU_G16 */
     int rows;               /* output dimension */
     int cols;               /* input dimension (row length) */
     const uint8_t *data;    /* first row; borrowed from the map or c->owned */
@@ -116,6 +123,10 @@ typedef struct {
     kvv_cpu_scratch *ts; /* [n_threads] */
     char kernels[192];
 } kvv_cpu;
+
+/* ---- cpu_weights.c ---- */
+/* Load every weight of c->m in the form cpu_weights.c describes. */
+kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err);
 
 /* ---- cpu_matmul.c ---- */
 typedef struct {

@@ -51,6 +51,14 @@ typedef struct {
      * gemv_q8_0 (so the same bits), with 4 independent accumulator chains
      * read from one linear stream. NULL where a table has none. */
     void (*gemv_q8_0_x4)(int K, const void *G, int n_groups, const float *x, float *y);
+    /* KVV_CPU_G16 rows (cpu_impl.h: 16 int8, fp32 s, fp32 m per 16
+     * weights): dequantize n elements (w = s*q - m, each operation rounded),
+     * and one token's products y[r] = dot(row r, x) in the order of
+     * gemm_f32, so the same bits as gemm_f32 on the dequantized rows.
+     * gemv_g16 is NULL where a table has none. */
+    void (*dequant_g16)(const void *src, float *dst, int n);
+    void (*gemv_g16)(int K, const void *W, size_t row_bytes, int n_rows, const float *x,
+                     float *y);
     /* One dot product in the same order (attention scores, norms). */
     float (*dot)(int K, const float *a, const float *b);
     /* y[i] += a * x[i] for i < n (fused on FMA machines, identically in the
@@ -97,6 +105,7 @@ extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
 void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
                        size_t ldv, float *o, size_t ldo);
 float kvv_cpu_avx2_sum(int n, const float *x);
+void kvv_cpu_avx2_dequant_g16(const void *src, float *dst, int n);
 void kvv_cpu_avx2_scale(int n, float *x, float a);
 
 /* The best table this CPU supports. `force` ("generic", "avx2", "avx512" or

@@ -266,6 +266,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .axpy = avx512_axpy,
     /* 256-bit (cpu_kernels_avx2.c): fused like avx512_axpy; sum in 8 lanes */
     .wsum = kvv_cpu_avx2_wsum,
+    .dequant_g16 = kvv_cpu_avx2_dequant_g16, /* no gemv_g16: its lanes would be 16 */
     .sum = kvv_cpu_avx2_sum,
     .scale = kvv_cpu_avx2_scale,
     .dequant_q8_0 = avx512_dequant_q8_0,

@@ -53,6 +53,12 @@ const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b)
 
 static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
 {
+    if (w->type == KVV_CPU_G16) {
+        for (int r = 0; r < nr; r++)
+            c->k->dequant_g16(w->data + (size_t)(r0 + r) * w->row_bytes, dst + (size_t)r * w->cols,
+                              w->cols);
+        return;
+    }
     if (w->x4) {
         for (int r = 0; r < nr; r++)
             for (int b = 0; b < w->cols / 32; b++)
@@ -93,7 +99,12 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
                  j->x, j->ldx, j->n, out->y + r0, out->ldy);
         return;
     }
-    if (j->q8 && w->type != KVV_TYPE_F32) {
+    if (w->type == KVV_CPU_G16 && j->n == 1 && c->k->gemv_g16) {
+        c->k->gemv_g16(K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, j->x,
+                       out->y + r0);
+        return;
+    }
+    if (j->q8 && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0)) {
         const int8_t *qx = c->qx;
         const float *dx = c->dx;
         if (w->type == KVV_TYPE_Q8_0)
@@ -154,7 +165,7 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     j.q8 = false;
     for (int o = 0; o < n_out; o++)
         j.q8 = j.q8 || (c->q8_act && n <= KVV_CPU_FUSED_MAX_TOKENS &&
-                        outs[o].w->type != KVV_TYPE_F32);
+                        (outs[o].w->type == KVV_TYPE_Q8_0 || outs[o].w->type == KVV_TYPE_Q4_0));
     if (j.q8) {
         int K = outs[0].w->cols;
         for (int t = 0; t < n; t++)

@@ -292,6 +292,49 @@ static void test_attention_kernels(void **state)
     free(x);
 }
 
+/* KVV_CPU_G16 rows (16 int8, fp32 s, fp32 m per group): dequant_g16 is
+ * s*q - m in every element, and gemv_g16 gives exactly the bits of
+ * gemm_f32 on the dequantized rows (odd and even row counts). */
+static void test_g16(void **state)
+{
+    (void)state;
+    const int K = 96, R = 7, NG = K / 16;
+    uint8_t *W = malloc((size_t)R * NG * 24);
+    float *Wd = malloc(sizeof(float) * R * K), *x = malloc(sizeof(float) * K);
+    float *y = malloc(sizeof(float) * R), *ye = malloc(sizeof(float) * R);
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < NG; g++) {
+            uint8_t *b = W + ((size_t)r * NG + g) * 24;
+            float s = frand() * 0.1f, m = g % 3 ? frand() * 0.01f : 0.0f;
+            for (int j = 0; j < 16; j++) {
+                b[j] = (uint8_t)(int8_t)(frand() * 60.0f);
+                Wd[r * K + g * 16 + j] = s * (float)(int8_t)b[j] - m;
+            }
+            memcpy(b + 16, &s, 4);
+            memcpy(b + 20, &m, 4);
+        }
+    for (int i = 0; i < K; i++)
+        x[i] = frand();
+    for (int ti = 0; ti < n_tables; ti++) {
+        const kvv_cpu_kernels *k = tables[ti];
+        float *d = malloc(sizeof(float) * R * K);
+        for (int r = 0; r < R; r++)
+            k->dequant_g16(W + (size_t)r * NG * 24, d + (size_t)r * K, K);
+        assert_memory_equal(d, Wd, sizeof(float) * R * K);
+        free(d);
+        if (!k->gemv_g16)
+            continue;
+        k->gemm_f32(K, Wd, K, R, x, K, 1, ye, R);
+        k->gemv_g16(K, W, (size_t)NG * 24, R, x, y);
+        assert_memory_equal(y, ye, sizeof(float) * R);
+    }
+    free(W);
+    free(Wd);
+    free(x);
+    free(y);
+    free(ye);
+}
+
 /* silu_mul and exp_shift give the scalar bits in every lane and the tail, in
  * every table (so an element's result never depends on its index), and exp
  * is accurate to a few ulp with the right special values. */
@@ -394,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_q8_0_fused_and_dequant),
         cmocka_unit_test(test_q8_activation_products),
         cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_g16),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_pool),
     };

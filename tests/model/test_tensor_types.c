@@ -553,6 +553,37 @@ static void test_widen_to_q8_0(void **state)
     assert_false(kvv_widen_to_q8_0(KVV_TYPE_Q4_0, src, dst, 31));
 }
 
+/* kvv_quant_groups: one (s, m) per 16 weights and the integers, such that
+ * s*q - m is exactly the dequantized value (random blocks of every type it
+ * takes); other types and partial blocks are refused. */
+static void test_quant_groups(void **state)
+{
+    (void)state;
+    const kvv_type ts[] = {KVV_TYPE_Q4_1, KVV_TYPE_Q5_1, KVV_TYPE_Q2_K, KVV_TYPE_Q3_K,
+                           KVV_TYPE_Q4_K, KVV_TYPE_Q5_K, KVV_TYPE_Q6_K};
+    static uint8_t src[210 * 4];
+    static float y[1024], s[64], m[64];
+    static int8_t q[1024];
+    uint32_t r = 99;
+    for (size_t i = 0; i < sizeof src; i++) {
+        r = r * 1664525u + 1013904223u;
+        src[i] = (uint8_t)(r >> 24);
+    }
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        const int64_t n = ts[ti] == KVV_TYPE_Q4_1 || ts[ti] == KVV_TYPE_Q5_1 ? 128 : 512;
+        assert_true(kvv_quant_groups_type(ts[ti]));
+        assert_true(kvv_quant_groups(ts[ti], src, n, s, m, q));
+        assert_true(kvv_dequantize_row(ts[ti], src, y, n));
+        for (int64_t i = 0; i < n; i++) {
+            float v = s[i / 16] * (float)q[i] - m[i / 16];
+            assert_memory_equal(&v, &y[i], sizeof v);
+        }
+    }
+    assert_false(kvv_quant_groups_type(KVV_TYPE_Q8_0));
+    assert_false(kvv_quant_groups(KVV_TYPE_Q8_0, src, 32, s, m, q));
+    assert_false(kvv_quant_groups(KVV_TYPE_Q4_K, src, 255, s, m, q));
+}
+
 static void test_stories_q8_0(void **state)
 {
     (void)state;
@@ -655,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_quantize_q4_0),
         cmocka_unit_test(test_quantize_q4_1_q5),
         cmocka_unit_test(test_widen_to_q8_0),
+        cmocka_unit_test(test_quant_groups),
         cmocka_unit_test(test_stories_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

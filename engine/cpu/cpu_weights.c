@@ -1,0 +1,293 @@
+/*
+ * cpu_weights.c — how the cpu engine holds each weight matrix (chosen at
+ * open, docs/cpu-engine.md "Weights"):
+ *   F32                  the mapped file, in place;
+ *   Q8_0                 the mapped file; invariant mode: a copy in the X4
+ *                        layout (cpu_impl.h);
+ *   Q4_0                 fast: the mapped file; invariant: re-encoded as Q8_0;
+ *   Q5_0                 re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
+ *   Q4_1, Q5_1, Q2_K..Q6_K  KVV_CPU_G16: 8-bit integers with an fp32 scale
+ *                        and offset per 16 weights (kvv_quant_groups, same
+ *                        values), 1.5 bytes per weight;
+ *   anything else        dequantized to F32.
+ * Every form dequantizes to exactly the values of kvv_dequantize_row, so the
+ * choice changes speed and memory, never a result in invariant mode.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_impl.h"
+#include "model/tensor_types.h"
+
+/* Register m (may be NULL) to be freed at close. @return m, or NULL (and m
+ * freed) on OOM. */
+static void *adopt(kvv_cpu *c, void *m)
+{
+    if (!m)
+        return NULL;
+    if (c->n_owned == c->cap_owned) {
+        int cap = c->cap_owned ? 2 * c->cap_owned : 64;
+        void **p = realloc(c->owned, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(m);
+            return NULL;
+        }
+        c->owned = p;
+        c->cap_owned = cap;
+    }
+    c->owned[c->n_owned++] = m;
+    return m;
+}
+
+static void *own(kvv_cpu *c, size_t bytes)
+{
+    return adopt(c, malloc(bytes ? bytes : 1));
+}
+
+/* A 1-D tensor (norm weights, biases) as an owned float array. */
+static kvv_status load_vec(kvv_cpu *c, const kvv_gguf_tensor *t, const float **out,
+                           kvv_error *err)
+{
+    *out = NULL;
+    if (!t)
+        return KVV_OK;
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    float *v = own(c, (size_t)n * sizeof(float));
+    if (!v)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+    if (t->type == KVV_TYPE_F32)
+        memcpy(v, t->data, (size_t)n * sizeof(float));
+    else if (!kvv_dequantize_row(t->type, t->data, v, n))
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
+                             "cpu engine: tensor %s: type %s cannot be dequantized", t->name,
+                             kvv_type_name(t->type));
+    *out = v;
+    return KVV_OK;
+}
+
+/* Re-lay the Q8_0 matrix w out in the KVV_CPU_X4 layout (cpu_impl.h) in
+ * owned memory. @return false on OOM. */
+static bool relayout_x4(kvv_cpu *c, kvv_cpu_weight *w)
+{
+    uint8_t *d = own(c, (size_t)w->rows * w->row_bytes);
+    if (!d)
+        return false;
+    const int nb = w->cols / 32;
+    for (int r = 0; r < w->rows; r++)
+        for (int b = 0; b < nb; b++)
+            memcpy(d + (size_t)(r / 4) * 4 * w->row_bytes + ((size_t)b * 4 + (size_t)(r % 4)) * 34,
+                   w->data + (size_t)r * w->row_bytes + (size_t)b * 34, 34);
+    w->data = d;
+    w->x4 = true;
+    return true;
+}
+
+/* Invariant mode, a Q8_0 matrix of whole groups of 4 rows, a kernel table
+ * with the X4 GEMV: worth the copy (docs/cpu-engine.md). */
+static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
+{
+    return c->mode == KVV_MODE_INVARIANT && w->type == KVV_TYPE_Q8_0 && c->k->gemv_q8_0_x4 &&
+           w->rows % 4 == 0;
+}
+
+/* Q5_0 always, and Q4_0 in invariant mode, are re-encoded as Q8_0 at open
+ * (kvv_widen_to_q8_0: the same dequantized values), so they run on the Q8_0
+ * kernels: 1.06 bytes per weight read in decode instead of the 4 of a
+ * widened F32 copy. Fast mode keeps Q4_0 as it is: its integer kernel
+ * reads 0.56 bytes per weight. */
+static bool want_q8_0(const kvv_cpu *c, const kvv_gguf_tensor *t)
+{
+    return !c->copts.dequant_all &&
+           (t->type == KVV_TYPE_Q5_0 || (t->type == KVV_TYPE_Q4_0 && c->mode == KVV_MODE_INVARIANT));
+}
+
+/* The widened copy is kept, or (X4 wanted) re-laid out and dropped. */
+static bool widen_q8_0(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w, bool split4)
+{
+    w->type = KVV_TYPE_Q8_0;
+    w->row_bytes = kvv_type_row_size(KVV_TYPE_Q8_0, w->cols);
+    uint8_t *d = malloc((size_t)w->rows * w->row_bytes + 1);
+    if (!d)
+        return false;
+    size_t src_row = kvv_type_row_size(t->type, w->cols);
+    for (int r = 0; r < w->rows; r++)
+        kvv_widen_to_q8_0(t->type, t->data + (size_t)r * src_row, d + (size_t)r * w->row_bytes,
+                          w->cols);
+    w->data = d;
+    if (split4 && want_x4(c, w)) {
+        bool ok = relayout_x4(c, w);
+        free(d);
+        return ok;
+    }
+    return adopt(c, d) != NULL;
+}
+
+/* The KVV_CPU_G16 form of a linear quantized matrix, in owned memory. */
+static bool to_g16(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w)
+{
+    const int ng = w->cols / 16;
+    w->type = KVV_CPU_G16;
+    w->row_bytes = (size_t)ng * KVV_CPU_G16_BYTES;
+    uint8_t *d = own(c, (size_t)w->rows * w->row_bytes);
+    float *s = malloc(sizeof(float) * (size_t)ng), *m = malloc(sizeof(float) * (size_t)ng);
+    int8_t *q = malloc((size_t)w->cols);
+    bool ok = d && s && m && q;
+    size_t src_row = kvv_type_row_size(t->type, w->cols);
+    for (int r = 0; ok && r < w->rows; r++) {
+        kvv_quant_groups(t->type, t->data + (size_t)r * src_row, w->cols, s, m, q);
+        uint8_t *g = d + (size_t)r * w->row_bytes;
+        for (int i = 0; i < ng; i++, g += KVV_CPU_G16_BYTES) {
+            memcpy(g, q + 16 * i, 16);
+            memcpy(g + 16, &s[i], 4);
+            memcpy(g + 20, &m[i], 4);
+        }
+    }
+    free(s);
+    free(m);
+    free(q);
+    w->data = d;
+    return ok;
+}
+
+enum {
+    LOAD_SPLIT4 = 1, /* the rows are later split (fused QKV, gate|up) at
+                      * multiples of 4, so the X4 layout may be used */
+    LOAD_LOOKUP = 2, /* rows are looked up one by one (the embedding): the
+                      * file's row layout or F32, no X4 or G16 */
+};
+
+/* A weight matrix in the form the header lists. */
+static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w,
+                           unsigned flags, kvv_error *err)
+{
+    memset(w, 0, sizeof *w);
+    if (!t)
+        return KVV_OK;
+    const bool split4 = (flags & LOAD_SPLIT4) != 0;
+    w->rows = (int)(t->ne[1] * t->ne[2] * t->ne[3]);
+    w->cols = (int)t->ne[0];
+    bool keep = t->type == KVV_TYPE_F32 ||
+                (!c->copts.dequant_all && (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
+    if (!c->copts.dequant_all && !(flags & LOAD_LOOKUP) && kvv_quant_groups_type(t->type) &&
+        w->cols % 16 == 0) {
+        if (!to_g16(c, t, w))
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
+                                 t->name);
+        return KVV_OK;
+    }
+    if (want_q8_0(c, t)) {
+        if (!widen_q8_0(c, t, w, split4))
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
+                                 t->name);
+        return KVV_OK;
+    }
+    if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
+        w->type = t->type;
+        w->data = t->data;
+        w->row_bytes = kvv_type_row_size(t->type, w->cols);
+        if (split4 && want_x4(c, w) && !relayout_x4(c, w))
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
+                                 t->name);
+        return KVV_OK;
+    }
+    size_t src_row = kvv_type_row_size(t->type, w->cols);
+    float *d = own(c, (size_t)w->rows * (size_t)w->cols * sizeof(float));
+    if (!d)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
+                             t->name);
+    for (int r = 0; r < w->rows; r++)
+        if (src_row == 0 ||
+            !kvv_dequantize_row(t->type, t->data + (size_t)r * src_row, d + (size_t)r * w->cols,
+                                w->cols))
+            return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
+                                 "cpu engine: tensor %s: type %s cannot be dequantized", t->name,
+                                 kvv_type_name(t->type));
+    w->type = KVV_TYPE_F32;
+    w->data = (const uint8_t *)d;
+    w->row_bytes = (size_t)w->cols * sizeof(float);
+    return KVV_OK;
+}
+
+kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
+{
+    const kvv_model *m = c->m;
+    const kvv_hparams *hp = c->hp;
+    kvv_status st;
+    c->layers = own(c, (size_t)hp->n_layer * sizeof *c->layers);
+    if (!c->layers)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+    memset(c->layers, 0, (size_t)hp->n_layer * sizeof *c->layers);
+    int qr = hp->n_head * hp->head_dim, kr = hp->n_head_kv * hp->head_dim;
+    int vr = hp->n_head_kv * hp->head_dim_v;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const kvv_layer_tensors *T = &m->layers[l];
+        kvv_cpu_layer *L = &c->layers[l];
+        if ((st = load_vec(c, T->attn_norm, &L->attn_norm, err)) ||
+            (st = load_vec(c, T->post_attn_norm, &L->post_attn_norm, err)) ||
+            (st = load_vec(c, T->ffn_norm, &L->ffn_norm, err)) ||
+            (st = load_vec(c, T->post_ffw_norm, &L->post_ffw_norm, err)) ||
+            (st = load_vec(c, T->q_norm, &L->q_norm, err)) ||
+            (st = load_vec(c, T->k_norm, &L->k_norm, err)) ||
+            (st = load_vec(c, T->bq, &L->bq, err)) || (st = load_vec(c, T->bk, &L->bk, err)) ||
+            (st = load_vec(c, T->bv, &L->bv, err)))
+            return st;
+        if (T->wqkv) {
+            kvv_cpu_weight all;
+            if ((st = load_mat(c, T->wqkv, &all, qr % 4 == 0 && kr % 4 == 0 ? LOAD_SPLIT4 : 0, err)))
+                return st;
+            L->wq = kvv_cpu_weight_rows(&all, 0, qr);
+            L->wk = kvv_cpu_weight_rows(&all, qr, kr);
+            L->wv = kvv_cpu_weight_rows(&all, qr + kr, vr);
+        } else if ((st = load_mat(c, T->wq, &L->wq, LOAD_SPLIT4, err)) ||
+                   (st = load_mat(c, T->wk, &L->wk, LOAD_SPLIT4, err)) ||
+                   (st = load_mat(c, T->wv, &L->wv, LOAD_SPLIT4, err))) {
+            return st;
+        }
+        if ((st = load_mat(c, T->wo, &L->wo, LOAD_SPLIT4, err)) ||
+            (st = load_mat(c, T->w_down, &L->wd, LOAD_SPLIT4, err)))
+            return st;
+        if (hp->fused_gate_up || !T->w_gate) {
+            kvv_cpu_weight all;
+            if ((st = load_mat(c, T->w_up, &all, hp->n_ff % 4 == 0 ? LOAD_SPLIT4 : 0, err)))
+                return st;
+            L->wg = kvv_cpu_weight_rows(&all, 0, hp->n_ff);
+            L->wu = kvv_cpu_weight_rows(&all, hp->n_ff, hp->n_ff);
+        } else if ((st = load_mat(c, T->w_gate, &L->wg, LOAD_SPLIT4, err)) ||
+                   (st = load_mat(c, T->w_up, &L->wu, LOAD_SPLIT4, err))) {
+            return st;
+        }
+    }
+    if ((st = load_vec(c, m->output_norm, &c->output_norm, err)) ||
+        (st = load_mat(c, m->tok_embd, &c->tok_embd, LOAD_LOOKUP, err)))
+        return st;
+    if (m->output && m->output != m->tok_embd) {
+        if ((st = load_mat(c, m->output, &c->output, LOAD_SPLIT4, err)))
+            return st;
+    } else {
+        /* tied: the embedding keeps the file's layout or F32 (rows are
+         * looked up one by one); the output gets its own X4 or G16 copy
+         * when one pays */
+        c->output = c->tok_embd;
+        if (!c->copts.dequant_all && kvv_quant_groups_type(m->tok_embd->type) &&
+            m->tok_embd->ne[0] % 16 == 0) {
+            if ((st = load_mat(c, m->tok_embd, &c->output, LOAD_SPLIT4, err)))
+                return st;
+        } else if (want_x4(c, &c->output) && !relayout_x4(c, &c->output)) {
+            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
+        }
+    }
+    if (c->control & KVV_CTL_PERTURB_WEIGHT) {
+        /* The lowest mantissa bit, as the reference. When the output product
+         * rounds its activations to Q8_0 (fast mode), a 1-ulp change of one
+         * input is below that resolution and would vanish, so the control
+         * flips the lowest exponent bit (x2 or /2) instead. */
+        float *w0 = (float *)c->output_norm;
+        uint32_t b;
+        memcpy(&b, w0, 4);
+        b ^= c->q8_act && c->output.type != KVV_TYPE_F32 ? 1u << 23 : 1u;
+        memcpy(w0, &b, 4);
+    }
+    return KVV_OK;
+}
+

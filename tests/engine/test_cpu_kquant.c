@@ -1,0 +1,227 @@
+/*
+ * test_cpu_kquant.c — the cpu engine on K-quant and Q4_1/Q5_1 weights
+ * (held as KVV_CPU_G16, cpu_weights.c), without ../shared.
+ *
+ * A synthetic llama with 256-wide rows is rewritten with its projections
+ * in Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, Q4_1 and Q5_1 (random blocks with small
+ * scales: every quant and scale bit pattern occurs) and its embedding in
+ * Q6_K. Then: the engine describes k-quants=g16; in invariant mode its
+ * logits agree with the reference engine (which dequantizes with
+ * kvv_dequantize_row) to rounding, and one batch on 1 thread, chunks on 2
+ * threads and token by token give the same bits; fast mode agrees with the
+ * reference too; --dequant-all (F32 copies) gives the invariant bits.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_engine.h"
+#include "engine/engine.h"
+#include "model/gguf.h"
+#include "model/shapes.h"
+#include "model/synth.h"
+#include "tests/test_util.h"
+
+#define N_TOK 20
+
+static uint32_t rng = 2463534242u;
+static uint8_t rbyte(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return (uint8_t)rng;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* Random blocks of type t with fp16 scales small enough for stable
+ * activations (2^-12 .. 2^-10 times the quant range). */
+static void random_blocks(kvv_type t, uint8_t *x, int64_t n)
+{
+    const kvv_type_traits *tt = kvv_type_traits_of(t);
+    size_t bytes = (size_t)(n / tt->blck_size) * tt->type_size;
+    for (size_t i = 0; i < bytes; i++)
+        x[i] = rbyte();
+    for (uint8_t *b = x; b < x + bytes; b += tt->type_size) {
+        switch (t) {
+        case KVV_TYPE_Q4_K: case KVV_TYPE_Q5_K: put16(b, 0x0C00); put16(b + 2, 0x0C00); break;
+        case KVV_TYPE_Q6_K: put16(b + 208, 0x0400); break;
+        case KVV_TYPE_Q2_K: put16(b + 80, 0x1400); put16(b + 82, 0x1000); break;
+        case KVV_TYPE_Q3_K: put16(b + 108, 0x0C00); break;
+        default: /* Q4_1 / Q5_1: d, then m */
+            put16(b, 0x1400);
+            put16(b + 2, 0xA000);
+            break;
+        }
+    }
+}
+
+/* Write the test model; @return its path. */
+static const char *write_model(void)
+{
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/kquant.gguf", kvv_test_tmpdir());
+    kvv_shape sh = *kvv_shape_default(KVV_ARCH_LLAMA);
+    sh.n_embd = 256;
+    sh.n_head = 4;
+    sh.n_head_kv = 2;
+    sh.head_dim = 64;
+    sh.n_ff = 512;
+    sh.n_layer = 2;
+    kvv_synth_opts so = {.shape = &sh, .type = KVV_TYPE_F32, .seed = 3};
+    kvv_gguf_writer *sw = NULL;
+    kvv_error err = {0};
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/kquant-f32.gguf", kvv_test_tmpdir());
+    if (kvv_synth_build(&so, &sw, &err) || kvv_gguf_writer_write(sw, tmp, &err))
+        fail_msg("synth: %s", err.msg);
+    kvv_gguf_writer_free(sw);
+    kvv_gguf *g;
+    if (kvv_gguf_open(tmp, &g, &err))
+        fail_msg("%s", err.msg);
+    kvv_gguf_writer *w = kvv_gguf_writer_new(3, 32);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        assert_int_equal(kvv_gguf_writer_copy_kv(w, &g->kv[i]), KVV_OK);
+    const kvv_type cycle[] = {KVV_TYPE_Q4_K, KVV_TYPE_Q5_K, KVV_TYPE_Q6_K, KVV_TYPE_Q2_K,
+                              KVV_TYPE_Q3_K, KVV_TYPE_Q4_1, KVV_TYPE_Q5_1};
+    int k = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const kvv_gguf_tensor *t = &g->tensors[i];
+        kvv_type ty = KVV_TYPE_F32;
+        if (t->n_dims == 2 && t->ne[0] % 256 == 0)
+            ty = strcmp(t->name, "token_embd.weight") == 0 ? KVV_TYPE_Q6_K : cycle[k++ % 7];
+        if (ty == KVV_TYPE_F32) {
+            assert_int_equal(kvv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne,
+                                                        t->data),
+                             KVV_OK);
+            continue;
+        }
+        int64_t n = t->ne[0] * t->ne[1];
+        uint8_t *b = malloc(kvv_type_row_size(ty, n));
+        random_blocks(ty, b, n);
+        assert_int_equal(kvv_gguf_writer_add_tensor(w, t->name, ty, t->n_dims, t->ne, b), KVV_OK);
+        free(b);
+    }
+    assert_true(k >= 7); /* every type occurs */
+    if (kvv_gguf_writer_write(w, path, &err))
+        fail_msg("%s", err.msg);
+    kvv_gguf_writer_free(w);
+    kvv_gguf_close(g);
+    remove(tmp);
+    return path;
+}
+
+static kvv_engine *open_engine(const kvv_model *m, const char *name, kvv_mode mode, int threads,
+                               int dequant_all)
+{
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = name;
+    o.mode = mode;
+    o.n_threads = threads;
+    o.n_ctx = 64;
+    kvv_engine *e = NULL;
+    kvv_error err = {0};
+    kvv_cpu_opts co = kvv_cpu_opts_default();
+    co.dequant_all = dequant_all;
+    kvv_status st = strcmp(name, "cpu") == 0 ? kvv_cpu_engine_open_ex(m, &o, &co, &e, &err)
+                                             : kvv_engine_open(m, &o, &e, &err);
+    if (st)
+        fail_msg("open %s: %s", name, err.msg);
+    return e;
+}
+
+static void run(kvv_engine *e, const int32_t *tok, int chunk, float *logits, int V)
+{
+    int32_t pos[N_TOK];
+    kvv_error err = {0};
+    for (int i = 0; i < N_TOK; i++)
+        pos[i] = i;
+    for (int s = 0; s < N_TOK; s += chunk) {
+        int c = N_TOK - s < chunk ? N_TOK - s : chunk;
+        if (kvv_engine_forward(e, c, tok + s, pos + s, NULL, KVV_LOGITS_ALL,
+                               logits + (size_t)s * V, &err))
+            fail_msg("forward: %s", err.msg);
+    }
+}
+
+static double worst_rel(const float *a, const float *b, int V)
+{
+    double worst = 0;
+    for (int t = 0; t < N_TOK; t++) {
+        double md = 0, mx = 0;
+        for (int i = 0; i < V; i++) {
+            md = fmax(md, fabs((double)a[t * V + i] - b[t * V + i]));
+            mx = fmax(mx, fabs((double)a[t * V + i]));
+        }
+        assert_true(mx > 0 && isfinite(mx));
+        worst = fmax(worst, md / mx);
+    }
+    return worst;
+}
+
+static void test_kquant_engine(void **state)
+{
+    (void)state;
+    const char *path = write_model();
+    kvv_model *m;
+    kvv_error err = {0};
+    if (kvv_model_open(path, &m, &err))
+        fail_msg("%s: %s", path, err.msg);
+    const int V = m->hp.n_vocab;
+    int32_t tok[N_TOK];
+    for (int i = 0; i < N_TOK; i++)
+        tok[i] = (int32_t)((i * 97 + 5) % V);
+    size_t bytes = sizeof(float) * N_TOK * (size_t)V;
+    float *lr = malloc(bytes), *l1 = malloc(bytes), *l2 = malloc(bytes);
+
+    kvv_engine *e = open_engine(m, "ref", KVV_MODE_EXACT, 1, 0);
+    run(e, tok, N_TOK, lr, V);
+    kvv_engine_close(e);
+
+    e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 1, 0);
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+    assert_non_null(strstr(d.kernels, "k-quants=g16"));
+    run(e, tok, N_TOK, l1, V);
+    kvv_engine_close(e);
+    double r = worst_rel(lr, l1, V);
+    printf("  invariant vs reference: %.3g\n", r);
+    assert_true(r <= 2e-4);
+    for (int chunk = 1; chunk <= 7; chunk += 6) { /* token by token; chunks of 7 */
+        e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 2, 0);
+        run(e, tok, chunk, l2, V);
+        kvv_engine_close(e);
+        assert_memory_equal(l1, l2, bytes);
+    }
+    e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 2, 1); /* F32 copies: the same bits */
+    run(e, tok, 1, l2, V);
+    kvv_engine_close(e);
+    assert_memory_equal(l1, l2, bytes);
+    for (int chunk = 1; chunk <= N_TOK; chunk += N_TOK - 1) {
+        e = open_engine(m, "cpu", KVV_MODE_FAST, 2, 0);
+        run(e, tok, chunk, l2, V);
+        kvv_engine_close(e);
+        r = worst_rel(lr, l2, V);
+        printf("  fast (chunks of %d) vs reference: %.3g\n", chunk, r);
+        assert_true(r <= 2e-4);
+    }
+    free(lr);
+    free(l1);
+    free(l2);
+    kvv_model_close(m);
+    remove(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kquant_engine),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
