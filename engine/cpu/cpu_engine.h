@@ -34,11 +34,13 @@
  * owned by the engine; work is cut into chunks claimed dynamically, and
  * which thread runs a chunk never changes a bit.
  *
- * Weights: F32 used in place from the mapped file; Q8_0 and Q4_0 kept
- * quantized (dequantized on the fly into exactly the values ggml's formulas
- * give; in invariant mode Q8_0 matrices are copied at open into a 4-row
- * interleaved layout for the one-token GEMV, cpu_impl.h); every other type
- * (F16, BF16, Q4_K, Q6_K, ...) dequantized to F32 at open.
+ * Weights (cpu_weights.c): F32 used in place from the mapped file; Q8_0,
+ * Q4_0 and Q5_0 held as Q8_0-like integers, Q4_1, Q5_1 and Q2_K..Q6_K as
+ * int8 with an fp32 scale and offset per 16 weights, all dequantized on the
+ * fly into exactly the values ggml's formulas give (in invariant mode Q8_0
+ * matrices are copied at open into a 4-row interleaved layout for the
+ * one-token GEMV, cpu_impl.h); F16, BF16 and the other types dequantized to
+ * F32 at open.
  */
 #ifndef KVV_CPU_ENGINE_H
 #define KVV_CPU_ENGINE_H
