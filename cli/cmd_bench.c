@@ -45,7 +45,7 @@ static void help(void)
            "  --repeats R         repeats; the median is reported (default 3)\n"
            "  --seed S            token ids (default 1)\n"
            "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
-           "  --dequant-all       cpu: widen Q8_0/Q4_0 weights to F32 at open (for comparison)\n"
+           "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
            "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
            "                      of rounding them to Q8_0 (for comparison)\n"
            "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
@@ -54,31 +54,24 @@ static void help(void)
            "  --json=FILE         also write the JSON object to FILE\n");
 }
 
-/* Bytes of weights one token's pass reads, as engine `name` holds them: the
- * cpu engine keeps F32, Q8_0 and Q4_0 as stored and widens the rest to F32;
- * the reference widens everything. */
-static double tensor_bytes(const kvv_gguf_tensor *t, const char *engine)
+/* Bytes of weights one token's pass reads: as the cpu engine holds them
+ * (it says), or widened to F32 as the reference holds every weight. */
+static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head)
 {
-    if (!t)
-        return 0;
-    double n = (double)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-    bool kept = t->type == KVV_TYPE_F32 ||
-                (strcmp(engine, "cpu") == 0 &&
-                 (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
-    return kept ? (double)t->nbytes : 4.0 * n;
-}
-
-static double weight_bytes(const kvv_model *m, const char *engine, double *head)
-{
-    double b = 0;
+    double b = kvv_cpu_engine_weight_bytes(e, head);
+    if (b >= 0)
+        return b;
+    b = 0;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const kvv_layer_tensors *L = &m->layers[l];
         const kvv_gguf_tensor *ts[] = {L->wq, L->wk, L->wv, L->wqkv, L->wo,
                                        L->w_gate, L->w_up, L->w_down};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-            b += tensor_bytes(ts[i], engine);
+            if (ts[i])
+                b += 4.0 * (double)(ts[i]->ne[0] * ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3]);
     }
-    *head = tensor_bytes(m->output ? m->output : m->tok_embd, engine);
+    const kvv_gguf_tensor *h = m->output ? m->output : m->tok_embd;
+    *head = 4.0 * (double)(h->ne[0] * h->ne[1] * h->ne[2] * h->ne[3]);
     return b;
 }
 
@@ -317,7 +310,7 @@ int kvv_cmd_bench(int argc, char **argv)
     /* roofline figures */
     double macs_layers, macs_head, head_bytes;
     kvv_model_macs_per_token(hp, &macs_layers, &macs_head);
-    double wbytes = weight_bytes(m, a.dequant_all ? "ref" : a.engine, &head_bytes);
+    double wbytes = weight_bytes(m, e, &head_bytes);
     double flops_pp = 2.0 * macs_layers + (np > 0 ? 2.0 * macs_head / np : 0);
     double flops_tg = 2.0 * (macs_layers + macs_head);
     double bytes_tg = wbytes + head_bytes;

@@ -195,3 +195,23 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     *out = e;
     return KVV_OK;
 }
+
+static double held_bytes(const kvv_cpu_weight *w)
+{
+    return (double)w->rows * (double)w->row_bytes;
+}
+
+double kvv_cpu_engine_weight_bytes(const kvv_engine *e, double *head)
+{
+    if (!e || e->vt != &cpu_vtable)
+        return -1;
+    const kvv_cpu *c = e->impl;
+    double b = 0;
+    for (int l = 0; l < c->hp->n_layer; l++) {
+        const kvv_cpu_layer *L = &c->layers[l];
+        b += held_bytes(&L->wq) + held_bytes(&L->wk) + held_bytes(&L->wv) + held_bytes(&L->wo) +
+             held_bytes(&L->wg) + held_bytes(&L->wu) + held_bytes(&L->wd);
+    }
+    *head = held_bytes(&c->output);
+    return b;
+}

@@ -66,4 +66,9 @@ kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv
 kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                                   const kvv_cpu_opts *co, kvv_engine **out, kvv_error *err);
 
+/* Bytes of weights one token's pass reads as this engine holds them (the
+ * layers' projections; *head: the output head), for roofline figures.
+ * -1 if e is not a cpu engine. */
+double kvv_cpu_engine_weight_bytes(const kvv_engine *e, double *head);
+
 #endif
