@@ -54,7 +54,6 @@ static void cpu_close(kvv_engine *e)
         if (c->ts)
             for (int i = 0; i < c->n_threads; i++) {
                 free(c->ts[i].scores);
-                free(c->ts[i].row);
                 free(c->ts[i].tile);
                 free(c->ts[i].qs);
                 free(c->ts[i].krows);
@@ -165,10 +164,9 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
         size_t grp = (size_t)(hp->n_head / hp->n_head_kv);
         c->ts[i].scores = malloc(grp * (size_t)c->n_ctx * sizeof(float));
         c->ts[i].krows = malloc((size_t)c->n_ctx * (size_t)rowmax * sizeof(float));
-        c->ts[i].row = malloc((size_t)rowmax * sizeof(float));
         c->ts[i].tile = malloc(tile * sizeof(float));
         c->ts[i].qs = malloc(grp * (size_t)hp->head_dim * sizeof(float));
-        if (!c->ts[i].scores || !c->ts[i].row || !c->ts[i].tile || !c->ts[i].qs ||
+        if (!c->ts[i].scores || !c->ts[i].tile || !c->ts[i].qs ||
             !c->ts[i].krows) {
             cpu_close(e);
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
@@ -181,8 +179,8 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0)" : "fused",
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0)" : "tile",
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused",
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "tile",
                  co->dequant_all ? "f32" : "g16");
     else
         snprintf(c->kernels, sizeof c->kernels,
@@ -190,7 +188,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                  k->name,
                  k->lanes, k->name, k->name,
                  co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused",
-                 co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "as-q8_0" : "tile",
+                 co->dequant_all ? "f32" : "as-q8_0",
                  co->dequant_all ? "f32" : "g16");
     *out = e;
     return KVV_OK;

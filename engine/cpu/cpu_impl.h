@@ -74,7 +74,6 @@ typedef struct {
     float *scores;  /* [n_head/n_head_kv][n_ctx] attention scores / probabilities */
     float *krows;   /* [n_ctx][max(head_dim, head_dim_v)] K or V rows widened from an
                      * f16/bf16 cache */
-    float *row;     /* [max(head_dim, head_dim_v)] a K or V row widened from f16/bf16 */
     float *tile;    /* [KVV_CPU_TILE_FLOATS or 4*max_cols] dequantized weight rows */
     float *qs;      /* [n_head/n_head_kv][head_dim] pre-scaled query heads */
 } kvv_cpu_scratch;

@@ -20,6 +20,8 @@
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
+
+#include "engine/cpu/cpu_avx2.h"
 #include <math.h>
 
 #include "engine/cpu/cpu_expf.h"
@@ -28,15 +30,6 @@
 #define TB 3        /* tokens per register block */
 #define TOK_TILE 48 /* tokens per L2 tile (a multiple of TB) */
 #define PF_BYTES 4096 /* GEMV software prefetch distance */
-
-static inline float hsum(__m256 a)
-{
-    /* lanes (j, j+4) first, then (0+4)+(2+6) and (1+5)+(3+7), then the two. */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
 
 static inline __attribute__((always_inline)) void block(int K, const float *W, size_t ldw,
                                                         const float *X, size_t ldx, float *Y,
@@ -68,7 +61,7 @@ static inline __attribute__((always_inline)) void block(int K, const float *W, s
     for (int r = 0; r < nr; r++)
         #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
-            float s = hsum(acc[r][t]);
+            float s = kvv_avx2_hsum(acc[r][t]);
             for (int i = K8; i < K; i++)
                 s = fmaf(W[(size_t)r * ldw + i], X[(size_t)t * ldx + i], s);
             Y[(size_t)t * ldy + r] = s;
@@ -129,12 +122,6 @@ static inline __m256 q8_w(const int8_t *q, __m256 d)
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), d);
 }
 
-static inline float fp16_to_f32(const uint8_t *p)
-{
-    uint16_t h = (uint16_t)(p[0] | (p[1] << 8));
-    return _cvtsh_ss(h);
-}
-
 /* Q8_0 block: 2-byte fp16 d, then 32 int8. */
 static inline __attribute__((always_inline)) void q8_block(int K, const uint8_t *W,
                                                            size_t row_bytes, const float *X,
@@ -153,7 +140,7 @@ static inline __attribute__((always_inline)) void q8_block(int K, const uint8_t 
         #pragma GCC unroll 16
         for (int r = 0; r < nr; r++) {
             const uint8_t *blk = W + (size_t)r * row_bytes + (size_t)b * 34;
-            __m256 d = _mm256_set1_ps(fp16_to_f32(blk));
+            __m256 d = _mm256_set1_ps(kvv_avx2_fp16(blk));
             const int8_t *q = (const int8_t *)(blk + 2);
             #pragma GCC unroll 16
             for (int j = 0; j < 4; j++) {
@@ -170,7 +157,7 @@ static inline __attribute__((always_inline)) void q8_block(int K, const uint8_t 
     for (int r = 0; r < nr; r++)
         #pragma GCC unroll 16
         for (int t = 0; t < nt; t++)
-            Y[(size_t)t * ldy + r] = hsum(acc[r][t]);
+            Y[(size_t)t * ldy + r] = kvv_avx2_hsum(acc[r][t]);
 }
 
 static void avx2_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows, const float *X,
@@ -225,7 +212,7 @@ static void avx2_gemv_q8_0_x4(int K, const void *G, int n_groups, const float *x
             #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 const uint8_t *blk = blk4 + i * 34;
-                const __m256 d = _mm256_set1_ps(fp16_to_f32(blk));
+                const __m256 d = _mm256_set1_ps(kvv_avx2_fp16(blk));
                 const int8_t *q = (const int8_t *)(blk + 2);
                 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++)
@@ -235,7 +222,7 @@ static void avx2_gemv_q8_0_x4(int K, const void *G, int n_groups, const float *x
         }
         #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
-            y[4 * g + i] = hsum(acc[i]);
+            y[4 * g + i] = kvv_avx2_hsum(acc[i]);
     }
 }
 
@@ -283,8 +270,8 @@ static void avx2_gemv_g16(int K, const void *W, size_t row_bytes, int n_rows, co
             a0 = _mm256_fmadd_ps(w1, x1, a0);
             a1 = _mm256_fmadd_ps(v1, x1, a1);
         }
-        y[r] = hsum(a0);
-        y[r + 1] = hsum(a1);
+        y[r] = kvv_avx2_hsum(a0);
+        y[r + 1] = kvv_avx2_hsum(a1);
     }
     for (; r < n_rows; r++) {
         const uint8_t *g0 = wb + (size_t)r * row_bytes;
@@ -295,7 +282,7 @@ static void avx2_gemv_g16(int K, const void *W, size_t row_bytes, int n_rows, co
             a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), a0);
             a0 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), a0);
         }
-        y[r] = hsum(a0);
+        y[r] = kvv_avx2_hsum(a0);
     }
 }
 
@@ -385,7 +372,7 @@ float kvv_cpu_avx2_sum(int n, const float *x)
     int i = 0;
     for (; i + 8 <= n; i += 8)
         acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
-    float s = hsum(acc);
+    float s = kvv_avx2_hsum(acc);
     for (; i < n; i++)
         s = s + x[i];
     return s;
@@ -405,7 +392,7 @@ static void avx2_dequant_q8_0(const void *src, float *dst, int n)
 {
     const uint8_t *p = src;
     for (int b = 0; b < n / 32; b++, p += 34) {
-        __m256 d = _mm256_set1_ps(fp16_to_f32(p));
+        __m256 d = _mm256_set1_ps(kvv_avx2_fp16(p));
         for (int j = 0; j < 4; j++)
             _mm256_storeu_ps(dst + b * 32 + 8 * j, q8_w((const int8_t *)(p + 2) + 8 * j, d));
     }
@@ -418,7 +405,7 @@ static void avx2_dequant_q4_0(const void *src, float *dst, int n)
     const uint8_t *p = src;
     const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
     for (int b = 0; b < n / 32; b++, p += 18) {
-        __m256 d = _mm256_set1_ps(fp16_to_f32(p));
+        __m256 d = _mm256_set1_ps(kvv_avx2_fp16(p));
         __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
         __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, m4), eight);
         __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), m4), eight);

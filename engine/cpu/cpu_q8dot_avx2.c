@@ -17,23 +17,12 @@
 
 #include <immintrin.h>
 
+#include "engine/cpu/cpu_avx2.h"
+
 #define RB 4         /* weight rows per register block */
 #define TB 2         /* tokens per register block */
 #define TOK_TILE 64  /* tokens per activation tile (K int8 each, stays in L2) */
 #define PF_BYTES 4096
-
-static inline float hsum(__m256 a)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float fp16_at(const uint8_t *p)
-{
-    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
-}
 
 void kvv_cpu_quantize_act_avx2(int K, const float *x, int8_t *q, float *d)
 {
@@ -106,7 +95,7 @@ static inline __attribute__((always_inline)) void block(const int is_q4, int K, 
             const uint8_t *blk = W + (size_t)r * row_bytes + (size_t)b * bb;
             const __m256i w = weights(blk, is_q4);
             const __m256i aw = _mm256_sign_epi8(w, w);
-            const __m256 dw = _mm256_set1_ps(fp16_at(blk));
+            const __m256 dw = _mm256_set1_ps(kvv_avx2_fp16(blk));
             #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
                 const __m256i x = _mm256_loadu_si256((const __m256i *)(QX + (size_t)t * K +
@@ -122,7 +111,7 @@ static inline __attribute__((always_inline)) void block(const int is_q4, int K, 
     for (int r = 0; r < nr; r++)
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
-            Y[(size_t)t * ldy + r] = hsum(acc[r][t]);
+            Y[(size_t)t * ldy + r] = kvv_avx2_hsum(acc[r][t]);
 }
 
 /* nr x nt block with compile-time shapes after inlining. */

@@ -44,6 +44,13 @@ grep -q "^compare *PASS" "$tmp/out" || fail "q5_0 audit has no passing compare r
 rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "fast-mode audit exit $rc"
 grep -q "^kv " "$tmp/out" || fail "fast-mode audit has no kv row"
+# every negative control is still detected behind fast mode's Q8_0-rounded
+# activations: with a 3-token prompt every product of the greedy check's
+# cached decode takes them, and a 1-ulp weight change used to vanish there
+grep -q "NOT DETECTED" "$tmp/out" && fail "fast-mode audit: a negative control was not detected"
+"$KVV" "$tmp/q3.gguf" --engine cpu --mode fast --threads 2 --random 3 -n 4 >"$tmp/out" 2>&1
+grep -q "NOT DETECTED" "$tmp/out" &&
+    fail "fast-mode audit, 3-token prompt: a negative control was not detected"
 
 # compare: passes against the reference, writes JSON, detects a planted error
 expect 0 "$KVV" compare "$tmp/g2.gguf" --against cpu --mode fast --threads 2 --json "$tmp/c.json"
@@ -80,6 +87,7 @@ if [ -f "$m" ]; then
     expect 0 "$KVV" "$m" --engine cpu --mode invariant
     "$KVV" "$m" --engine cpu --mode fast --threads 2 >"$tmp/out" 2>&1
     grep -q "^kv " "$tmp/out" || fail "fast-mode kv row missing on $m"
+    grep -q "NOT DETECTED" "$tmp/out" && fail "fast mode on $m: a negative control was not detected"
 else
     echo "SKIP: $m not found (shared case)"
 fi

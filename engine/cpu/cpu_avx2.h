@@ -1,0 +1,27 @@
+/*
+ * cpu_avx2.h — small AVX2 helpers shared by the AVX2 kernel files (include
+ * only from files compiled with -mavx2 -mfma -mf16c).
+ */
+#ifndef KVV_CPU_AVX2_H
+#define KVV_CPU_AVX2_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+/* The fixed 8-lane reduction of cpu_kernels.h: lanes (j, j+4) first, then
+ * (0+4)+(2+6) and (1+5)+(3+7), then the two. */
+static inline float kvv_avx2_hsum(__m256 a)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* A little-endian fp16 at p, exactly as fp32. */
+static inline float kvv_avx2_fp16(const uint8_t *p)
+{
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
+}
+
+#endif
