@@ -85,6 +85,97 @@ static double layer_weight_bytes(const kvv_model *m, int l)
     return b;
 }
 
+/* Compare n recomputed rows (k, v) with the rows read from the cache (kr,
+ * vr): bit for bit after rounding to the cache's type, which is what
+ * storing them would give. Counts go to row; the first difference to r. */
+static void compare_rows(const kvv_kv_cache *cache, int layer, int n, size_t dk, size_t dv,
+                         const float *k, const float *v, const float *kr, const float *vr,
+                         kvv_latency_row *row, kvv_check_result *r)
+{
+    for (int t = 0; t < 2; t++) {
+        size_t d = t ? dv : dk;
+        const float *got = t ? v : k, *want = t ? vr : kr;
+        for (size_t i = 0; i < (size_t)n * d; i++) {
+            float x = kvv_cache_round(cache->type, got[i]);
+            row->compared++;
+            if (kvv_f32_bit_equal(x, want[i]))
+                continue;
+            if (row->differing++ == 0 && r) {
+                kvv_mismatch m = {.layer = layer, .token = (int)(i / d), .head = -1,
+                                  .index = (int)(i % d), .expected = want[i], .actual = x};
+                snprintf(m.tensor, sizeof m.tensor, "%s", t ? "V" : "K");
+                snprintf(m.variant, sizeof m.variant, "recompute batch=%d", n);
+                kvv_check_note_mismatch(r, &m);
+            }
+        }
+    }
+}
+
+/* The cache holds what kv_from_residual gives for the seeded residuals in
+ * one batch of every position: reading it and recomputing it must then be
+ * the same work, bit for bit (else the timing compares different things). */
+static kvv_status fill_cache(kvv_engine *e, kvv_kv_cache *cache, const int *layers, int nl,
+                             int max_b, const float *h, const int32_t *pos, float *k, float *v,
+                             size_t dk, size_t dv, kvv_error *err)
+{
+    for (int li = 0; li < nl; li++) {
+        kvv_status s = kvv_engine_kv_from_residual(e, layers[li], max_b, h, pos, k, v, err);
+        if (s != KVV_OK)
+            return s;
+        for (int i = 0; i < max_b; i++)
+            kvv_kv_cache_store(cache, layers[li], i, k + (size_t)i * dk, v + (size_t)i * dv);
+    }
+    return KVV_OK;
+}
+
+/* Control: a changed residual must show up as recomputed K/V that differ
+ * from the cache. h[0] is restored. */
+static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, int layer, float *h,
+                              const int32_t *pos, float *k, float *v, float *kr, float *vr,
+                              size_t dk, size_t dv, kvv_check_result *r, kvv_error *err)
+{
+    float keep = h[0];
+    h[0] += 1.0f;
+    kvv_status s = kvv_engine_kv_from_residual(e, layer, 1, h, pos, k, v, err);
+    h[0] = keep;
+    if (s != KVV_OK)
+        return s;
+    kvv_kv_cache_load_k(cache, layer, 0, kr);
+    kvv_kv_cache_load_v(cache, layer, 0, vr);
+    kvv_latency_row c = {.layer = layer, .batch = 1};
+    compare_rows(cache, layer, 1, dk, dv, k, v, kr, vr, &c, NULL);
+    kvv_check_add_control(r, "residual of position 0 changed by +1 before recomputing", c.differing > 0,
+                          "%llu of %llu K/V elements of layer %d differ",
+                          (unsigned long long)c.differing, (unsigned long long)c.compared, layer);
+    return KVV_OK;
+}
+
+/* The verdict is about the work timed: recomputing must give the cached
+ * bits. Which one is faster is a finding (the key figure). */
+static void set_verdict(const kvv_latency_result *res, kvv_check_result *r)
+{
+    char speed[96];
+    if (res->crossover)
+        snprintf(speed, sizeof speed, "recompute beats reading from batch %d", res->crossover);
+    else
+        snprintf(speed, sizeof speed, "reading beats recompute at every batch size");
+    int missed = kvv_check_controls_missed(r);
+    if (res->differing) {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
+                              "recomputed K/V differ from the cached K/V in %llu of %llu elements",
+                              (unsigned long long)res->differing,
+                              (unsigned long long)res->compared);
+        kvv_check_set_message(r, "the recomputed K/V are not the cached K/V: the timing compares "
+                                 "different work");
+    } else if (missed) {
+        kvv_check_fail_controls_missed(r, "recomputed K/V bit-equal to the cache", missed);
+    } else {
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%s; recomputed K/V bit-equal to the cache "
+                              "(%llu elements)",
+                              speed, (unsigned long long)res->compared);
+    }
+}
+
 kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
                            kvv_check_result *r, kvv_error *err)
 {
@@ -130,15 +221,16 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
     size_t ne = (size_t)hp->n_embd;
     float *h = malloc((size_t)max_b * ne * sizeof *h);
     float *k = malloc((size_t)max_b * dk * sizeof *k), *v = malloc((size_t)max_b * dv * sizeof *v);
+    float *kr = malloc((size_t)max_b * dk * sizeof *kr), *vr = malloc((size_t)max_b * dv * sizeof *vr);
     int32_t *pos = malloc((size_t)max_b * sizeof *pos);
     res->rows = calloc((size_t)nb * (size_t)(nl + 1), sizeof *res->rows);
     double *tr = malloc((size_t)reps * sizeof *tr), *tc = malloc((size_t)reps * sizeof *tc);
-    if (!cache || !h || !k || !v || !pos || !res->rows || !tr || !tc) {
+    if (!cache || !h || !k || !v || !kr || !vr || !pos || !res->rows || !tr || !tc) {
         s = kvv_error_set(err, cache ? KVV_ERR_NOMEM : KVV_ERR_UNSUPPORTED,
                           cache ? "latency: out of memory" : "latency: engine has no host KV cache");
         goto done;
     }
-    /* Seeded contents: residuals of unit scale; the cache from the same values. */
+    /* Seeded residuals of unit scale; the cache from them (fill_cache). */
     {
         int32_t *ids = malloc(ne * (size_t)max_b * sizeof *ids);
         if (!ids) {
@@ -151,14 +243,11 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
         free(ids);
         for (int i = 0; i < max_b; i++)
             pos[i] = i;
-        size_t nh = ne * (size_t)max_b;
-        for (size_t i = 0; i < (size_t)max_b * dk; i++)
-            k[i] = h[i % nh];
-        for (size_t i = 0; i < (size_t)max_b * dv; i++)
-            v[i] = h[(i + 1) % nh];
-        for (int l = 0; l < hp->n_layer; l++)
-            for (int i = 0; i < max_b; i++)
-                kvv_kv_cache_store(cache, l, i, k + (size_t)i * dk, v + (size_t)i * dv);
+        s = fill_cache(e, cache, layers, nl, max_b, h, pos, k, v, dk, dv, err);
+        if (s != KVV_OK)
+            goto done;
+        if (c->force_fail)
+            h[0] += 1.0f; /* plant the control in the real comparison */
     }
     double elem = cache->type == KVV_CACHE_F32 ? 4 : 2;
     long total = (long)nb * nl, done_n = 0;
@@ -173,8 +262,8 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
             for (int rep = 0; rep < reps && s == KVV_OK; rep++) {
                 double a = kvv_now_seconds();
                 for (int i = 0; i < n; i++) {
-                    kvv_kv_cache_load_k(cache, l, i, k + (size_t)i * dk);
-                    kvv_kv_cache_load_v(cache, l, i, v + (size_t)i * dv);
+                    kvv_kv_cache_load_k(cache, l, i, kr + (size_t)i * dk);
+                    kvv_kv_cache_load_v(cache, l, i, vr + (size_t)i * dv);
                 }
                 tr[rep] = kvv_now_seconds() - a;
                 a = kvv_now_seconds();
@@ -182,6 +271,10 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
                 tc[rep] = kvv_now_seconds() - a;
             }
             kvv_latency_row *row = &res->rows[res->n_rows + li];
+            if (s == KVV_OK)
+                compare_rows(cache, l, n, dk, dv, k, v, kr, vr, row, r);
+            res->differing += row->differing;
+            res->compared += row->compared;
             row->layer = l;
             row->batch = n;
             row->read_s = median(tr, reps);
@@ -202,12 +295,16 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
         if (!res->crossover && mean->recompute_s < mean->read_s)
             res->crossover = n;
     }
+    if (s == KVV_OK && o->check.controls)
+        s = control_run(e, cache, layers[0], h, pos, k, v, kr, vr, dk, dv, r, err);
     if (s == KVV_OK)
         kvv_roofline_probe(&res->roof);
 done:
     free(h);
     free(k);
     free(v);
+    free(kr);
+    free(vr);
     free(pos);
     free(tr);
     free(tc);
@@ -228,18 +325,19 @@ done:
         json_object_set_new(j, "read_bytes", json_real(w->read_bytes));
         json_object_set_new(j, "recompute_bytes", json_real(w->recompute_bytes));
         json_object_set_new(j, "recompute_flops", json_real(w->recompute_flops));
+        json_object_set_new(j, "compared", json_integer((json_int_t)w->compared));
+        json_object_set_new(j, "differing", json_integer((json_int_t)w->differing));
         json_array_append_new(arr, j);
     }
     json_object_set_new(r->details, "rows", arr);
     json_object_set_new(r->details, "stream_gbs", json_real(res->roof.stream_gbs));
     json_object_set_new(r->details, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
     json_object_set_new(r->details, "crossover_batch", json_integer(res->crossover));
+    json_object_set_new(r->details, "compared", json_integer((json_int_t)res->compared));
+    json_object_set_new(r->details, "differing", json_integer((json_int_t)res->differing));
+    json_object_set_new(r->details, "force_fail", json_boolean(c->force_fail));
     r->seconds = kvv_now_seconds() - t0;
-    if (res->crossover)
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "recompute beats reading from batch %d",
-                              res->crossover);
-    else
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "reading beats recompute at every batch size");
+    set_verdict(res, r);
     return KVV_OK;
 }
 
