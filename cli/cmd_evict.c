@@ -17,7 +17,7 @@
 /* Default prompt length of the built-in set and tokens decoded: long
  * enough that 10% of the context is a real eviction, short enough for eight
  * prompts, eleven policies and four budgets in seconds (docs/policies.md). */
-#define EVICT_PROMPT_TOKENS 128
+#define EVICT_PROMPT_TOKENS 96
 #define EVICT_GEN_TOKENS 32
 
 static void help(void)

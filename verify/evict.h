@@ -14,10 +14,10 @@
  *             as mean / sd / min / max over the prompts.
  *   verdict   KV-Direct must be bit-equal to the full cache (greedy tokens
  *             and every logit) on the ENGINE UNDER TEST, both modes, at
- *             every budget it runs (by-budget and equal-bytes), on the first
- *             `verify_prompts` prompts — on every prompt when the figures
- *             engine is the engine under test (its runs are then the same
- *             runs). Control: kvdirect-layer with bf16 checkpoints (the mode
+ *             every by-budget budget, on the first `verify_prompts` prompts
+ *             — on every prompt and at the equal-bytes budgets too when the
+ *             figures engine is the engine under test (its runs are then the
+ *             same runs). Control: kvdirect-layer with bf16 checkpoints (the mode
  *             requested, if only kvdirect-token is) must be detected;
  *             force_fail plants bf16 checkpoints into every verified run.
  *

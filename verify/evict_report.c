@@ -317,6 +317,7 @@ static json_t *verify_json(const kvv_evict_result *res, const kvv_evict_verify *
     json_object_set_new(j, "prefix_match", json_integer(v->row.prefix_match));
     json_object_set_new(j, "first_difference",
                         v->differs ? kvv_mismatch_to_json(&v->first) : json_null());
+    json_object_set_new(j, "seconds", kvv_json_number(v->row.seconds));
     return j;
 }
 
