@@ -285,80 +285,52 @@ static kvv_policy_cfg cfg_for(const kvv_evict_opts *o, kvv_policy_kind kind, int
     return c;
 }
 
-/* The figures jobs of both tables; with one engine they are also the
- * verified runs. */
-static kvv_status plan_figures(evict_ctx *x, const kvv_policy_kind *pols, int np)
+/* One cell of a table: a baseline on the figures engine for every prompt; a
+ * KV-Direct mode on the engine under test, verified, for the first
+ * verify_prompts prompts (the others are left not run). */
+static kvv_status plan_cell(evict_ctx *x, kvv_evict_row *row, kvv_policy_kind kind, int prompt,
+                            int budget)
 {
     kvv_evict_result *res = x->res;
-    int P = res->n_prompts;
-    for (int bi = 0; bi < res->n_budgets; bi++)
-        for (int pi = 0; pi < np; pi++)
-            for (int p = 0; p < P; p++) {
-                kvv_evict_row *row = &res->rows[res->n_rows++];
-                row->kind = pols[pi];
-                row->prompt = p;
-                row->budget = res->budgets[bi];
-                row->fits = true;
-                bool kvd = kvv_policy_is_kvdirect(pols[pi]);
-                run_job *j = add_job(x, FIG, p, cfg_for(x->o, pols[pi], row->budget,
-                                                         kvd && res->figures_is_test));
-                if (!j)
-                    return KVV_ERR_NOMEM;
-                j->row = row;
-                if (kvd && res->figures_is_test)
-                    j->verify = new_verify(res);
-            }
-    for (int bi = 0; x->o->equal_bytes && bi < res->n_budgets; bi++)
-        for (int pi = 0; pi < np; pi++)
-            for (int p = 0; p < P; p++) {
-                kvv_evict_row *row = &res->eq_rows[res->n_eq_rows++];
-                row->kind = pols[pi];
-                row->prompt = p;
-                row->byte_budget_of = res->budgets[bi];
-                if (!kvv_policy_is_kvdirect(pols[pi]))
-                    continue; /* copied from the by-budget table after the runs */
-                row->budget = eq_budget(res, pols[pi], bi, p);
-                row->fits = row->budget >= 1;
-                if (!row->fits)
-                    continue;
-                run_job *j = add_job(x, FIG, p, cfg_for(x->o, pols[pi], row->budget,
-                                                         res->figures_is_test));
-                if (!j)
-                    return KVV_ERR_NOMEM;
-                j->row = row;
-                if (res->figures_is_test)
-                    j->verify = new_verify(res);
-            }
+    bool kvd = kvv_policy_is_kvdirect(kind);
+    row->kind = kind;
+    row->prompt = prompt;
+    row->budget = budget;
+    row->fits = budget >= 1;
+    row->engine = -1;
+    if (!row->fits || (kvd && prompt >= res->verify_prompts))
+        return KVV_OK;
+    row->engine = kvd ? TEST : FIG;
+    run_job *j = add_job(x, row->engine, prompt, cfg_for(x->o, kind, budget, kvd));
+    if (!j)
+        return KVV_ERR_NOMEM;
+    j->row = row;
+    if (kvd)
+        j->verify = new_verify(res);
     return KVV_OK;
 }
 
-/* Verified runs on the engine under test when it is not the figures
- * engine: each KV-Direct mode at every budget of the by-budget table. (The
- * equal-bytes budgets add no code path, only more restoration sizes, which
- * the decode steps already vary; with one engine they are verified too.) */
-static kvv_status plan_verify(evict_ctx *x, const kvv_policy_kind *pols, int np)
+/* Both tables, laid out [budget][policy][prompt]. */
+static kvv_status plan_tables(evict_ctx *x, const kvv_policy_kind *pols, int np)
 {
     kvv_evict_result *res = x->res;
-    for (int p = 0; !res->figures_is_test && p < res->verify_prompts; p++)
-        for (int pi = 0; pi < np; pi++) {
-            if (!kvv_policy_is_kvdirect(pols[pi]))
-                continue;
-            int first = res->n_verify;
-            for (int k = 0; k < res->n_budgets; k++) {
-                int b = res->budgets[k];
-                bool seen = false;
-                for (int v = first; v < res->n_verify && !seen; v++)
-                    seen = res->verify[v].row.budget == b;
-                if (seen)
-                    continue;
-                run_job *j = add_job(x, TEST, p, cfg_for(x->o, pols[pi], b, true));
-                if (!j)
-                    return KVV_ERR_NOMEM;
-                j->verify = new_verify(res);
-                j->verify->row.budget = b;
+    int P = res->n_prompts;
+    kvv_status s = KVV_OK;
+    for (int bi = 0; bi < res->n_budgets; bi++)
+        for (int pi = 0; pi < np; pi++)
+            for (int p = 0; p < P && s == KVV_OK; p++)
+                s = plan_cell(x, &res->rows[res->n_rows++], pols[pi], p, res->budgets[bi]);
+    for (int bi = 0; x->o->equal_bytes && bi < res->n_budgets; bi++)
+        for (int pi = 0; pi < np; pi++)
+            for (int p = 0; p < P && s == KVV_OK; p++) {
+                kvv_evict_row *row = &res->eq_rows[res->n_eq_rows++];
+                row->byte_budget_of = res->budgets[bi];
+                if (kvv_policy_is_kvdirect(pols[pi]))
+                    s = plan_cell(x, row, pols[pi], p, eq_budget(res, pols[pi], bi, p));
+                else
+                    row->kind = pols[pi]; /* copied from the by-budget table after the runs */
             }
-        }
-    return KVV_OK;
+    return s;
 }
 
 /* Control: approximate (bf16) checkpoints must be seen by the comparison. */
@@ -565,7 +537,7 @@ static void set_verdict(const kvv_evict_opts *o, kvv_evict_result *res, int n_kv
     } else {
         kvv_check_set_verdict(r, KVV_VERDICT_PASS,
                               "KV-Direct bit-equal to the full cache on %s in %d of %d runs "
-                              "(%d prompt%s); figures over %d prompts",
+                              "(%d prompt%s); baselines over %d prompts",
                               eng, exercised, exercised, res->verify_prompts,
                               res->verify_prompts == 1 ? "" : "s", res->n_prompts);
     }
@@ -591,10 +563,16 @@ kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_che
                                         : calloc((size_t)res->n_prompts, sizeof *x.full[TEST]);
     if (s == KVV_OK && (!x.full[FIG] || !x.full[TEST]))
         s = kvv_error_set(err, KVV_ERR_NOMEM, "evict: out of memory");
-    /* Phase 1: the full-cache decode of every prompt, once per engine. */
+    /* Phase 1: the full-cache decodes the others are scored against: on the
+     * figures engine for the baselines, on the engine under test for
+     * KV-Direct (one and the same run when the engines are). */
+    bool need_fig = n_kvd < np, need_test = n_kvd > 0;
     for (int p = 0; s == KVV_OK && p < res->n_prompts; p++)
         for (int e = FIG; e <= TEST; e++) {
-            if (e == TEST && (res->figures_is_test || p >= res->verify_prompts))
+            bool need = e == FIG ? need_fig || (res->figures_is_test && need_test &&
+                                                p < res->verify_prompts)
+                                 : !res->figures_is_test && need_test && p < res->verify_prompts;
+            if (!need)
                 continue;
             run_job *j = add_job(&x, e, p, kvv_policy_cfg_default(KVV_POLICY_FULL,
                                                                    res->n_ctx[p]));
@@ -605,8 +583,7 @@ kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_che
         }
     /* Count phase 2 before running phase 1, so progress has its total. */
     int n_full = x.n_jobs;
-    if (s == KVV_OK && (plan_figures(&x, pols, np) || plan_verify(&x, pols, np) ||
-                        plan_control(&x, pols, np)))
+    if (s == KVV_OK && (plan_tables(&x, pols, np) || plan_control(&x, pols, np)))
         s = kvv_error_set(err, KVV_ERR_NOMEM, "evict: out of memory");
     if (s == KVV_OK) {
         /* Phase 2 needs the full runs: run phase 1's jobs alone first. */
@@ -631,7 +608,8 @@ kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_che
         free(later);
     }
     for (int p = 0; s == KVV_OK && p < res->n_prompts; p++)
-        res->full_bytes[p] = x.full[FIG][p].stats.bytes_kv;
+        res->full_bytes[p] = x.full[FIG][p].logits ? x.full[FIG][p].stats.bytes_kv
+                                                   : x.full[TEST][p].stats.bytes_kv;
     for (int i = 0; x.eng && i < res->n_threads * 2; i++)
         kvv_engine_close(x.eng[i]);
     for (int p = 0; p < res->n_prompts; p++) {

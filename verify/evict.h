@@ -3,23 +3,22 @@
  * against the full cache, at several budgets, over a set of prompts
  * (DESIGN.md §4 evict; method and figures in docs/policies.md).
  *
- * Two things are measured, on purpose on different engines:
+ * For every policy, budget and prompt: greedy token match, prefix to the
+ * first divergence, teacher-forced top-1 agreement and KL per step against
+ * the full cache, bytes held — per prompt, and as mean / sd / min / max over
+ * the prompts. Where they run:
  *
- *   figures   for every prompt, policy and budget: greedy token match,
- *             prefix to the first divergence, teacher-forced top-1 agreement
- *             and KL per step against the full cache, bytes held. They are
- *             findings about the model and the policy, not about exactness,
- *             so they run on the `figures` engine (the cli's default: the
- *             cpu engine in its batch-invariant mode), per prompt and then
- *             as mean / sd / min / max over the prompts.
- *   verdict   KV-Direct must be bit-equal to the full cache (greedy tokens
- *             and every logit) on the ENGINE UNDER TEST, both modes, at
- *             every by-budget budget, on the first `verify_prompts` prompts
- *             — on every prompt and at the equal-bytes budgets too when the
- *             figures engine is the engine under test (its runs are then the
- *             same runs). Control: kvdirect-layer with bf16 checkpoints (the mode
- *             requested, if only kvdirect-token is) must be detected;
- *             force_fail plants bf16 checkpoints into every verified run.
+ *   baselines  figures about the model and the policy, not about exactness:
+ *              on the `figures` engine (the cli's default: the cpu engine in
+ *              its batch-invariant mode), every prompt.
+ *   KV-Direct  exactness is what it claims, so it runs on the ENGINE UNDER
+ *              TEST, both modes, at every budget of both tables, on the first
+ *              `verify_prompts` prompts (all of them when the figures engine
+ *              is the engine under test), and each run is also compared bit
+ *              for bit with that engine's full cache: the verdict. Control:
+ *              kvdirect-layer with bf16 checkpoints (kvdirect-token if only
+ *              that mode is requested) must be detected; force_fail plants
+ *              bf16 checkpoints into every KV-Direct run.
  *
  * Per (policy, budget, prompt) a greedy decode runs, and a teacher-forced one
  * (fed the full cache's tokens) only when the greedy tokens differ from the
@@ -50,6 +49,7 @@
 typedef struct {
     kvv_policy_kind kind;
     int prompt;               /* index in the prompt set */
+    int engine;               /* 0 the figures engine, 1 the engine under test, -1 not run */
     int budget;               /* live K/V positions */
     int byte_budget_of;       /* equal-bytes table: the baseline budget whose bytes it got, else 0 */
     bool fits;                /* equal-bytes: false when KV-Direct cannot fit at all */
@@ -71,7 +71,7 @@ typedef struct {
     double mean, sd, min, max;
 } kvv_evict_spread;
 
-/* A (policy, budget) row of a table over the prompts whose run fitted. */
+/* A (policy, budget) row of a table over the prompts whose run ran and fitted. */
 typedef struct {
     kvv_policy_kind kind;
     int byte_budget_of;       /* as in kvv_evict_row */
@@ -101,7 +101,7 @@ typedef struct {
     int n_policies;
     bool equal_bytes;                /* also build the equal-bytes table */
     const kvv_engine_opts *figures;  /* engine of the figures; NULL = the engine under test */
-    int verify_prompts;              /* see above; < 1 = 1 */
+    int verify_prompts;              /* prompts KV-Direct runs on (the first ones); < 1 = 1 */
     int n_threads;                   /* runs at a time; < 1 = processors online */
 } kvv_evict_opts;
 
@@ -118,7 +118,7 @@ typedef struct {
     bool figures_is_test;           /* one engine: verified on every prompt */
     char figures_note[160];         /* why the figures ran elsewhere than asked, or "" */
     int n_threads;
-    kvv_evict_row *rows;            /* by budget: [budget][policy][prompt] */
+    kvv_evict_row *rows;            /* by budget: [budget][policy][prompt] (engine -1: not run) */
     int n_rows;
     kvv_evict_row *eq_rows;         /* equal bytes: [byte budget][policy][prompt] */
     int n_eq_rows;
@@ -126,7 +126,7 @@ typedef struct {
     int n_aggs, n_eq_aggs;
     kvv_evict_verify *verify;       /* KV-Direct runs on the engine under test */
     int n_verify;
-    int verify_prompts;             /* prompts verified (the first ones) */
+    int verify_prompts;             /* prompts KV-Direct ran on (the first ones) */
     bool has_control;
     kvv_evict_verify control;
     double seconds;

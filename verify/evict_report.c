@@ -39,7 +39,7 @@ static void aggregate_block(const kvv_evict_row *rows, int n, double *buf, kvv_e
     a->byte_budget_of = rows[0].byte_budget_of;
     int k = 0;
     for (int i = 0; i < n; i++) {
-        if (!rows[i].fits)
+        if (!rows[i].fits || rows[i].engine < 0)
             continue;
         if (k == 0 || rows[i].budget < a->budget_min)
             a->budget_min = rows[i].budget;
@@ -53,7 +53,7 @@ static void aggregate_block(const kvv_evict_row *rows, int n, double *buf, kvv_e
     do {                                                                                           \
         int m = 0;                                                                                 \
         for (int i = 0; i < n; i++)                                                                \
-            if (rows[i].fits)                                                                      \
+            if (rows[i].fits && rows[i].engine >= 0)                                               \
                 buf[m++] = (double)(rows[i].expr);                                                 \
         a->field = spread_of(buf, m);                                                              \
     } while (0)
@@ -173,11 +173,13 @@ void kvv_evict_print(FILE *f, const kvv_evict_result *res)
         nc_min = res->n_ctx[p] < nc_min ? res->n_ctx[p] : nc_min;
         nc_max = res->n_ctx[p] > nc_max ? res->n_ctx[p] : nc_max;
     }
-    fprintf(f, "figures: %s (%s), %d thread%s a run, %d runs at a time; the full cache's run "
-               "once per prompt%s%s\n",
-            res->figures_engine.name, res->figures_engine.mode, res->figures_engine.n_threads,
-            res->figures_engine.n_threads == 1 ? "" : "s", res->n_threads,
-            res->figures_note[0] ? "\n  " : "", res->figures_note);
+    fprintf(f, "baselines on %s (%s), 1 thread a run, %d runs at a time, every prompt; "
+               "KV-Direct on the engine\nunder test, %s (%s), the first %d prompt%s; one "
+               "full-cache run per prompt and engine%s%s\n",
+            res->figures_engine.name, res->figures_engine.mode, res->n_threads,
+            res->test_engine.name, res->test_engine.mode, res->verify_prompts,
+            res->verify_prompts == 1 ? "" : "s", res->figures_note[0] ? "\n  " : "",
+            res->figures_note);
     if (nc_min == nc_max)
         fprintf(f, "context %d positions per prompt (%d generated); full cache %llu bytes "
                    "(%llu per token)\n",
@@ -188,11 +190,10 @@ void kvv_evict_print(FILE *f, const kvv_evict_result *res)
         fprintf(f, "context %d to %d positions (%d generated); %llu bytes of full cache per "
                    "token\n",
                 nc_min, nc_max, res->n_gen, (unsigned long long)res->kv_bytes_per_token);
-    fprintf(f, "\nBy live-token budget: mean [min, max] over %d prompt%s (match = greedy token "
-               "match, prefix = steps\nto the first divergence, tf-top1 = teacher-forced argmax "
-               "agreement, KL = KL(p_full || p_policy)\nper step, mean over the steps; bit-eq = "
-               "prompts bit-equal to the full cache):\n",
-            res->n_prompts, res->n_prompts == 1 ? "" : "s");
+    fprintf(f, "\nBy live-token budget: mean [min, max] over the prompts run (match = greedy "
+               "token match, prefix = steps\nto the first divergence, tf-top1 = teacher-forced "
+               "argmax agreement, KL = KL(p_full || p_policy)\nper step, mean over the steps; "
+               "bit-eq = prompts bit-equal to the full cache / prompts run):\n");
     print_aggs(f, res, res->aggs, res->n_aggs, false);
     if (res->n_eq_aggs) {
         fprintf(f, "\nAt equal total bytes (budget B tokens of K/V; KV-Direct's checkpoints "
@@ -206,6 +207,12 @@ void kvv_evict_print(FILE *f, const kvv_evict_result *res)
 
 /* ------------------------------------------------------------ CSV */
 
+/* The engine a row ran on, by name ("" when it did not run). */
+static const char *engine_name(const kvv_evict_result *res, const kvv_evict_row *w)
+{
+    return w->engine == 0 ? res->figures_engine.name : w->engine == 1 ? res->test_engine.name : "";
+}
+
 kvv_status kvv_evict_write_csv(const kvv_evict_result *res, const kvv_prompt_set *prompts,
                                const char *path, kvv_error *err)
 {
@@ -214,19 +221,22 @@ kvv_status kvv_evict_write_csv(const kvv_evict_result *res, const kvv_prompt_set
     if (!buf)
         return kvv_error_set(err, KVV_ERR_NOMEM, "evict: out of memory");
     len += (size_t)snprintf(buf + len, cap - len,
-                            "table,policy,budget,budget_bytes,prompt,prompt_name,bytes_of_budget,"
-                            "fits,greedy_match,prefix_match,teacher_top1,kl_mean,kl_max,bit_equal,"
-                            "bytes_peak,recompute_flops\n");
+                            "table,policy,budget,budget_bytes,prompt,prompt_name,engine,"
+                            "bytes_of_budget,fits,greedy_match,prefix_match,teacher_top1,kl_mean,"
+                            "kl_max,bit_equal,bytes_peak,recompute_flops\n");
     for (int t = 0; t < 2; t++) {
         const kvv_evict_row *rows = t ? res->eq_rows : res->rows;
         int n = t ? res->n_eq_rows : res->n_rows;
         for (int i = 0; i < n; i++) {
             const kvv_evict_row *w = &rows[i];
+            if (w->engine < 0 && w->fits)
+                continue; /* not run */
             len += (size_t)snprintf(
-                buf + len, cap - len, "%s,%s,%d,%llu,%d,%s,%d,%d,%.6f,%d,%.6f,%.9g,%.9g,%d,%llu,%.6g\n",
+                buf + len, cap - len, "%s,%s,%d,%llu,%d,%s,%s,%d,%d,%.6f,%d,%.6f,%.9g,%.9g,%d,%llu,%.6g\n",
                 t ? "equal_bytes" : "by_budget", kvv_policy_name(w->kind), w->budget,
                 (unsigned long long)((uint64_t)w->budget * res->kv_bytes_per_token), w->prompt,
-                prompts->items[w->prompt].name, w->byte_budget_of, w->fits, w->greedy_match,
+                prompts->items[w->prompt].name, engine_name(res, w), w->byte_budget_of, w->fits,
+                w->greedy_match,
                 w->prefix_match, w->tf_top1, w->kl_mean, w->kl_max, w->bit_equal,
                 (unsigned long long)w->bytes_peak, w->recompute_flops);
         }
@@ -243,6 +253,9 @@ static json_t *row_json(const kvv_evict_result *res, const kvv_evict_row *w, boo
     json_t *j = json_object();
     json_object_set_new(j, "policy", json_string(kvv_policy_name(w->kind)));
     json_object_set_new(j, "prompt", json_integer(w->prompt));
+    json_object_set_new(j, "engine", w->engine < 0    ? json_null()
+                                     : w->engine == 1 ? json_string("under_test")
+                                                      : json_string("figures"));
     json_object_set_new(j, "budget", json_integer(w->budget));
     json_object_set_new(j, "budget_bytes",
                         json_integer((json_int_t)((uint64_t)w->budget * res->kv_bytes_per_token)));
@@ -351,10 +364,13 @@ void kvv_evict_details_json(const kvv_evict_result *res, const kvv_prompt_set *p
         json_object_set_new(d, "figures_note", json_string(res->figures_note));
     json_object_set_new(d, "threads", json_integer(res->n_threads));
     json_t *t1 = json_array(), *t2 = json_array(), *a1 = json_array(), *a2 = json_array();
+    /* Rows that ran (and equal-bytes rows that cannot fit, marked so). */
     for (int i = 0; i < res->n_rows; i++)
-        json_array_append_new(t1, row_json(res, &res->rows[i], false));
+        if (res->rows[i].engine >= 0)
+            json_array_append_new(t1, row_json(res, &res->rows[i], false));
     for (int i = 0; i < res->n_eq_rows; i++)
-        json_array_append_new(t2, row_json(res, &res->eq_rows[i], true));
+        if (res->eq_rows[i].engine >= 0 || !res->eq_rows[i].fits)
+            json_array_append_new(t2, row_json(res, &res->eq_rows[i], true));
     for (int i = 0; i < res->n_aggs; i++)
         json_array_append_new(a1, agg_json(res, &res->aggs[i], false));
     for (int i = 0; i < res->n_eq_aggs; i++)

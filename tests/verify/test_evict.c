@@ -323,11 +323,21 @@ static void test_evict_figures_and_verdict(void **state)
         assert_int_equal(a.verify[i].row.prompt, 0);
         assert_false(a.verify[i].differs);
     }
-    for (int i = 0; i < a.n_rows; i++)
-        if (a.rows[i].kind == KVV_POLICY_KVDIRECT_LAYER)
-            assert_true(a.rows[i].bit_equal);
+    /* window on the figures engine for every prompt, KV-Direct on the
+     * engine under test for the first one. */
+    for (int i = 0; i < a.n_rows; i++) {
+        const kvv_evict_row *w = &a.rows[i];
+        if (w->kind == KVV_POLICY_WINDOW)
+            assert_int_equal(w->engine, 0);
+        else if (w->prompt == 0)
+            assert_true(w->engine == 1 && w->bit_equal);
+        else
+            assert_int_equal(w->engine, -1);
+    }
+    assert_int_equal(a.aggs[1].n_prompts, 1); /* kvdirect-layer at budget 6 */
+    assert_int_equal(a.aggs[0].n_prompts, 3);
     json_t *by = json_object_get(ra.details, "by_budget");
-    assert_int_equal(json_array_size(by), 12);
+    assert_int_equal(json_array_size(by), 2 * 3 + 2 * 1); /* the rows that ran */
     assert_int_equal(json_array_size(json_object_get(ra.details, "by_budget_summary")), 4);
     json_t *row0 = json_array_get(by, 0);
     assert_int_equal(json_integer_value(json_object_get(row0, "budget_bytes")),
