@@ -150,6 +150,33 @@ static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, int layer, flo
     return KVV_OK;
 }
 
+/* Every row and figure as the check's details (docs/report-schema.md). */
+static void details_json(const kvv_latency_result *res, bool force_fail, json_t *d)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < res->n_rows; i++) {
+        const kvv_latency_row *w = &res->rows[i];
+        json_t *j = json_object();
+        json_object_set_new(j, "layer", json_integer(w->layer));
+        json_object_set_new(j, "batch", json_integer(w->batch));
+        json_object_set_new(j, "read_s", json_real(w->read_s));
+        json_object_set_new(j, "recompute_s", json_real(w->recompute_s));
+        json_object_set_new(j, "read_bytes", json_real(w->read_bytes));
+        json_object_set_new(j, "recompute_bytes", json_real(w->recompute_bytes));
+        json_object_set_new(j, "recompute_flops", json_real(w->recompute_flops));
+        json_object_set_new(j, "compared", json_integer((json_int_t)w->compared));
+        json_object_set_new(j, "differing", json_integer((json_int_t)w->differing));
+        json_array_append_new(arr, j);
+    }
+    json_object_set_new(d, "rows", arr);
+    json_object_set_new(d, "stream_gbs", json_real(res->roof.stream_gbs));
+    json_object_set_new(d, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
+    json_object_set_new(d, "crossover_batch", json_integer(res->crossover));
+    json_object_set_new(d, "compared", json_integer((json_int_t)res->compared));
+    json_object_set_new(d, "differing", json_integer((json_int_t)res->differing));
+    json_object_set_new(d, "force_fail", json_boolean(force_fail));
+}
+
 /* The verdict is about the work timed: recomputing must give the cached
  * bits. Which one is faster is a finding (the key figure). */
 static void set_verdict(const kvv_latency_result *res, kvv_check_result *r)
@@ -314,28 +341,7 @@ done:
         kvv_check_set_error(r, err);
         return s;
     }
-    json_t *arr = json_array();
-    for (int i = 0; i < res->n_rows; i++) {
-        const kvv_latency_row *w = &res->rows[i];
-        json_t *j = json_object();
-        json_object_set_new(j, "layer", json_integer(w->layer));
-        json_object_set_new(j, "batch", json_integer(w->batch));
-        json_object_set_new(j, "read_s", json_real(w->read_s));
-        json_object_set_new(j, "recompute_s", json_real(w->recompute_s));
-        json_object_set_new(j, "read_bytes", json_real(w->read_bytes));
-        json_object_set_new(j, "recompute_bytes", json_real(w->recompute_bytes));
-        json_object_set_new(j, "recompute_flops", json_real(w->recompute_flops));
-        json_object_set_new(j, "compared", json_integer((json_int_t)w->compared));
-        json_object_set_new(j, "differing", json_integer((json_int_t)w->differing));
-        json_array_append_new(arr, j);
-    }
-    json_object_set_new(r->details, "rows", arr);
-    json_object_set_new(r->details, "stream_gbs", json_real(res->roof.stream_gbs));
-    json_object_set_new(r->details, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
-    json_object_set_new(r->details, "crossover_batch", json_integer(res->crossover));
-    json_object_set_new(r->details, "compared", json_integer((json_int_t)res->compared));
-    json_object_set_new(r->details, "differing", json_integer((json_int_t)res->differing));
-    json_object_set_new(r->details, "force_fail", json_boolean(c->force_fail));
+    details_json(res, c->force_fail, r->details);
     r->seconds = kvv_now_seconds() - t0;
     set_verdict(res, r);
     return KVV_OK;
