@@ -17,9 +17,8 @@
 
 #include "model/arch.h"
 #include "model/error.h"
-#include "reference/kv_cache.h"
-#include "reference/ref.h"      /* KVV_CTL_* control flags */
-#include "reference/runtime.h"
+#include "runtime/kv_cache.h"
+#include "runtime/runtime.h" /* cache types, hooks, KVV_CTL_* and KVV_GGML_* flags */
 
 typedef enum {
     KVV_MODE_EXACT = 0,     /* the reference engine's only mode */

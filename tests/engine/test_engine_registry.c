@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "reference/ref.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
 
