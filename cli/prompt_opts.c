@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/sha256.h"
 #include "model/tokenizer.h"
 #include "verify/audit.h"
 #include "verify/report.h"

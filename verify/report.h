@@ -177,10 +177,6 @@ kvv_check_result *kvv_report_add(kvv_report *rep, const char *name);
 /* Exit code per the rule at the top of this file. */
 int kvv_report_exit_code(const kvv_report *rep);
 
-/* sha256 of a file (nettle), 64 lowercase hex digits + NUL into hex.
- * KVV_ERR_IO naming the file on a read error. */
-kvv_status kvv_sha256_file(const char *path, char hex[65], kvv_error *err);
-
 /* Console: the summary table (check, verdict, key figure, time), then one
  * line per control and per failure. flags: KVV_CONSOLE_* bits. */
 enum {
