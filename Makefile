@@ -35,7 +35,7 @@ RUNTIME_SRC  := $(wildcard runtime/*.c)
 REF_SRC      := $(wildcard reference/*.c)
 ENGINE_SRC   := $(wildcard engine/*.c engine/*/*.c)
 VECTORS_SRC  := $(wildcard vectors/*.c)
-VERIFY_SRC   := $(wildcard verify/*.c)
+VERIFY_SRC   := $(wildcard verify/*.c verify/*/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 
 obj = $(patsubst %.c,$(O)/%.o,$(1))

@@ -14,7 +14,7 @@
 #include "cli/opts.h"
 #include "cli/prompt_opts.h"
 #include "verify/numerics.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 static void help(void)
 {

@@ -9,7 +9,7 @@
 #include "model/sha256.h"
 #include "model/tokenizer.h"
 #include "verify/audit.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
 {

@@ -7,7 +7,7 @@
  *                             kvv_error *err);
  *
  * that opens its own engine(s) through engine/engine.h from o->engine, runs,
- * and fills r (verify/report.h). It returns KVV_OK whenever r holds a
+ * and fills r (verify/report/report.h). It returns KVV_OK whenever r holds a
  * verdict — PASS or FAIL alike; a non-OK status (bad options, engine cannot
  * open the model, out of memory) also sets r->verdict = ERROR (or SKIPPED
  * for KVV_ERR_UNSUPPORTED) with the message.
@@ -32,7 +32,7 @@
 
 #include "engine/engine.h"
 #include "model/arch.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 /* Progress callback: label, done of total (called from the checking thread). */
 typedef void (*kvv_progress_fn)(void *user, const char *label, long done, long total);

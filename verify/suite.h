@@ -54,7 +54,7 @@
 #include <jansson.h>
 
 #include "model/error.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 /* Check bits of kvv_suite_case.checks. */
 enum {

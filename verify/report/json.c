@@ -1,5 +1,5 @@
-/* report_json.c — the machine-readable report (docs/report-schema.md). */
-#include "verify/report.h"
+/* json.c — the machine-readable report (docs/report-schema.md). */
+#include "verify/report/report.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* report_junit.c — JUnit XML for CI (see report.h). The layout most CI
+/* junit.c — JUnit XML for CI (see report.h). The layout most CI
  * systems read:
  *
  *   <testsuites>
@@ -11,7 +11,7 @@
  *         <system-out>key figure, controls</system-out>
  *       </testcase>
  */
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

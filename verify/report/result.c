@@ -1,7 +1,7 @@
-/* report.c — the result model (see report.h): check results, runs, exit
+/* result.c — the result model (see report.h): check results, runs, exit
  * codes, atomic file writes. The writers are in
- * report_console.c, report_json.c and report_junit.c. */
-#include "verify/report.h"
+ * console.c, json.c and junit.c beside it. */
+#include "verify/report/report.h"
 
 #include <errno.h>
 #include <stdarg.h>
