@@ -53,12 +53,9 @@ static int run_shape(const char *name, double full_mb, double kvd_mb, const char
     if (json_path) {
         json_t *j = kvv_memory_arith_json(&hp, full_mb, kvd_mb);
         json_object_set_new(j, "shape", json_string(s->name));
-        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(j);
         kvv_error err = {0};
-        kvv_status st = text ? kvv_write_file_atomic(json_path, text, strlen(text), &err)
-                             : kvv_error_set(&err, KVV_ERR_NOMEM, "memory: out of memory");
-        free(text);
+        kvv_status st = kvv_json_write_file(j, JSON_INDENT(2) | JSON_SORT_KEYS, json_path, &err);
+        json_decref(j);
         if (st)
             return kvv_cli_fail(&err);
     }

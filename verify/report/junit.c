@@ -1,195 +1,157 @@
-/* junit.c — JUnit XML for CI (see report.h). The layout most CI
- * systems read:
+/* junit.c — JUnit XML for CI (see report.h). The layout most CI systems
+ * read, for a run of checks (kvv_report_write_junit) and, from the same
+ * pieces, for a suite shard (verify/suite/write.c):
  *
- *   <testsuites>
- *     <testsuite name="kvverify" tests= failures= errors= skipped= time= timestamp=>
+ *   <testsuites tests= failures= errors= time=>
+ *     <testsuite name= tests= failures= errors= skipped= time= timestamp=>
  *       <properties> model, sha256, engine, seed, version </properties>
  *       <testcase classname="kvverify.MODEL" name="kv" time="0.01">
- *         <failure message="first mismatch">details</failure>   (FAIL)
- *         <error message="...">...</error>                       (ERROR)
- *         <skipped message="..."/>                                (SKIPPED)
- *         <system-out>key figure, controls</system-out>
+ *         <failure message="first mismatch: ..." type="mismatch">details</failure>   (FAIL)
+ *         <error message="..." type="error"/>                                       (ERROR)
+ *         <skipped message="..."/>                                                  (SKIPPED)
+ *         <system-out>context, key figure, controls</system-out>
  *       </testcase>
  */
 #include "verify/report/report.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
+void kvv_junit_count(kvv_junit_totals *t, const kvv_check_result *r)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        char *q = realloc(b->p, nc);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
+    t->tests++;
+    t->failures += r->verdict == KVV_VERDICT_FAIL;
+    t->errors += r->verdict == KVV_VERDICT_ERROR;
+    t->skipped += r->verdict == KVV_VERDICT_SKIPPED;
+}
+
+void kvv_junit_begin(kvv_sbuf *b, const char *suite_name, const char *timestamp,
+                     const kvv_junit_totals *t)
+{
+    kvv_sbuf_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    kvv_sbuf_fmt(b, "<testsuites tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"%.6f\">\n",
+                 t->tests, t->failures, t->errors, t->seconds);
+    kvv_sbuf_str(b, "  <testsuite name=\"");
+    kvv_sbuf_xml(b, suite_name);
+    kvv_sbuf_fmt(b, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.6f\"",
+                 t->tests, t->failures, t->errors, t->skipped, t->seconds);
+    if (timestamp) {
+        kvv_sbuf_str(b, " timestamp=\"");
+        kvv_sbuf_xml(b, timestamp);
+        kvv_sbuf_str(b, "\"");
     }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    kvv_sbuf_str(b, ">\n");
 }
 
-static void sb_str(sbuf *b, const char *s)
+void kvv_junit_properties(kvv_sbuf *b, const char *const *kv, int n)
 {
-    sb_put(b, s, strlen(s));
-}
-
-static void sb_fmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_fmt(sbuf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* XML-escape s (attribute-safe); control characters other than tab and
- * newline are not allowed in XML 1.0 and become '?'. */
-static void sb_esc(sbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
-        case '&': sb_str(b, "&amp;"); break;
-        case '<': sb_str(b, "&lt;"); break;
-        case '>': sb_str(b, "&gt;"); break;
-        case '"': sb_str(b, "&quot;"); break;
-        case '\'': sb_str(b, "&apos;"); break;
-        case '\n': sb_str(b, "&#10;"); break;
-        case '\t': sb_str(b, "&#9;"); break;
-        default:
-            if (c < 0x20)
-                sb_put(b, "?", 1);
-            else
-                sb_put(b, (const char *)&c, 1);
-        }
+    kvv_sbuf_str(b, "    <properties>\n");
+    for (int i = 0; i < n; i++) {
+        kvv_sbuf_str(b, "      <property name=\"");
+        kvv_sbuf_xml(b, kv[2 * i]);
+        kvv_sbuf_str(b, "\" value=\"");
+        kvv_sbuf_xml(b, kv[2 * i + 1]);
+        kvv_sbuf_str(b, "\"/>\n");
     }
+    kvv_sbuf_str(b, "    </properties>\n");
 }
 
-static void property(sbuf *b, const char *name, const char *value)
+/* <failure>: the first mismatch as the message; the key figure, the reason
+ * and every undetected control as the body. */
+static void failure(kvv_sbuf *b, const kvv_check_result *r)
 {
-    sb_str(b, "      <property name=\"");
-    sb_esc(b, name);
-    sb_str(b, "\" value=\"");
-    sb_esc(b, value);
-    sb_str(b, "\"/>\n");
-}
-
-static void testcase(sbuf *b, const char *classname, const kvv_check_result *r)
-{
-    sb_str(b, "    <testcase classname=\"");
-    sb_esc(b, classname);
-    sb_str(b, "\" name=\"");
-    sb_esc(b, r->name);
-    sb_fmt(b, "\" time=\"%.6f\">\n", r->seconds);
-    char mm[256] = "";
-    if (r->has_mismatch)
+    char mm[256] = "", msg[700];
+    if (r->has_mismatch) {
         kvv_mismatch_format(&r->mismatch, mm, sizeof mm);
-    if (r->verdict == KVV_VERDICT_FAIL) {
-        char msg[700];
-        if (mm[0])
-            snprintf(msg, sizeof msg, "first mismatch: %s", mm);
-        else
-            snprintf(msg, sizeof msg, "%s", r->message[0] ? r->message : r->key_figure);
-        sb_str(b, "      <failure message=\"");
-        sb_esc(b, msg);
-        sb_str(b, "\" type=\"mismatch\">");
-        sb_esc(b, r->key_figure);
-        if (r->message[0]) {
-            sb_str(b, "\n");
-            sb_esc(b, r->message);
+        snprintf(msg, sizeof msg, "first mismatch: %s", mm);
+    } else {
+        snprintf(msg, sizeof msg, "%s", r->message[0] ? r->message : r->key_figure);
+    }
+    kvv_sbuf_str(b, "      <failure message=\"");
+    kvv_sbuf_xml(b, msg);
+    kvv_sbuf_str(b, "\" type=\"mismatch\">");
+    kvv_sbuf_xml(b, r->key_figure);
+    if (r->message[0]) {
+        kvv_sbuf_str(b, "\n");
+        kvv_sbuf_xml(b, r->message);
+    }
+    for (int i = 0; i < r->n_controls; i++)
+        if (!r->controls[i].detected) {
+            kvv_sbuf_str(b, "\ncontrol not detected: ");
+            kvv_sbuf_xml(b, r->controls[i].name);
         }
-        for (int i = 0; i < r->n_controls; i++)
-            if (!r->controls[i].detected) {
-                sb_str(b, "\ncontrol not detected: ");
-                sb_esc(b, r->controls[i].name);
-            }
-        sb_str(b, "</failure>\n");
+    kvv_sbuf_str(b, "</failure>\n");
+}
+
+void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_result *r,
+                        const char *context)
+{
+    kvv_sbuf_str(b, "    <testcase classname=\"");
+    kvv_sbuf_xml(b, classname);
+    kvv_sbuf_str(b, "\" name=\"");
+    kvv_sbuf_xml(b, r->name);
+    kvv_sbuf_fmt(b, "\" time=\"%.6f\">\n", r->seconds);
+    if (r->verdict == KVV_VERDICT_FAIL) {
+        failure(b, r);
     } else if (r->verdict == KVV_VERDICT_ERROR) {
-        sb_str(b, "      <error message=\"");
-        sb_esc(b, r->message);
-        sb_str(b, "\" type=\"error\"/>\n");
+        kvv_sbuf_str(b, "      <error message=\"");
+        kvv_sbuf_xml(b, r->message);
+        kvv_sbuf_str(b, "\" type=\"error\"/>\n");
     } else if (r->verdict == KVV_VERDICT_SKIPPED) {
-        sb_str(b, "      <skipped message=\"");
-        sb_esc(b, r->message[0] ? r->message : r->key_figure);
-        sb_str(b, "\"/>\n");
+        kvv_sbuf_str(b, "      <skipped message=\"");
+        kvv_sbuf_xml(b, r->message[0] ? r->message : r->key_figure);
+        kvv_sbuf_str(b, "\"/>\n");
     }
-    sb_str(b, "      <system-out>");
-    sb_esc(b, r->key_figure);
+    kvv_sbuf_str(b, "      <system-out>");
+    if (context) {
+        kvv_sbuf_xml(b, context);
+        kvv_sbuf_str(b, "\n");
+    }
+    kvv_sbuf_xml(b, r->key_figure);
     for (int i = 0; i < r->n_controls; i++) {
-        sb_str(b, "\ncontrol: ");
-        sb_esc(b, r->controls[i].name);
-        sb_str(b, r->controls[i].detected ? " — detected (" : " — NOT DETECTED (");
-        sb_esc(b, r->controls[i].detail);
-        sb_str(b, ")");
+        kvv_sbuf_str(b, "\ncontrol: ");
+        kvv_sbuf_xml(b, r->controls[i].name);
+        kvv_sbuf_str(b, r->controls[i].detected ? " — detected (" : " — NOT DETECTED (");
+        kvv_sbuf_xml(b, r->controls[i].detail);
+        kvv_sbuf_str(b, ")");
     }
-    sb_str(b, "</system-out>\n    </testcase>\n");
+    kvv_sbuf_str(b, "</system-out>\n    </testcase>\n");
+}
+
+void kvv_junit_end(kvv_sbuf *b)
+{
+    kvv_sbuf_str(b, "  </testsuite>\n</testsuites>\n");
 }
 
 kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_error *err)
 {
-    int fail = 0, error = 0, skipped = 0;
-    for (int i = 0; i < rep->n_checks; i++) {
-        fail += rep->checks[i].verdict == KVV_VERDICT_FAIL;
-        error += rep->checks[i].verdict == KVV_VERDICT_ERROR;
-        skipped += rep->checks[i].verdict == KVV_VERDICT_SKIPPED;
-    }
+    kvv_junit_totals t = {0};
+    for (int i = 0; i < rep->n_checks; i++)
+        kvv_junit_count(&t, &rep->checks[i]);
+    t.seconds = rep->seconds;
     const char *base = strrchr(rep->model_path, '/');
     base = base ? base + 1 : rep->model_path;
     char classname[sizeof rep->model_path + 16];
     snprintf(classname, sizeof classname, "kvverify.%s", base);
 
-    sbuf b = {0};
-    sb_str(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    sb_fmt(&b, "<testsuites tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"%.6f\">\n",
-           rep->n_checks, fail, error, rep->seconds);
-    sb_str(&b, "  <testsuite name=\"kvverify\" tests=\"");
-    sb_fmt(&b, "%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.6f\" timestamp=\"",
-           rep->n_checks, fail, error, skipped, rep->seconds);
-    sb_esc(&b, rep->started);
-    sb_str(&b, "\">\n    <properties>\n");
-    char tmp[64];
-    property(&b, "model", rep->model_path);
-    property(&b, "sha256", rep->model_sha256);
-    property(&b, "kvverify_version", rep->version);
-    snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)rep->seed);
-    property(&b, "seed", tmp);
+    kvv_sbuf b = {0};
+    kvv_junit_begin(&b, "kvverify", rep->started, &t);
+    char seed[32], eng[320] = "";
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)rep->seed);
+    const char *props[10] = {"model", rep->model_path, "sha256", rep->model_sha256,
+                             "kvverify_version", rep->version, "seed", seed};
+    int n_props = 4;
     if (rep->has_engine) {
-        char eng[320];
         snprintf(eng, sizeof eng, "%s %s cache=%s threads=%d %s", rep->engine.name,
                  rep->engine.mode, rep->engine.cache_type, rep->engine.n_threads,
                  rep->engine.kernels);
-        property(&b, "engine", eng);
+        props[8] = "engine";
+        props[9] = eng;
+        n_props = 5;
     }
-    sb_str(&b, "    </properties>\n");
+    kvv_junit_properties(&b, props, n_props);
     for (int i = 0; i < rep->n_checks; i++)
-        testcase(&b, classname, &rep->checks[i]);
-    sb_str(&b, "  </testsuite>\n</testsuites>\n");
-    if (b.oom) {
-        free(b.p);
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory building the JUnit report",
-                             path);
-    }
-    kvv_status st = kvv_write_file_atomic(path, b.p, b.n, err);
-    free(b.p);
-    return st;
+        kvv_junit_testcase(&b, classname, &rep->checks[i], NULL);
+    kvv_junit_end(&b);
+    return kvv_sbuf_write_file(&b, path, err);
 }

@@ -1,9 +1,8 @@
 /* result.c — the result model (see report.h): check results, runs, exit
- * codes, atomic file writes. The writers are in
- * console.c, json.c and junit.c beside it. */
+ * codes. The writers are console.c, json.c and junit.c beside it, built on
+ * sbuf.c. */
 #include "verify/report/report.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,33 +230,6 @@ int kvv_report_exit_code(const kvv_report *rep)
     if (skipped)
         return KVV_EXIT_NOTHING;
     return KVV_EXIT_PASS;
-}
-
-kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len, kvv_error *err)
-{
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp)
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, pl + 16, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        kvv_status s = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path,
-                                     strerror(errno));
-        free(tmp);
-        return s;
-    }
-    int bad = fwrite(data, 1, len, f) != len;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        kvv_status s = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path,
-                                     strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return s;
-    }
-    free(tmp);
-    return KVV_OK;
 }
 
 void kvv_check_fail_controls_missed(kvv_check_result *r, const char *clean, int missed)
