@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "verify/suite.h"
+#include "verify/suite/suite.h"
 
 static void usage(FILE *f)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tests/test_util.h"
-#include "verify/suite.h"
+#include "verify/suite/suite.h"
 
 static kvv_suite *parse_ok(const char *text, const char *base)
 {

@@ -1,6 +1,6 @@
 /* suite.c — manifest parsing, sharded runs and their JUnit/JSON output.
  * See suite.h; the manifest syntax is documented in docs/nightly.md. */
-#include "verify/suite.h"
+#include "verify/suite/suite.h"
 
 #include <errno.h>
 #include <stdarg.h>
