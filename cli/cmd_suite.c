@@ -91,21 +91,8 @@ int kvv_cmd_suite(int argc, char **argv)
            n[3], res.seconds);
     if (junit && kvv_suite_write_junit(&res, junit, &err))
         rc = kvv_cli_fail(&err);
-    if (json) {
-        json_t *j = kvv_suite_results_to_json(&res);
-        char *txt = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
-        if (!txt) {
-            fprintf(stderr, "kvverify: %s: out of memory building JSON\n", json);
-            rc = KVV_EXIT_BAD_INPUT;
-        } else {
-            size_t len = strlen(txt);
-            txt[len] = '\n';
-            if (kvv_write_file_atomic(json, txt, len + 1, &err))
-                rc = kvv_cli_fail(&err);
-            free(txt);
-        }
-    }
+    if (json && kvv_suite_write_json(&res, json, &err))
+        rc = kvv_cli_fail(&err);
     kvv_suite_results_free(&res);
     kvv_suite_free(s);
     return rc;
