@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/prompt_opts.h"
-#include "verify/numerics.h"
+#include "verify/numerics/numerics.h"
 #include "verify/report/report.h"
 
 static void help(void)

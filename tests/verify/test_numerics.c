@@ -18,7 +18,7 @@
 
 #include "engine/engine_ops.h"
 #include "tests/test_util.h"
-#include "verify/numerics.h"
+#include "verify/numerics/numerics.h"
 
 #define MODEL "models/stories260K-f32.gguf"
 

@@ -5,7 +5,7 @@
  *   ops, check them against the hooks, measure every op set on the sampled
  *   rows -> output block -> portable math on dense samples.
  */
-#include "verify/numerics.h"
+#include "verify/numerics/numerics.h"
 
 #include <math.h>
 #include <stdio.h>
