@@ -140,10 +140,6 @@ void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
 /* Number of controls not detected. */
 int kvv_check_controls_missed(const kvv_check_result *r);
-/* FAIL because `missed` controls went undetected although the comparison
- * itself found nothing (`clean` says what, e.g. "KL = 0"): such a check
- * cannot be trusted to fail. */
-void kvv_check_fail_controls_missed(kvv_check_result *r, const char *clean, int missed);
 /* Record the engine description. */
 void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
 

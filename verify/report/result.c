@@ -231,11 +231,3 @@ int kvv_report_exit_code(const kvv_report *rep)
         return KVV_EXIT_NOTHING;
     return KVV_EXIT_PASS;
 }
-
-void kvv_check_fail_controls_missed(kvv_check_result *r, const char *clean, int missed)
-{
-    kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s, but %d control(s) NOT detected", clean,
-                          missed);
-    kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
-                             "trusted to fail");
-}
