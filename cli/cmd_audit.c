@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "verify/audit.h"
 
 static void help(void)

@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "verify/latency.h"
 
 static void help(void)

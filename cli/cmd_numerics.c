@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "verify/numerics/numerics.h"
 #include "verify/report/report.h"
 

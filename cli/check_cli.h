@@ -1,5 +1,5 @@
 /*
- * prompt_opts.h — the options every check command shares (kv, patch,
+ * check_cli.h — the options every check command shares (kv, patch,
  * greedy, invariance, audit) and the one code path that turns them into a
  * run: open and validate the model, build the prompt, run the checks
  * (verify/audit.h), print the report, write --json / --junit, and return the
@@ -22,8 +22,8 @@
  * default: random tokens sized to the model, first token BOS when the model
  * names one, so models without a tokenizer work).
  */
-#ifndef KVV_PROMPT_OPTS_H
-#define KVV_PROMPT_OPTS_H
+#ifndef KVV_CHECK_CLI_H
+#define KVV_CHECK_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>

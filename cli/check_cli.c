@@ -1,6 +1,6 @@
-/* prompt_opts.c — shared options and run path of the check commands (see
- * prompt_opts.h). */
-#include "cli/prompt_opts.h"
+/* check_cli.c — shared options and run path of the check commands (see
+ * check_cli.h). */
+#include "cli/check_cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
