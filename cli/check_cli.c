@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "model/sha256.h"
-#include "model/tokenizer.h"
 #include "verify/audit.h"
 #include "verify/report/report.h"
 
@@ -15,10 +14,12 @@ void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
 {
     memset(c, 0, sizeof *c);
     c->cmd = cmd;
-    c->engine_name = "ref";
-    c->n_threads = 1;
-    c->cache_type = KVV_CACHE_F32;
-    c->seed = 1;
+    c->accepts = KVV_CHECK_OPT_ALL;
+    kvv_engine_cli_init(&c->engine, cmd, "ref", KVV_ENGINE_OPT_ALL);
+    kvv_prompt_cli_init(&c->prompt, cmd);
+    kvv_output_cli_init(&c->out, cmd, KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_QUIET);
+    c->out.json_help = "the JSON report (docs/report-schema.md)";
+    c->out.quiet_help = "print only the summary table and failures";
     c->controls = true;
 }
 
@@ -26,41 +27,18 @@ void kvv_check_cli_free(kvv_check_cli *c)
 {
     if (!c)
         return;
-    free(c->tokens);
+    kvv_prompt_cli_free(&c->prompt);
     free(c->tokens_b);
     free(c->thread_counts);
-    c->tokens = c->tokens_b = NULL;
+    c->tokens_b = NULL;
     c->thread_counts = NULL;
 }
 
-void kvv_check_cli_help(FILE *f)
+/* MODEL and the controls; a control option the command does not take is
+ * "not used by CMD". */
+static bool parse(void *state, kvv_opts *o)
 {
-    fprintf(f,
-            "engine:\n"
-            "  --engine NAME       engine to certify: ref (default) or cpu\n"
-            "  --mode MODE         exact (ref), fast or invariant (cpu; default invariant)\n"
-            "  --threads N         engine threads (default 1)\n"
-            "  --cache-type T      KV cache storage: f32 (default), f16, bf16\n"
-            "prompt (one of; default: random tokens sized to the model):\n"
-            "  -p, --prompt TEXT   text, tokenized with the model's tokenizer\n"
-            "  --tokens 1,2,3      token ids\n"
-            "  --random N          N pseudo-random tokens from --seed (first = BOS if any)\n"
-            "  --seed N            seed for random prompts (default 1)\n"
-            "controls and output:\n"
-            "  --no-controls       skip the negative controls (on by default)\n"
-            "  --force-fail        plant each check's control into the real comparison so\n"
-            "                      the check must FAIL (exit 1); for testing pipelines\n"
-            "  --json FILE         write the JSON report (docs/report-schema.md)\n"
-            "  --junit FILE        write a JUnit XML report\n"
-            "  --layers            print the per-layer tables\n"
-            "  -q, --quiet         print only the summary table and failures\n"
-            "exit codes: 0 every check ran and passed, 1 a check failed (or a control was\n"
-            "not detected), 2 bad input or usage, 77 nothing could be checked.\n");
-}
-
-bool kvv_check_cli_option(kvv_check_cli *c, kvv_opts *o)
-{
-    long v;
+    kvv_check_cli *c = state;
     if (kvv_opts_positional(o)) {
         if (c->model_path)
             kvv_opts_unknown(o);
@@ -68,127 +46,66 @@ bool kvv_check_cli_option(kvv_check_cli *c, kvv_opts *o)
             c->model_path = o->arg;
         return true;
     }
-    if (kvv_opts_value(o, "--engine")) {
-        c->engine_name = o->value;
-        return true;
-    }
-    if (kvv_opts_value(o, "--mode")) {
-        kvv_mode m;
-        if (o->value && !kvv_mode_from_name(o->value, &m))
-            kvv_opts_error(o, "option --mode: '%s' is not exact, fast or invariant", o->value);
-        c->mode_name = o->value;
-        return true;
-    }
-    if (kvv_opts_value(o, "--threads")) {
-        if (o->value && kvv_opts_int(o, "--threads", o->value, 1, 1024, &v))
-            c->n_threads = v;
-        return true;
-    }
-    if (kvv_opts_value(o, "--cache-type")) {
-        if (o->value && !kvv_cache_type_from_name(o->value, &c->cache_type))
-            kvv_opts_error(o, "option --cache-type: '%s' is not f32, f16 or bf16", o->value);
-        return true;
-    }
-    if (kvv_opts_value(o, "--seed")) {
-        if (o->value)
-            kvv_opts_u64(o, "--seed", o->value, &c->seed);
-        return true;
-    }
-    if (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt")) {
-        c->text = o->value;
-        return true;
-    }
-    if (kvv_opts_value(o, "--tokens")) {
-        free(c->tokens);
-        c->tokens = NULL;
-        if (o->value)
-            kvv_opts_int_list(o, "--tokens", o->value, &c->tokens, &c->n_tokens);
-        return true;
-    }
-    if (kvv_opts_value(o, "--random")) {
-        if (o->value && kvv_opts_int(o, "--random", o->value, 1, 1 << 20, &v))
-            c->n_random = v;
-        return true;
-    }
+    unsigned need;
     if (kvv_opts_flag(o, "--no-controls")) {
         c->controls = false;
-        return true;
-    }
-    if (kvv_opts_flag(o, "--force-fail")) {
+        need = KVV_CHECK_OPT_CONTROLS;
+    } else if (kvv_opts_flag(o, "--force-fail")) {
         c->force_fail = true;
-        return true;
-    }
-    if (kvv_opts_flag(o, "--quiet") || kvv_opts_flag(o, "-q")) {
-        c->quiet = true;
-        return true;
-    }
-    if (kvv_opts_flag(o, "--layers")) {
+        need = KVV_CHECK_OPT_CONTROLS;
+    } else if (kvv_opts_flag(o, "--layers")) {
         c->layers = true;
-        return true;
+        need = KVV_CHECK_OPT_LAYERS;
+    } else {
+        return false;
     }
-    if (kvv_opts_value(o, "--json")) {
-        c->json_path = o->value;
-        return true;
+    if (!(c->accepts & need))
+        kvv_opts_error(o, "option %s: not used by %s", o->arg, c->cmd);
+    return true;
+}
+
+int kvv_check_cli_parse(kvv_check_cli *c, int argc, char **argv, void (*help)(FILE *f),
+                        const kvv_opt_group *own)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, c->cmd, argc, argv);
+    kvv_opt_group g[5] = {{parse, NULL, c}, kvv_engine_cli_group(&c->engine),
+                          kvv_prompt_cli_group(&c->prompt), kvv_output_cli_group(&c->out)};
+    int n = 4;
+    if (own)
+        g[n++] = *own;
+    int code = kvv_opts_parse(&o, help, g, n);
+    if (code != KVV_OPTS_RUN)
+        kvv_check_cli_free(c);
+    return code;
+}
+
+void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
+{
+    kvv_check_cli def;
+    if (!c) {
+        kvv_check_cli_init(&def, "CMD");
+        c = &def;
     }
-    if (kvv_opts_value(o, "--junit")) {
-        c->junit_path = o->value;
-        return true;
-    }
-    return false;
+    kvv_engine_cli_help(f, &c->engine, true);
+    kvv_prompt_cli_help(f, "random tokens sized to the model");
+    fprintf(f, "%s:\n", c->accepts & KVV_CHECK_OPT_CONTROLS ? "controls and output" : "output");
+    if (c->accepts & KVV_CHECK_OPT_CONTROLS)
+        fprintf(f, "  --no-controls       skip the negative controls (on by default)\n"
+                "  --force-fail        plant each check's control into the real comparison so\n"
+                "                      the check must FAIL (exit 1); for testing pipelines\n");
+    kvv_output_cli_help(f, &c->out);
+    if (c->accepts & KVV_CHECK_OPT_LAYERS)
+        fprintf(f, "  --layers            print the per-layer tables\n");
+    if (c->accepts & KVV_CHECK_OPT_CONTROLS)
+        fprintf(f, "exit codes: 0 every check ran and passed, 1 a check failed (or a control was\n"
+                "not detected), 2 bad input or usage, 77 nothing could be checked.\n");
 }
 
 static void progress(void *user, const char *label, long done, long total)
 {
     (void)user;
     kvv_progress(label, done, total);
-}
-
-/* The prompt the options ask for; *source names it. @return exit code 0 or 2/77. */
-static int make_prompt(kvv_check_cli *c, const kvv_model *m, int n_default, int32_t **out,
-                       int *n, const char **source)
-{
-    kvv_error err = {0};
-    int given = (c->text != NULL) + (c->tokens != NULL) + (c->n_random > 0);
-    if (given > 1) {
-        fprintf(stderr, "kvverify %s: options -p, --tokens and --random exclude each other\n",
-                c->cmd);
-        return KVV_EXIT_BAD_INPUT;
-    }
-    if (c->text) {
-        kvv_tokenizer *tok;
-        if (kvv_tokenizer_open(m->gguf, &tok, &err))
-            return kvv_cli_fail(&err);
-        kvv_status s = kvv_tokenize(tok, c->text, strlen(c->text), true, out, n, &err);
-        kvv_tokenizer_free(tok);
-        if (s)
-            return kvv_cli_fail(&err);
-        if (*n < 1) {
-            fprintf(stderr, "kvverify %s: option -p: the text gives no tokens\n", c->cmd);
-            return KVV_EXIT_BAD_INPUT;
-        }
-        *source = "text";
-        return 0;
-    }
-    if (c->tokens) {
-        *out = malloc((size_t)c->n_tokens * sizeof **out);
-        if (!*out)
-            return KVV_EXIT_BAD_INPUT;
-        memcpy(*out, c->tokens, (size_t)c->n_tokens * sizeof **out);
-        *n = c->n_tokens;
-        *source = "tokens";
-        return 0;
-    }
-    *n = c->n_random > 0 ? (int)c->n_random : n_default;
-    *out = malloc((size_t)*n * sizeof **out);
-    if (!*out)
-        return KVV_EXIT_BAD_INPUT;
-    uint32_t bos = UINT32_MAX;
-    if (kvv_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", false, &bos, &err) ||
-        bos >= (uint32_t)m->hp.n_vocab)
-        bos = UINT32_MAX;
-    kvv_prompt_random(c->seed, m->hp.n_vocab, bos == UINT32_MAX ? -1 : (int32_t)bos, *out, *n);
-    *source = "random";
-    return 0;
 }
 
 static int prepare(kvv_check_cli *c, kvv_check_run *run)
@@ -198,14 +115,7 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
         fprintf(stderr, "kvverify %s: missing MODEL (see kvverify %s --help)\n", c->cmd, c->cmd);
         return KVV_EXIT_BAD_INPUT;
     }
-    kvv_engine_opts eo = kvv_engine_opts_default();
-    eo.name = c->engine_name;
-    eo.mode = strcmp(c->engine_name, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
-    if (c->mode_name)
-        kvv_mode_from_name(c->mode_name, &eo.mode);
-    eo.n_threads = (int)c->n_threads;
-    eo.cache_type = c->cache_type;
-
+    kvv_engine_opts eo = kvv_engine_cli_opts(&c->engine);
     kvv_error err = {0};
     if (kvv_model_open(c->model_path, &run->model, &err)) {
         int code = kvv_cli_fail(&err);
@@ -219,7 +129,8 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     run->n_default_prompt = plan.n_prompt;
     run->n_default_gen = plan.n_gen;
     const char *source = "random";
-    int code = make_prompt(c, m, plan.n_prompt, &run->prompt, &run->n_prompt, &source);
+    int code = kvv_prompt_cli_make(&c->prompt, m, plan.n_prompt, &run->prompt, &run->n_prompt,
+                                   &source);
     if (code)
         return code;
     if (c->tokens_b && c->n_tokens_b != run->n_prompt) {
@@ -241,11 +152,11 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     o->n_thread_counts = c->n_thread_counts;
     o->controls = c->controls;
     o->force_fail = c->force_fail;
-    o->seed = c->seed;
+    o->seed = c->prompt.seed;
     o->progress = progress;
 
     kvv_report *rep = &run->report;
-    kvv_report_init(rep, c->model_path, c->seed);
+    kvv_report_init(rep, c->model_path, c->prompt.seed);
     snprintf(rep->architecture, sizeof rep->architecture, "%s", m->hp.arch_name);
     snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s", source);
     rep->n_prompt = run->n_prompt;
@@ -272,6 +183,12 @@ int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run)
     return code;
 }
 
+void kvv_check_cli_close(kvv_check_cli *c, kvv_check_run *run)
+{
+    run_free(run);
+    kvv_check_cli_free(c);
+}
+
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name)
 {
     return kvv_report_add(&run->report, name);
@@ -291,16 +208,15 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
                 rep->engine.control = 0;
                 rep->has_engine = true;
             }
-    unsigned flags = c->quiet ? KVV_CONSOLE_QUIET : (c->layers ? KVV_CONSOLE_LAYERS : 0);
+    unsigned flags = c->out.quiet ? KVV_CONSOLE_QUIET : (c->layers ? KVV_CONSOLE_LAYERS : 0);
     kvv_report_print_console(stdout, rep, flags);
     fflush(stdout);
     int code = kvv_report_exit_code(rep);
-    if (c->json_path && kvv_report_write_json(rep, c->json_path, &err))
+    if (c->out.json_path && kvv_report_write_json(rep, c->out.json_path, &err))
         code = kvv_cli_fail(&err);
-    if (c->junit_path && kvv_report_write_junit(rep, c->junit_path, &err))
+    if (c->out.junit_path && kvv_report_write_junit(rep, c->out.junit_path, &err))
         code = kvv_cli_fail(&err);
-    run_free(run);
-    kvv_check_cli_free(c);
+    kvv_check_cli_close(c, run);
     return code;
 }
 
@@ -313,8 +229,7 @@ int kvv_check_cli_run(kvv_check_cli *c, const char *const *names, int n_names)
     kvv_error err = {0};
     if (kvv_audit_run(&run.opts, names, n_names, &run.report, &err)) {
         code = kvv_cli_fail(&err);
-        run_free(&run);
-        kvv_check_cli_free(c);
+        kvv_check_cli_close(c, &run);
         return code;
     }
     return kvv_check_cli_finish(c, &run);

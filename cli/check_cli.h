@@ -1,48 +1,60 @@
 /*
- * check_cli.h — the options every check command shares (kv, patch,
- * greedy, invariance, audit) and the one code path that turns them into a
- * run: open and validate the model, build the prompt, run the checks
- * (verify/audit.h), print the report, write --json / --junit, and return the
- * exit code (DESIGN.md §6).
+ * check_cli.h — what every check command shares (kv, patch, greedy,
+ * invariance, compare, audit, evict, memory, latency, numerics): its option
+ * loop, its --help lines, and the one code path that turns the options into
+ * a run: open and validate the model, build the prompt, run the checks
+ * (verify/audit.h), print the report, write --json / --junit, and return
+ * the exit code (DESIGN.md §6).
  *
+ *   static bool own(void *state, kvv_opts *o)        // the command's options
+ *   {
+ *       kvv_check_cli *c = state;
+ *       if (kvv_opts_value(o, "--chunk")) { ...; return true; }
+ *       return false;
+ *   }
  *   kvv_check_cli c;
  *   kvv_check_cli_init(&c, "kv");
- *   kvv_opts o; kvv_opts_init(&o, "kv", argc, argv);
- *   while (kvv_opts_next(&o)) {
- *       if (kvv_check_cli_option(&c, &o)) continue;      // shared options
- *       if (kvv_opts_value(&o, "--chunk")) ...            // the command's own
- *       else kvv_opts_unknown(&o);
- *   }
- *   if (o.failed) return 2;
+ *   int code = kvv_check_cli_parse(&c, argc, argv, help, &(kvv_opt_group){own, NULL, &c});
+ *   if (code != KVV_OPTS_RUN)
+ *       return code;                                  // c already freed
  *   const char *names[] = {"kv"};
- *   return kvv_check_cli_run(&c, names, 1);              // frees c
+ *   return kvv_check_cli_run(&c, names, 1);          // frees c
  *
- * Prompt: -p/--prompt TEXT (tokenized with the model's tokenizer, BOS per
- * its metadata), --tokens 1,2,3, or --random N (seeded by --seed; the
- * default: random tokens sized to the model, first token BOS when the model
- * names one, so models without a tokenizer work).
+ * The options are groups (cli/opts.h): the positional MODEL and the
+ * controls (--no-controls, --force-fail, --layers) here; the engine options
+ * (cli/engine_opts.h), the prompt (cli/prompt_opts.h: default random
+ * tokens sized to the model, first token BOS when the model names one, so
+ * models without a tokenizer work) and the outputs (cli/output_opts.h:
+ * --json FILE, --junit FILE, -q) from their own files, each parsed in one
+ * place for every command.
  */
 #ifndef KVV_CHECK_CLI_H
 #define KVV_CHECK_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "cli/engine_opts.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
+#include "cli/prompt_opts.h"
 #include "verify/check.h"
+
+/* The check options a command takes (kvv_check_cli.accepts). */
+enum {
+    KVV_CHECK_OPT_CONTROLS = 1u << 0,  /* --no-controls, --force-fail */
+    KVV_CHECK_OPT_LAYERS = 1u << 1,    /* --layers */
+    KVV_CHECK_OPT_ALL = 0x3u
+};
 
 typedef struct {
     const char *cmd;            /* subcommand name (messages, help) */
+    unsigned accepts;           /* KVV_CHECK_OPT_* (default all) */
     const char *model_path;     /* positional MODEL */
-    const char *engine_name;    /* --engine (default "ref") */
-    const char *mode_name;      /* --mode (default per engine) */
-    long n_threads;             /* --threads (default 1) */
-    kvv_cache_type cache_type;  /* --cache-type */
-    uint64_t seed;              /* --seed (default 1) */
-    const char *text;           /* -p / --prompt */
-    int32_t *tokens;            /* --tokens (owned) */
-    int n_tokens;
-    long n_random;              /* --random N (0 = sized to the model) */
+    kvv_engine_cli engine;      /* --engine (default ref) --mode --threads --cache-type */
+    kvv_prompt_cli prompt;      /* -p --tokens --random --seed */
+    kvv_output_cli out;         /* --json FILE, --junit FILE, -q / --quiet */
     int32_t *tokens_b;          /* --tokens-b (patch; owned) */
     int n_tokens_b;
     int *thread_counts;         /* --thread-counts (invariance; owned) */
@@ -51,21 +63,24 @@ typedef struct {
     long chunk;                 /* --chunk (kv; 0 = default) */
     bool controls;              /* --no-controls clears */
     bool force_fail;            /* --force-fail */
-    bool quiet;                 /* --quiet / -q */
     bool layers;                /* --layers: per-layer tables (default for single checks) */
-    const char *json_path;      /* --json FILE */
-    const char *junit_path;     /* --junit FILE */
 } kvv_check_cli;
 
+/* Defaults: engine ref, every option accepted, controls on. */
 void kvv_check_cli_init(kvv_check_cli *c, const char *cmd);
 void kvv_check_cli_free(kvv_check_cli *c); /* accepts NULL */
 
-/* Consume o->arg if it is a shared option (or the positional MODEL).
- * @return true when consumed (o->failed may be set by a bad value). */
-bool kvv_check_cli_option(kvv_check_cli *c, kvv_opts *o);
+/* The one option loop of the check commands: the shared groups, then the
+ * command's own group (own NULL: none); --help prints help(stdout).
+ * @return KVV_OPTS_RUN to go on; otherwise 0 (help) or 2 (bad option,
+ * message printed), and c has been freed. */
+int kvv_check_cli_parse(kvv_check_cli *c, int argc, char **argv, void (*help)(FILE *f),
+                        const kvv_opt_group *own);
 
-/* Help text of the shared options (printed after each command's own). */
-void kvv_check_cli_help(FILE *f);
+/* The shared options' help lines (engine, prompt, controls and output) and
+ * the exit codes, as c accepts them (c NULL: a check command's defaults),
+ * printed after each command's own. */
+void kvv_check_cli_help(FILE *f, const kvv_check_cli *c);
 
 /* Run `names` (NULL = the whole audit table), print, write reports, free c.
  * @return the process exit code. */
@@ -91,11 +106,15 @@ typedef struct {
     int n_default_gen;
 } kvv_check_run;
 
-/* @return 0, or an exit code (then c is freed and run holds nothing). */
+/* Open the model, build the prompt, fill run. @return 0, or an exit code
+ * (then c is freed and run holds nothing). */
 int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run);
 /* A new result slot in run->report (borrowed; NULL on OOM). */
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);
 /* Print the report, write --json/--junit, free run and c. @return exit code. */
 int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run);
+/* Free run and c without printing (a command that writes its own output).
+ * Accepts a run that prepare filled or one that is all zero. */
+void kvv_check_cli_close(kvv_check_cli *c, kvv_check_run *run);
 
 #endif

@@ -127,8 +127,8 @@ static kvv_status set_key(pctx *p, kvv_suite_case *c, const char *key, const cha
             return perr(p, key, "'%s' is not f32, f16 or bf16", v);
         snprintf(c->cache, sizeof c->cache, "%s", v);
     } else if (strcmp(key, "threads") == 0) {
-        if (!parse_long(v, 1, 256, &x))
-            return perr(p, key, "'%s' is not an integer in 1..256", v);
+        if (!parse_long(v, 1, KVV_ENGINE_MAX_THREADS, &x))
+            return perr(p, key, "'%s' is not an integer in 1..%d", v, KVV_ENGINE_MAX_THREADS);
         c->threads = (int)x;
     } else if (strcmp(key, "tokens") == 0) {
         if (!parse_long(v, 1, 1 << 16, &x))

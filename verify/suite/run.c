@@ -50,10 +50,9 @@ kvv_engine_opts kvv_suite_case_engine(const kvv_suite_case *c)
 {
     kvv_engine_opts e = kvv_engine_opts_default();
     e.name = c->engine;
+    e.mode = kvv_engine_default_mode(c->engine);
     if (c->mode[0])
         kvv_mode_from_name(c->mode, &e.mode);
-    else
-        e.mode = strcmp(c->engine, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
     e.n_threads = c->threads;
     kvv_cache_type_from_name(c->cache, &e.cache_type);
     return e;
