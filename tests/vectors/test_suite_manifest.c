@@ -1,4 +1,4 @@
-/* test_suite_manifest.c — verify/suite.h without running engines: manifest
+/* test_suite_manifest.c — verify/suite/suite.h without running engines: manifest
  * parsing (text and JSON, every key, relative paths, errors that name line
  * and key) and the shard rule (N shards cover every case exactly once). */
 #include <stdio.h>
