@@ -1,7 +1,9 @@
 /*
- * report.h — the result model every check fills, and the report writers
- * (console table, JSON, JUnit XML). DESIGN.md §5 "Reports"; the JSON layout
- * is written down in docs/report-schema.md (+ docs/report-schema.json).
+ * report.h — the reports room (verify/report/): the result model every
+ * check fills (result.c) and the report writers, one file each (console.c,
+ * json.c, junit.c, on the string buffer of sbuf.h). DESIGN.md §5 "Reports";
+ * the JSON layout is written down in docs/report-schema.md (+
+ * docs/report-schema.json).
  *
  * A check (verify/kv.h, patch.h, greedy.h, invariance.h, and later compare,
  * kvdirect, evict, ...) fills one kvv_check_result:
