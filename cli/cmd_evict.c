@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "verify/evict.h"
 #include "verify/prompt_set.h"
 #include "verify/texts.h"
@@ -20,9 +20,9 @@
 #define EVICT_PROMPT_TOKENS 96
 #define EVICT_GEN_TOKENS 32
 
-static void help(void)
+static void help(FILE *f)
 {
-    printf("usage: kvverify evict MODEL [options]\n\n"
+    fprintf(f, "usage: kvverify evict MODEL [options]\n\n"
            "Runs the eviction baselines (window, streaming, streaming-reindex, h2o, tova,\n"
            "snapkv, pyramidkv, knorm, quest) and KV-Direct (kvdirect-layer,\n"
            "kvdirect-token) against the full cache at several budgets, over a set of\n"
@@ -54,7 +54,7 @@ static void help(void)
            "                      prompt, for plotting\n",
            KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS, KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS,
            EVICT_GEN_TOKENS, KVV_TEXT_PROMPTS);
-    kvv_check_cli_help(stdout);
+    kvv_check_cli_help(f, NULL);
 }
 
 static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, int *n)
@@ -83,7 +83,9 @@ static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, in
     return *n > 0;
 }
 
+/* evict's own options. */
 typedef struct {
+    kvv_check_cli *c;
     const char *csv, *prompts_file, *figures;
     int32_t *budgets;
     int n_budgets;
@@ -100,12 +102,13 @@ static void args_free(evict_args *a)
 }
 
 /* One evict option (not a shared one). @return false if o->arg is none. */
-static bool evict_option(kvv_opts *o, kvv_check_cli *c, evict_args *a)
+static bool own_option(void *state, kvv_opts *o)
 {
+    evict_args *a = state;
     long v;
     if (kvv_opts_value(o, "-n")) {
         if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 20, &v))
-            c->n_gen = v;
+            a->c->n_gen = v;
     } else if (kvv_opts_value(o, "--budgets")) {
         free(a->budgets);
         a->budgets = NULL;
@@ -145,6 +148,15 @@ static bool evict_option(kvv_opts *o, kvv_check_cli *c, evict_args *a)
     return true;
 }
 
+/* Once every option is read: a prompt file and one prompt exclude each other. */
+static void own_finish(void *state, kvv_opts *o)
+{
+    const evict_args *a = state;
+    if (a->prompts_file && kvv_prompt_cli_given(&a->c->prompt))
+        kvv_opts_error(o, "option --prompts: give a prompt file or one prompt (-p, --tokens, "
+                          "--random), not both");
+}
+
 /* The prompts: the one the shared options gave, a file's lines, or the
  * built-in set. @return 0 or an exit code (message printed). */
 static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_run *run,
@@ -166,7 +178,7 @@ static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_
         }
         s = kvv_prompt_set_builtin(m, (int)a->n_prompts,
                                    room < EVICT_PROMPT_TOKENS ? room : EVICT_PROMPT_TOKENS,
-                                   c->seed, ps, err);
+                                   c->prompt.seed, ps, err);
     }
     if (s != KVV_OK)
         return kvv_cli_fail(err);
@@ -199,39 +211,77 @@ static void print_prompts(const kvv_prompt_set *ps, long n_gen)
     printf("%s\n\n", ps->n > 12 ? ", ..." : "");
 }
 
+/* The baselines' engine: --figures-engine, or the engine under test (same). */
+static kvv_engine_opts figures_engine(const kvv_engine_opts *under_test, const char *figures)
+{
+    kvv_engine_opts fig = *under_test;
+    if (strcmp(figures, "same") != 0) {
+        fig.name = figures;
+        fig.mode = kvv_engine_default_mode(figures);
+        fig.n_threads = 1;
+        fig.control = 0;
+        fig.ggml = 0;
+    }
+    return fig;
+}
+
+/* Run evict over the prompt set on the prepared run; print, --csv.
+ * @return the exit code of a failed --csv write, else 0. */
+static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *ps,
+                 kvv_error *err)
+{
+    const kvv_check_cli *c = a->c;
+    kvv_check_cli_print_header(c, run);
+    if (!c->out.quiet)
+        print_prompts(ps, c->n_gen);
+    int *bud = NULL;
+    if (a->budgets) {
+        bud = malloc((size_t)a->n_budgets * sizeof *bud);
+        for (int i = 0; bud && i < a->n_budgets; i++)
+            bud[i] = a->budgets[i];
+    }
+    kvv_engine_opts fig = figures_engine(&run->opts.engine, a->figures);
+    kvv_evict_opts eo = {.check = run->opts, .prompts = ps, .budgets = bud,
+                         .n_budgets = a->n_budgets, .policies = a->pols,
+                         .n_policies = a->n_pols, .equal_bytes = a->equal_bytes,
+                         .figures = &fig, .verify_prompts = (int)a->verify_prompts,
+                         .n_threads = (int)a->jobs};
+    kvv_check_result *r = kvv_check_cli_report(run, "evict");
+    kvv_evict_result res;
+    memset(&res, 0, sizeof res);
+    int fail = 0;
+    if (r && kvv_evict_run(&eo, &res, r, err) == KVV_OK) {
+        if (!c->out.quiet)
+            kvv_evict_print(stdout, &res);
+        if (a->csv && kvv_evict_write_csv(&res, ps, a->csv, err))
+            fail = kvv_cli_fail(err);
+    }
+    kvv_evict_result_free(&res);
+    if (!c->out.quiet)
+        printf("\n");
+    free(bud);
+    return fail;
+}
+
 int kvv_cmd_evict(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "evict");
-    evict_args a = {.n_prompts = KVV_TEXT_PROMPTS, .equal_bytes = true, .figures = "cpu"};
-    kvv_opts o;
-    kvv_opts_init(&o, "evict", argc, argv);
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            kvv_check_cli_free(&c);
-            args_free(&a);
-            return 0;
-        }
-        if (!kvv_check_cli_option(&c, &o) && !evict_option(&o, &c, &a))
-            kvv_opts_unknown(&o);
-    }
-    bool single = c.text || c.tokens || c.n_random > 0;
-    if (!o.failed && single && a.prompts_file)
-        kvv_opts_error(&o, "option --prompts: give a prompt file or one prompt (-p, --tokens, "
-                           "--random), not both");
-    if (o.failed) {
+    evict_args a = {.c = &c, .n_prompts = KVV_TEXT_PROMPTS, .equal_bytes = true,
+                    .figures = "cpu"};
+    int code = kvv_check_cli_parse(&c, argc, argv, help,
+                                   &(kvv_opt_group){own_option, own_finish, &a});
+    if (code != KVV_OPTS_RUN) {
         args_free(&a);
-        kvv_check_cli_free(&c);
-        return KVV_EXIT_BAD_INPUT;
+        return code;
     }
+    bool single = kvv_prompt_cli_given(&c.prompt);
     if (!single)
-        c.n_random = 1; /* the prompt set replaces it */
+        c.prompt.n_random = 1; /* the prompt set replaces it */
     if (c.n_gen == 0)
         c.n_gen = EVICT_GEN_TOKENS;
     kvv_check_run run;
-    int code = kvv_check_cli_prepare(&c, &run);
-    if (code) {
+    if ((code = kvv_check_cli_prepare(&c, &run))) {
         args_free(&a);
         return code;
     }
@@ -244,49 +294,15 @@ int kvv_cmd_evict(int argc, char **argv)
         kvv_check_result *r = kvv_check_cli_report(&run, "evict");
         if (r)
             kvv_check_set_error(r, &err);
-        c.quiet = true;
+        c.out.quiet = true;
         kvv_check_cli_finish(&c, &run);
         kvv_prompt_set_free(&ps);
         args_free(&a);
         return code;
     }
-    kvv_check_cli_print_header(&c, &run);
-    if (!c.quiet)
-        print_prompts(&ps, c.n_gen);
-    int *bud = NULL;
-    if (a.budgets) {
-        bud = malloc((size_t)a.n_budgets * sizeof *bud);
-        for (int i = 0; bud && i < a.n_budgets; i++)
-            bud[i] = a.budgets[i];
-    }
-    kvv_engine_opts fig = run.opts.engine;
-    if (strcmp(a.figures, "same") != 0) {
-        fig.name = a.figures;
-        fig.mode = strcmp(a.figures, "cpu") == 0 ? KVV_MODE_INVARIANT : KVV_MODE_EXACT;
-        fig.n_threads = 1;
-        fig.control = 0;
-        fig.ggml = 0;
-    }
-    kvv_evict_opts eo = {.check = run.opts, .prompts = &ps, .budgets = bud,
-                         .n_budgets = a.n_budgets, .policies = a.pols, .n_policies = a.n_pols,
-                         .equal_bytes = a.equal_bytes, .figures = &fig,
-                         .verify_prompts = (int)a.verify_prompts, .n_threads = (int)a.jobs};
-    kvv_check_result *r = kvv_check_cli_report(&run, "evict");
-    kvv_evict_result res;
-    memset(&res, 0, sizeof res);
-    int fail = 0;
-    if (r && kvv_evict_run(&eo, &res, r, &err) == KVV_OK) {
-        if (!c.quiet)
-            kvv_evict_print(stdout, &res);
-        if (a.csv && kvv_evict_write_csv(&res, &ps, a.csv, &err))
-            fail = kvv_cli_fail(&err);
-    }
-    kvv_evict_result_free(&res);
-    if (!c.quiet)
-        printf("\n");
+    int fail = evict(&run, &a, &ps, &err);
     code = kvv_check_cli_finish(&c, &run);
     kvv_prompt_set_free(&ps);
-    free(bud);
     args_free(&a);
     return fail ? fail : code;
 }

@@ -44,6 +44,11 @@ int kvv_mode_from_name(const char *s, kvv_mode *out)
     return 0;
 }
 
+kvv_mode kvv_engine_default_mode(const char *name)
+{
+    return name && strcmp(name, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
+}
+
 kvv_engine_opts kvv_engine_opts_default(void)
 {
     kvv_engine_opts o;
@@ -58,8 +63,7 @@ kvv_engine_opts kvv_engine_opts_default(void)
     return o;
 }
 
-/* "ref, cpu" into buf. */
-static void engine_list(char *buf, size_t size)
+void kvv_engine_list(char *buf, size_t size)
 {
     size_t off = 0;
     buf[0] = '\0';
@@ -101,7 +105,7 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
             return engines[i].open(m, &copy, out, err);
         }
     char list[128];
-    engine_list(list, sizeof list);
+    kvv_engine_list(list, sizeof list);
     return kvv_error_set(err, KVV_ERR_USAGE, "unknown engine '%s' (available: %s)", name, list);
 }
 

@@ -517,29 +517,29 @@ static void set_verdict(const kvv_evict_opts *o, kvv_evict_result *res, int n_kv
                               "nothing verified: no KV-Direct policy requested");
         kvv_check_set_message(r, "nothing verified: the baselines' figures are findings, not a "
                                  "verdict; add kvdirect-layer or kvdirect-token to --policies");
-    } else if (differ) {
-        kvv_check_note_mismatch(r, &first->first);
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
-                              "KV-Direct differs from the full cache on %s in %d of %d runs%s",
-                              eng, differ, res->n_verify,
-                              o->check.force_fail ? " (--force-fail: bf16 checkpoints planted)"
-                                                  : "");
-        kvv_check_set_message(r, "a KV-Direct run was not bit-equal to the full cache");
-    } else if (exercised == 0) {
+        return;
+    }
+    if (!differ && exercised == 0) {
         kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED,
                               "nothing verified: no KV-Direct run evicted anything");
         kvv_check_set_message(r, "nothing verified: every KV-Direct budget holds the whole "
                                  "context; give --budgets below %d",
                               res->n_ctx[0]);
-    } else if (kvv_check_controls_missed(r)) {
-        kvv_check_fail_controls_missed(r, "KV-Direct bit-equal to the full cache",
-                                       kvv_check_controls_missed(r));
-    } else {
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "KV-Direct bit-equal to the full cache on %s in %d of %d runs "
-                              "(%d prompt%s); baselines over %d prompts",
-                              eng, exercised, exercised, res->verify_prompts,
-                              res->verify_prompts == 1 ? "" : "s", res->n_prompts);
+        return;
+    }
+    char pass[160], fail[160];
+    snprintf(pass, sizeof pass,
+             "KV-Direct bit-equal to the full cache on %s in %d of %d runs (%d prompt%s); "
+             "baselines over %d prompts",
+             eng, exercised, exercised, res->verify_prompts, res->verify_prompts == 1 ? "" : "s",
+             res->n_prompts);
+    snprintf(fail, sizeof fail, "KV-Direct differs from the full cache on %s in %d of %d runs%s",
+             eng, differ, res->n_verify,
+             o->check.force_fail ? " (--force-fail: bf16 checkpoints planted)" : "");
+    kvv_check_conclude(r, differ > 0, pass, fail, "KV-Direct bit-equal to the full cache");
+    if (differ) {
+        kvv_check_note_mismatch(r, &first->first);
+        kvv_check_set_message(r, "a KV-Direct run was not bit-equal to the full cache");
     }
 }
 

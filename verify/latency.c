@@ -85,16 +85,85 @@ static double layer_weight_bytes(const kvv_model *m, int l)
     return b;
 }
 
-/* Compare n recomputed rows (k, v) with the rows read from the cache (kr,
- * vr): bit for bit after rounding to the cache's type, which is what
- * storing them would give. Counts go to row; the first difference to r. */
-static void compare_rows(const kvv_kv_cache *cache, int layer, int n, size_t dk, size_t dv,
-                         const float *k, const float *v, const float *kr, const float *vr,
+/* The run's shape: batch sizes, layers measured, buffers (one batch of the
+ * largest size). */
+typedef struct {
+    const int *batches;
+    int nb, max_b, reps;
+    int layers[KVV_MAX_LAYERS], nl;
+    size_t dk, dv, ne;           /* K, V and residual widths */
+    float *h, *k, *v;            /* [max_b][ne | dk | dv]; k, v: recomputed */
+    float *kr, *vr;              /* [max_b][dk | dv]: read from the cache */
+    int32_t *pos;                /* [max_b] 0.. */
+    double *tr, *tc;             /* [reps] read and recompute times */
+} lat_run;
+
+/* Batch sizes (checked), repeats and the layers to measure. */
+static kvv_status plan(const kvv_latency_opts *o, lat_run *p, kvv_error *err)
+{
+    const kvv_hparams *hp = &o->check.model->hp;
+    p->batches = o->batches ? o->batches : default_batches;
+    p->nb = o->batches ? o->n_batches : (int)(sizeof default_batches / sizeof default_batches[0]);
+    p->max_b = 1;
+    for (int i = 0; i < p->nb; i++) {
+        if (p->batches[i] < 1 || p->batches[i] > 65536)
+            return kvv_error_set(err, KVV_ERR_USAGE, "latency: batch size %d outside 1..65536",
+                                 p->batches[i]);
+        if (p->batches[i] > p->max_b)
+            p->max_b = p->batches[i];
+    }
+    p->reps = o->repeats > 0 ? o->repeats : 5;
+    if (o->all_layers || hp->n_layer <= 3)
+        for (int l = 0; l < hp->n_layer; l++)
+            p->layers[p->nl++] = l;
+    else {
+        p->layers[p->nl++] = 0;
+        p->layers[p->nl++] = hp->n_layer / 2;
+        p->layers[p->nl++] = hp->n_layer - 1;
+    }
+    p->dk = (size_t)hp->n_head_kv * hp->head_dim;
+    p->dv = (size_t)hp->n_head_kv * hp->head_dim_v;
+    p->ne = (size_t)hp->n_embd;
+    return KVV_OK;
+}
+
+/* The buffers of p; false on OOM. */
+static bool lat_alloc(lat_run *p)
+{
+    const size_t b = (size_t)p->max_b;
+    p->h = malloc(b * p->ne * sizeof *p->h);
+    p->k = malloc(b * p->dk * sizeof *p->k);
+    p->v = malloc(b * p->dv * sizeof *p->v);
+    p->kr = malloc(b * p->dk * sizeof *p->kr);
+    p->vr = malloc(b * p->dv * sizeof *p->vr);
+    p->pos = malloc(b * sizeof *p->pos);
+    p->tr = malloc((size_t)p->reps * sizeof *p->tr);
+    p->tc = malloc((size_t)p->reps * sizeof *p->tc);
+    return p->h && p->k && p->v && p->kr && p->vr && p->pos && p->tr && p->tc;
+}
+
+static void lat_free(lat_run *p)
+{
+    free(p->h);
+    free(p->k);
+    free(p->v);
+    free(p->kr);
+    free(p->vr);
+    free(p->pos);
+    free(p->tr);
+    free(p->tc);
+}
+
+/* Compare n recomputed rows (p->k, p->v) with the rows read from the cache
+ * (p->kr, p->vr): bit for bit after rounding to the cache's type, which is
+ * what storing them would give. Counts go to row; the first difference to r
+ * (NULL: counts only). */
+static void compare_rows(const kvv_kv_cache *cache, const lat_run *p, int layer, int n,
                          kvv_latency_row *row, kvv_check_result *r)
 {
     for (int t = 0; t < 2; t++) {
-        size_t d = t ? dv : dk;
-        const float *got = t ? v : k, *want = t ? vr : kr;
+        size_t d = t ? p->dv : p->dk;
+        const float *got = t ? p->v : p->k, *want = t ? p->vr : p->kr;
         for (size_t i = 0; i < (size_t)n * d; i++) {
             float x = kvv_cache_round(cache->type, got[i]);
             row->compared++;
@@ -111,41 +180,109 @@ static void compare_rows(const kvv_kv_cache *cache, int layer, int n, size_t dk,
     }
 }
 
-/* The cache holds what kv_from_residual gives for the seeded residuals in
- * one batch of every position: reading it and recomputing it must then be
- * the same work, bit for bit (else the timing compares different things). */
-static kvv_status fill_cache(kvv_engine *e, kvv_kv_cache *cache, const int *layers, int nl,
-                             int max_b, const float *h, const int32_t *pos, float *k, float *v,
-                             size_t dk, size_t dv, kvv_error *err)
+/* Seeded residuals of unit scale (timing does not depend on them), and the
+ * cache holding what kv_from_residual gives for them in one batch of every
+ * position: reading it and recomputing it must then be the same work, bit
+ * for bit (else the timing compares different things). force_fail then
+ * plants the control's change into the residuals the timed recomputes use. */
+static kvv_status fill(const kvv_check_opts *c, kvv_engine *e, kvv_kv_cache *cache, lat_run *p,
+                       kvv_error *err)
 {
-    for (int li = 0; li < nl; li++) {
-        kvv_status s = kvv_engine_kv_from_residual(e, layers[li], max_b, h, pos, k, v, err);
+    const size_t nh = p->ne * (size_t)p->max_b;
+    int32_t *ids = malloc(nh * sizeof *ids);
+    if (!ids)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "latency: out of memory");
+    kvv_prompt_random(c->seed, 2001, -1, ids, (int)nh);
+    for (size_t i = 0; i < nh; i++)
+        p->h[i] = (float)(ids[i] - 1000) / 1000.0f;
+    free(ids);
+    for (int i = 0; i < p->max_b; i++)
+        p->pos[i] = i;
+    for (int li = 0; li < p->nl; li++) {
+        int l = p->layers[li];
+        kvv_status s = kvv_engine_kv_from_residual(e, l, p->max_b, p->h, p->pos, p->k, p->v, err);
         if (s != KVV_OK)
             return s;
-        for (int i = 0; i < max_b; i++)
-            kvv_kv_cache_store(cache, layers[li], i, k + (size_t)i * dk, v + (size_t)i * dv);
+        for (int i = 0; i < p->max_b; i++)
+            kvv_kv_cache_store(cache, l, i, p->k + (size_t)i * p->dk, p->v + (size_t)i * p->dv);
     }
+    if (c->force_fail)
+        p->h[0] += 1.0f; /* plant the control in the real comparison */
     return KVV_OK;
 }
 
-/* Control: a changed residual must show up as recomputed K/V that differ
- * from the cache. h[0] is restored. */
-static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, int layer, float *h,
-                              const int32_t *pos, float *k, float *v, float *kr, float *vr,
-                              size_t dk, size_t dv, kvv_check_result *r, kvv_error *err)
+/* Batch size n over the layers: one row per layer and their mean (rows
+ * appended to res); each layer's recomputed K/V compared with the cache's. */
+static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_cache *cache,
+                                lat_run *p, int n, kvv_latency_result *res, long *done_n,
+                                kvv_check_result *r, kvv_error *err)
 {
-    float keep = h[0];
-    h[0] += 1.0f;
-    kvv_status s = kvv_engine_kv_from_residual(e, layer, 1, h, pos, k, v, err);
-    h[0] = keep;
+    const double elem = cache->type == KVV_CACHE_F32 ? 4 : 2;
+    const size_t dk = p->dk, dv = p->dv, ne = p->ne;
+    const int nl = p->nl;
+    kvv_latency_row *mean = &res->rows[res->n_rows + nl];
+    memset(mean, 0, sizeof *mean);
+    mean->layer = -1;
+    mean->batch = n;
+    kvv_status s = KVV_OK;
+    for (int li = 0; li < nl && s == KVV_OK; li++) {
+        int l = p->layers[li];
+        for (int rep = 0; rep < p->reps && s == KVV_OK; rep++) {
+            double a = kvv_now_seconds();
+            for (int i = 0; i < n; i++) {
+                kvv_kv_cache_load_k(cache, l, i, p->kr + (size_t)i * dk);
+                kvv_kv_cache_load_v(cache, l, i, p->vr + (size_t)i * dv);
+            }
+            p->tr[rep] = kvv_now_seconds() - a;
+            a = kvv_now_seconds();
+            s = kvv_engine_kv_from_residual(e, l, n, p->h, p->pos, p->k, p->v, err);
+            p->tc[rep] = kvv_now_seconds() - a;
+        }
+        kvv_latency_row *row = &res->rows[res->n_rows + li];
+        if (s == KVV_OK)
+            compare_rows(cache, p, l, n, row, r);
+        res->differing += row->differing;
+        res->compared += row->compared;
+        row->layer = l;
+        row->batch = n;
+        row->read_s = median(p->tr, p->reps);
+        row->recompute_s = median(p->tc, p->reps);
+        row->read_bytes = (double)n * (double)(dk + dv) * (elem + 4.0);
+        row->recompute_bytes = (double)n * (double)(ne * 4 + (dk + dv) * 4) +
+                               layer_weight_bytes(c->model, l);
+        row->recompute_flops = (double)n * (4.0 * ne + 2.0 * ne * (double)(dk + dv) + 3.0 * dk);
+        mean->read_s += row->read_s / nl;
+        mean->recompute_s += row->recompute_s / nl;
+        mean->read_bytes += row->read_bytes / nl;
+        mean->recompute_bytes += row->recompute_bytes / nl;
+        mean->recompute_flops += row->recompute_flops / nl;
+        if (c->progress)
+            c->progress(c->progress_user, "latency", ++*done_n, (long)p->nb * nl);
+    }
+    res->n_rows += nl + 1;
+    if (!res->crossover && mean->recompute_s < mean->read_s)
+        res->crossover = n;
+    return s;
+}
+
+/* Control: a changed residual must show up as recomputed K/V that differ
+ * from the cache. p->h[0] is restored. */
+static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, lat_run *p,
+                              kvv_check_result *r, kvv_error *err)
+{
+    const int layer = p->layers[0];
+    float keep = p->h[0];
+    p->h[0] += 1.0f;
+    kvv_status s = kvv_engine_kv_from_residual(e, layer, 1, p->h, p->pos, p->k, p->v, err);
+    p->h[0] = keep;
     if (s != KVV_OK)
         return s;
-    kvv_kv_cache_load_k(cache, layer, 0, kr);
-    kvv_kv_cache_load_v(cache, layer, 0, vr);
+    kvv_kv_cache_load_k(cache, layer, 0, p->kr);
+    kvv_kv_cache_load_v(cache, layer, 0, p->vr);
     kvv_latency_row c = {.layer = layer, .batch = 1};
-    compare_rows(cache, layer, 1, dk, dv, k, v, kr, vr, &c, NULL);
-    kvv_check_add_control(r, "residual of position 0 changed by +1 before recomputing", c.differing > 0,
-                          "%llu of %llu K/V elements of layer %d differ",
+    compare_rows(cache, p, layer, 1, &c, NULL);
+    kvv_check_add_control(r, "residual of position 0 changed by +1 before recomputing",
+                          c.differing > 0, "%llu of %llu K/V elements of layer %d differ",
                           (unsigned long long)c.differing, (unsigned long long)c.compared, layer);
     return KVV_OK;
 }
@@ -181,26 +318,20 @@ static void details_json(const kvv_latency_result *res, bool force_fail, json_t 
  * bits. Which one is faster is a finding (the key figure). */
 static void set_verdict(const kvv_latency_result *res, kvv_check_result *r)
 {
-    char speed[96];
+    char speed[64], pass[160], fail[160];
     if (res->crossover)
         snprintf(speed, sizeof speed, "recompute beats reading from batch %d", res->crossover);
     else
         snprintf(speed, sizeof speed, "reading beats recompute at every batch size");
-    int missed = kvv_check_controls_missed(r);
-    if (res->differing) {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
-                              "recomputed K/V differ from the cached K/V in %llu of %llu elements",
-                              (unsigned long long)res->differing,
-                              (unsigned long long)res->compared);
+    snprintf(pass, sizeof pass, "%s; recomputed K/V bit-equal to the cache (%llu elements)",
+             speed, (unsigned long long)res->compared);
+    snprintf(fail, sizeof fail, "recomputed K/V differ from the cached K/V in %llu of %llu "
+                                "elements",
+             (unsigned long long)res->differing, (unsigned long long)res->compared);
+    kvv_check_conclude(r, res->differing > 0, pass, fail, "recomputed K/V bit-equal to the cache");
+    if (res->differing)
         kvv_check_set_message(r, "the recomputed K/V are not the cached K/V: the timing compares "
                                  "different work");
-    } else if (missed) {
-        kvv_check_fail_controls_missed(r, "recomputed K/V bit-equal to the cache", missed);
-    } else {
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%s; recomputed K/V bit-equal to the cache "
-                              "(%llu elements)",
-                              speed, (unsigned long long)res->compared);
-    }
 }
 
 kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
@@ -208,34 +339,15 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
 {
     memset(res, 0, sizeof *res);
     const kvv_check_opts *c = &o->check;
-    const kvv_hparams *hp = &c->model->hp;
     double t0 = kvv_now_seconds();
-    const int *batches = o->batches ? o->batches : default_batches;
-    int nb = o->batches ? o->n_batches : (int)(sizeof default_batches / sizeof default_batches[0]);
-    int max_b = 1;
-    for (int i = 0; i < nb; i++) {
-        if (batches[i] < 1 || batches[i] > 65536) {
-            kvv_error_set(err, KVV_ERR_USAGE, "latency: batch size %d outside 1..65536", batches[i]);
-            kvv_check_set_error(r, err);
-            return KVV_ERR_USAGE;
-        }
-        if (batches[i] > max_b)
-            max_b = batches[i];
-    }
-    int reps = o->repeats > 0 ? o->repeats : 5;
-    int layers[KVV_MAX_LAYERS], nl = 0;
-    if (o->all_layers || hp->n_layer <= 3)
-        for (int l = 0; l < hp->n_layer; l++)
-            layers[nl++] = l;
-    else {
-        layers[nl++] = 0;
-        layers[nl++] = hp->n_layer / 2;
-        layers[nl++] = hp->n_layer - 1;
-    }
-    kvv_engine_opts eo = c->engine;
-    eo.n_ctx = max_b;
+    lat_run p = {0};
     kvv_engine *e = NULL;
-    kvv_status s = kvv_engine_open(c->model, &eo, &e, err);
+    kvv_status s = plan(o, &p, err);
+    if (s == KVV_OK) {
+        kvv_engine_opts eo = c->engine;
+        eo.n_ctx = p.max_b;
+        s = kvv_engine_open(c->model, &eo, &e, err);
+    }
     if (s != KVV_OK) {
         kvv_check_set_error(r, err);
         return s;
@@ -244,97 +356,21 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
     kvv_engine_describe(e, &desc);
     kvv_check_set_engine(r, &desc);
     kvv_kv_cache *cache = kvv_engine_cache(e);
-    size_t dk = (size_t)hp->n_head_kv * hp->head_dim, dv = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t ne = (size_t)hp->n_embd;
-    float *h = malloc((size_t)max_b * ne * sizeof *h);
-    float *k = malloc((size_t)max_b * dk * sizeof *k), *v = malloc((size_t)max_b * dv * sizeof *v);
-    float *kr = malloc((size_t)max_b * dk * sizeof *kr), *vr = malloc((size_t)max_b * dv * sizeof *vr);
-    int32_t *pos = malloc((size_t)max_b * sizeof *pos);
-    res->rows = calloc((size_t)nb * (size_t)(nl + 1), sizeof *res->rows);
-    double *tr = malloc((size_t)reps * sizeof *tr), *tc = malloc((size_t)reps * sizeof *tc);
-    if (!cache || !h || !k || !v || !kr || !vr || !pos || !res->rows || !tr || !tc) {
+    bool ok = lat_alloc(&p);
+    res->rows = calloc((size_t)p.nb * (size_t)(p.nl + 1), sizeof *res->rows);
+    if (!cache || !ok || !res->rows)
         s = kvv_error_set(err, cache ? KVV_ERR_NOMEM : KVV_ERR_UNSUPPORTED,
                           cache ? "latency: out of memory" : "latency: engine has no host KV cache");
-        goto done;
-    }
-    /* Seeded residuals of unit scale; the cache from them (fill_cache). */
-    {
-        int32_t *ids = malloc(ne * (size_t)max_b * sizeof *ids);
-        if (!ids) {
-            s = kvv_error_set(err, KVV_ERR_NOMEM, "latency: out of memory");
-            goto done;
-        }
-        kvv_prompt_random(c->seed, 2001, -1, ids, (int)(ne * (size_t)max_b));
-        for (size_t i = 0; i < ne * (size_t)max_b; i++)
-            h[i] = (float)(ids[i] - 1000) / 1000.0f;
-        free(ids);
-        for (int i = 0; i < max_b; i++)
-            pos[i] = i;
-        s = fill_cache(e, cache, layers, nl, max_b, h, pos, k, v, dk, dv, err);
-        if (s != KVV_OK)
-            goto done;
-        if (c->force_fail)
-            h[0] += 1.0f; /* plant the control in the real comparison */
-    }
-    double elem = cache->type == KVV_CACHE_F32 ? 4 : 2;
-    long total = (long)nb * nl, done_n = 0;
-    for (int bi = 0; bi < nb && s == KVV_OK; bi++) {
-        int n = batches[bi];
-        kvv_latency_row *mean = &res->rows[res->n_rows + nl];
-        memset(mean, 0, sizeof *mean);
-        mean->layer = -1;
-        mean->batch = n;
-        for (int li = 0; li < nl && s == KVV_OK; li++) {
-            int l = layers[li];
-            for (int rep = 0; rep < reps && s == KVV_OK; rep++) {
-                double a = kvv_now_seconds();
-                for (int i = 0; i < n; i++) {
-                    kvv_kv_cache_load_k(cache, l, i, kr + (size_t)i * dk);
-                    kvv_kv_cache_load_v(cache, l, i, vr + (size_t)i * dv);
-                }
-                tr[rep] = kvv_now_seconds() - a;
-                a = kvv_now_seconds();
-                s = kvv_engine_kv_from_residual(e, l, n, h, pos, k, v, err);
-                tc[rep] = kvv_now_seconds() - a;
-            }
-            kvv_latency_row *row = &res->rows[res->n_rows + li];
-            if (s == KVV_OK)
-                compare_rows(cache, l, n, dk, dv, k, v, kr, vr, row, r);
-            res->differing += row->differing;
-            res->compared += row->compared;
-            row->layer = l;
-            row->batch = n;
-            row->read_s = median(tr, reps);
-            row->recompute_s = median(tc, reps);
-            row->read_bytes = (double)n * (double)(dk + dv) * (elem + 4.0);
-            row->recompute_bytes = (double)n * (double)(ne * 4 + (dk + dv) * 4) +
-                                   layer_weight_bytes(c->model, l);
-            row->recompute_flops = (double)n * (4.0 * ne + 2.0 * ne * (double)(dk + dv) + 3.0 * dk);
-            mean->read_s += row->read_s / nl;
-            mean->recompute_s += row->recompute_s / nl;
-            mean->read_bytes += row->read_bytes / nl;
-            mean->recompute_bytes += row->recompute_bytes / nl;
-            mean->recompute_flops += row->recompute_flops / nl;
-            if (c->progress)
-                c->progress(c->progress_user, "latency", ++done_n, total);
-        }
-        res->n_rows += nl + 1;
-        if (!res->crossover && mean->recompute_s < mean->read_s)
-            res->crossover = n;
-    }
-    if (s == KVV_OK && o->check.controls)
-        s = control_run(e, cache, layers[0], h, pos, k, v, kr, vr, dk, dv, r, err);
+    if (s == KVV_OK)
+        s = fill(c, e, cache, &p, err);
+    long done_n = 0;
+    for (int bi = 0; bi < p.nb && s == KVV_OK; bi++)
+        s = measure_batch(c, e, cache, &p, p.batches[bi], res, &done_n, r, err);
+    if (s == KVV_OK && c->controls)
+        s = control_run(e, cache, &p, r, err);
     if (s == KVV_OK)
         kvv_roofline_probe(&res->roof);
-done:
-    free(h);
-    free(k);
-    free(v);
-    free(kr);
-    free(vr);
-    free(pos);
-    free(tr);
-    free(tc);
+    lat_free(&p);
     kvv_engine_close(e);
     if (s != KVV_OK) {
         kvv_latency_result_free(res);

@@ -229,31 +229,24 @@ static void set_verdict(const kvv_memory_opts *o, const kvv_memory_result *res,
                               cv[3].differs ? "logits differ from turn %d on"
                                             : "stayed bit-equal over %d turns: not detected",
                               cv[3].differs ? cv[3].first_turn : o->n_turns);
-    if (cv[1].differs || cv[2].differs) {
+    bool differs = cv[1].differs || cv[2].differs;
+    char pass[160], fail[160];
+    snprintf(pass, sizeof pass,
+             "peak full %llu B, kvdirect-layer %llu B, kvdirect-token %llu B; bit-equal",
+             (unsigned long long)res->peak_full, (unsigned long long)res->peak_layer,
+             (unsigned long long)res->peak_token);
+    snprintf(fail, sizeof fail, "KV-Direct differs from the full cache (%s%s)%s",
+             cv[1].differs ? "layer mode" : "",
+             cv[1].differs && cv[2].differs ? ", token mode"
+             : cv[2].differs                ? "token mode"
+                                            : "",
+             o->check.force_fail ? "; --force-fail: bf16 checkpoints planted" : "");
+    kvv_check_conclude(r, differs, pass, fail, "KV-Direct bit-equal to the full cache");
+    if (differs) {
         kvv_check_note_mismatch(r, cv[1].differs ? &cv[1].first : &cv[2].first);
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "KV-Direct differs from the full cache "
-                              "(%s%s)%s",
-                              cv[1].differs ? "layer mode" : "",
-                              cv[1].differs && cv[2].differs ? ", token mode"
-                              : cv[2].differs                ? "token mode"
-                                                             : "",
-                              o->check.force_fail ? "; --force-fail: bf16 checkpoints planted"
-                                                  : "");
         kvv_check_set_message(r, "KV-Direct's conversation was not bit-equal to the full "
                                  "cache's");
-        return;
     }
-    int missed = kvv_check_controls_missed(r);
-    if (missed) {
-        kvv_check_fail_controls_missed(r, "KV-Direct bit-equal to the full cache", missed);
-        return;
-    }
-    kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                          "peak full %llu B, kvdirect-layer %llu B, kvdirect-token %llu B; "
-                          "bit-equal",
-                          (unsigned long long)res->peak_full,
-                          (unsigned long long)res->peak_layer,
-                          (unsigned long long)res->peak_token);
 }
 
 static void result_json(const kvv_memory_result *res, json_t *d)
