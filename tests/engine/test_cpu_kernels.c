@@ -1,5 +1,5 @@
 /*
- * test_cpu_kernels.c — the cpu engine's kernel tables and thread pool.
+ * test_cpu_kernels.c — the cpu engine's kernel tables.
  *
  * For every kernel table this CPU can run (generic always; AVX2, AVX-512
  * where supported): gemm_f32 gives the same bits whatever the batch size,
@@ -7,16 +7,13 @@
  * contract of cpu_kernels.h), and agrees with a double-precision product;
  * the fused Q8_0 kernels (row-major and 4-row interleaved) give exactly the
  * bits of gemm_f32 on the dequantized rows; the SIMD dequantizers equal kvv_dequantize_row; dot is
- * gemm_f32 of one row and one token. The pool runs every chunk exactly once
- * per job.
+ * gemm_f32 of one row and one token.
  */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/cpu/cpu_kernels.h"
-#include "engine/cpu/cpu_pool.h"
 #include "engine/cpu/cpu_q8dot.h"
 #include "model/tensor_types.h"
 #include "tests/test_util.h"
@@ -389,46 +386,6 @@ static void test_elementwise(void **state)
     free(e1);
 }
 
-typedef struct {
-    atomic_int calls[8];
-    atomic_int total;
-} pool_ctx;
-
-static void pool_task(void *ctx, int chunk, int ith)
-{
-    pool_ctx *p = ctx;
-    if (chunk < 0 || chunk >= 8 || ith < 0 || ith >= 3)
-        atomic_fetch_add(&p->total, 1000000); /* reported by the caller's check */
-    atomic_fetch_add(&p->calls[chunk], 1);
-    atomic_fetch_add(&p->total, 1);
-}
-
-static void test_pool(void **state)
-{
-    (void)state;
-    for (int nth = 1; nth <= 3; nth++) {
-        kvv_cpu_pool *p = kvv_cpu_pool_new(nth);
-        assert_non_null(p);
-        assert_int_equal(kvv_cpu_pool_threads(p), nth);
-        pool_ctx c;
-        memset(&c, 0, sizeof c);
-        for (int rep = 0; rep < 500; rep++) /* 1..8 chunks */
-            kvv_cpu_pool_run(p, pool_task, &c, 1 + rep % 8);
-        /* chunk k runs in every job with more than k chunks: 500 jobs, k+1..8 chunks */
-        int total = 0;
-        for (int k = 0; k < 8; k++) {
-            int expect = 0;
-            for (int rep = 0; rep < 500; rep++)
-                expect += 1 + rep % 8 > k;
-            assert_int_equal(atomic_load(&c.calls[k]), expect);
-            total += expect;
-        }
-        assert_int_equal(atomic_load(&c.total), total);
-        kvv_cpu_pool_free(p);
-    }
-    kvv_cpu_pool_free(NULL);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,7 +396,6 @@ int main(void)
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_g16),
         cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_pool),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
