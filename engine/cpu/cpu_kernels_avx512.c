@@ -7,10 +7,10 @@
  * that order (hsum16), so K1-K5 hold with 16 lanes throughout.
  *
  * gemm_f32 is blocked 4 rows x 4 tokens (16 of the 32 zmm registers hold
- * accumulators); one token (GEMV) streams one weight row at a time with a
- * software prefetch, like the AVX2 table (docs/cpu-engine.md: one linear
- * stream is what a core's prefetchers serve best). The X4 and G16 GEMVs
- * are the AVX2 ones widened to 16 lanes. Element-wise kernels, wsum and
+ * accumulators); one token (GEMV) reads 4 rows interleaved with a prefetch
+ * PF_ROWS rows ahead, which measured faster here than the AVX2 table's one
+ * linear stream (docs/cpu-engine.md, AVX-512 against AVX2). The X4 and G16
+ * GEMVs are the AVX2 ones widened to 16 lanes. Element-wise kernels, wsum and
  * fast mode's integer products are per element or keep cpu_q8dot.h's
  * 8-lane order, so the table shares the AVX2 versions of those.
  */
@@ -66,8 +66,10 @@ static inline __attribute__((always_inline)) void block(int K, const float *W, s
             acc[r][t] = _mm512_setzero_ps();
     int K16 = K & ~15;
     for (int i = 0; i < K16; i += 16) {
-        if (nt == 1 && nr == 1) /* GEMV streams weights from DRAM */
-            _mm_prefetch((const char *)(W + i) + PF_BYTES, _MM_HINT_T0);
+        if (nt == 1) /* GEMV streams weights from DRAM: prefetch */
+            #pragma GCC unroll 16
+            for (int r = 0; r < nr; r++)
+                _mm_prefetch((const char *)(W + (size_t)(r + PF_ROWS) * ldw + i), _MM_HINT_T0);
         __m512 w[RB];
         #pragma GCC unroll 16
         for (int r = 0; r < nr; r++)
@@ -115,11 +117,6 @@ static void avx512_gemm_f32(int K, const float *W, size_t ldw, int n_rows, const
         const float *Xt = X + (size_t)t0 * ldx;
         float *Yt = Y + (size_t)t0 * ldy;
         int r = 0;
-        if (nt == 1) { /* GEMV: one linear stream */
-            for (; r < n_rows; r++)
-                block(K, W + (size_t)r * ldw, ldw, Xt, ldx, Yt + r, ldy, 1, 1);
-            continue;
-        }
         for (; r + RB <= n_rows; r += RB)
             rows_block(K, W + (size_t)r * ldw, ldw, Xt, ldx, nt, Yt + r, ldy, RB);
         for (; r < n_rows; r++)
