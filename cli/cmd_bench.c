@@ -317,6 +317,8 @@ static json_t *results_json(const bench_args *a, const kvv_model *m, const rates
     json_object_set_new(j, "model", json_string(a->model_path));
     json_object_set_new(j, "architecture", json_string(m->hp.arch_name));
     json_object_set_new(j, "engine", kvv_engine_desc_to_json(&f->d));
+    if (f->d.isa[0]) /* the cpu engine's kernel table */
+        json_object_set_new(j, "isa", json_string(f->d.isa));
     json_object_set_new(j, "n_prompt", json_integer(a->prompt));
     json_object_set_new(j, "n_gen", json_integer(a->gen));
     json_object_set_new(j, "repeats", json_integer(a->repeats));
@@ -357,8 +359,8 @@ static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
     const kvv_engine_desc *d = &f->d;
     printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a->model_path, hp->arch_name,
            hp->n_layer, hp->n_embd, hp->n_vocab);
-    printf("engine   %s mode=%s threads=%d cache=%s  [%s]\n", d->name, d->mode, d->n_threads,
-           d->cache_type, d->kernels);
+    printf("engine   %s mode=%s%s%s threads=%d cache=%s  [%s]\n", d->name, d->mode,
+           d->isa[0] ? " isa=" : "", d->isa, d->n_threads, d->cache_type, d->kernels);
     printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu", "FLOP/token",
            "bytes/token", "achieved");
     if (a->prompt > 0)

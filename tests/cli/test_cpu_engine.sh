@@ -90,6 +90,7 @@ import json, sys
 print(" ".join(t["name"] for t in json.load(sys.stdin)["tables"] if t["available"]))'); do
     expect 0 "$KVV" bench "$tmp/q3.gguf" --isa $isa --prompt 8 --gen 2 --repeats 1 --json="$tmp/b.json"
     grep -q "gemv=$isa" "$tmp/b.json" || fail "bench --isa $isa not recorded"
+    grep -q "\"isa\": \"$isa\"" "$tmp/b.json" || fail "bench --isa $isa: no isa field"
 done
 expect 2 "$KVV" bench "$tmp/missing.gguf"
 expect 2 "$KVV" bench
