@@ -110,6 +110,8 @@ EMU_SRC   := $(wildcard engine/cpu/*_avx2.c engine/cpu/*_avx512.c)
 EMU_OBJ   := $(patsubst %.c,$(O)/emu/%.o,$(EMU_SRC))
 PLANT_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kernels_avx512.o,$(EMU_OBJ)) \
              $(O)/emu-plant/engine/cpu/cpu_kernels_avx512.o
+# -Wno-psabi: clang notes that vector arguments pass differently without
+# the -m flags; every function taking one is static to its file.
 EMU_FLAGS  = -DKVV_CPU_EMULATED -include tests/engine/simde_x86.h -Wno-psabi
 $(O)/emu/%.o: %.c tests/engine/simde_x86.h
 	@mkdir -p $(dir $@)
