@@ -33,7 +33,7 @@
 #define TB 4
 #define TOK_TILE 48
 #define PF_ROWS 8     /* multi-row GEMV prefetch distance in rows */
-#define PF_BYTES 4096 /* one-row GEMV prefetch distance */
+#define PF_BYTES 4096 /* X4 and G16 GEMV prefetch distance (one stream) */
 
 /* The fixed 16-lane reduction of cpu_kernels.h: lanes j and j+8, then
  * (j, j+4), then (0+4)+(2+6) and (1+5)+(3+7), then the two. */
