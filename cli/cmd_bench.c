@@ -66,7 +66,8 @@ static void help(FILE *f)
             "                      llama-bench's tg test (default 64; 0 skips)\n"
             "  --repeats R         repeats; the median is reported (default 3)\n"
             "  --seed S            token ids (default 1)\n"
-            "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
+            "  --isa NAME          cpu: the kernel table, generic, avx2 or avx512 (default: the\n"
+            "                      widest this CPU runs; kvverify info --cpu lists them)\n"
             "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
             "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
             "                      of rounding them to Q8_0 (for comparison)\n"
@@ -316,6 +317,8 @@ static json_t *results_json(const bench_args *a, const kvv_model *m, const rates
     json_object_set_new(j, "model", json_string(a->model_path));
     json_object_set_new(j, "architecture", json_string(m->hp.arch_name));
     json_object_set_new(j, "engine", kvv_engine_desc_to_json(&f->d));
+    if (f->d.isa[0]) /* the cpu engine's kernel table */
+        json_object_set_new(j, "isa", json_string(f->d.isa));
     json_object_set_new(j, "n_prompt", json_integer(a->prompt));
     json_object_set_new(j, "n_gen", json_integer(a->gen));
     json_object_set_new(j, "repeats", json_integer(a->repeats));
@@ -356,8 +359,8 @@ static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
     const kvv_engine_desc *d = &f->d;
     printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a->model_path, hp->arch_name,
            hp->n_layer, hp->n_embd, hp->n_vocab);
-    printf("engine   %s mode=%s threads=%d cache=%s  [%s]\n", d->name, d->mode, d->n_threads,
-           d->cache_type, d->kernels);
+    printf("engine   %s mode=%s%s%s threads=%d cache=%s  [%s]\n", d->name, d->mode,
+           d->isa[0] ? " isa=" : "", d->isa, d->n_threads, d->cache_type, d->kernels);
     printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu", "FLOP/token",
            "bytes/token", "achieved");
     if (a->prompt > 0)
@@ -373,17 +376,17 @@ static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
                f->roof_gflops, f->threads, f->roof_gbs, f->sink < 0 ? " " : "");
 }
 
-/* The engine the options ask for; --isa, --dequant-all and --f32-act go to
- * the cpu engine's own open. */
+/* The engine the options ask for (--isa is kvv_engine_opts.isa);
+ * --dequant-all and --f32-act go to the cpu engine's own open. */
 static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engine **e,
                               kvv_error *err)
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
     eo.n_ctx = (int)(a->prompt + a->gen);
-    if (!a->isa && !a->dequant_all && !a->f32_act)
+    eo.isa = a->isa;
+    if (!a->dequant_all && !a->f32_act)
         return kvv_engine_open(m, &eo, e, err);
     kvv_cpu_opts co = kvv_cpu_opts_default();
-    co.isa = a->isa;
     co.dequant_all = a->dequant_all;
     co.f32_act = a->f32_act;
     return kvv_cpu_engine_open_ex(m, &eo, &co, e, err);

@@ -16,12 +16,13 @@ typedef struct {
     const char *name;
     kvv_engine_open_fn open;
     bool ggml;               /* honours kvv_engine_opts.ggml (llama.cpp emulation) */
+    bool isa;                /* honours kvv_engine_opts.isa (kernel tables) */
 } engine_entry;
 
 /* One line per engine, in the order `--engine` help lists them. */
 static const engine_entry engines[] = {
-    {"ref", kvv_engine_open_ref, true},
-    {"cpu", kvv_engine_open_cpu, false},
+    {"ref", kvv_engine_open_ref, true, false},
+    {"cpu", kvv_engine_open_cpu, false, true},
 };
 #define N_ENGINES (sizeof engines / sizeof engines[0])
 
@@ -60,6 +61,7 @@ kvv_engine_opts kvv_engine_opts_default(void)
     o.n_ctx = 0;
     o.control = 0;
     o.ggml = 0;
+    o.isa = NULL;
     return o;
 }
 
@@ -100,6 +102,10 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
                 return kvv_error_set(err, KVV_ERR_USAGE,
                                      "engine %s has no llama.cpp emulation (ggml flags 0x%x)",
                                      name, o->ggml);
+            if (o->isa && o->isa[0] && !engines[i].isa)
+                return kvv_error_set(err, KVV_ERR_USAGE,
+                                     "engine %s has no kernel tables (--isa %s applies to "
+                                     "--engine cpu)", name, o->isa);
             kvv_engine_opts copy = *o;
             copy.name = engines[i].name; /* static: outlives the caller's string */
             return engines[i].open(m, &copy, out, err);

@@ -46,6 +46,9 @@ typedef struct {
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
     unsigned ggml;              /* ref only: KVV_GGML_* llama.cpp emulation flags; 0 normally */
+    const char *isa;            /* cpu only: kernel table "generic", "avx2" or "avx512";
+                                 * NULL, "" or "auto" = the best this CPU runs
+                                 * (engine/cpu/cpu_isa.h); borrowed, read at open */
 } kvv_engine_opts;
 
 kvv_engine_opts kvv_engine_opts_default(void);
@@ -58,6 +61,8 @@ typedef struct {
     int n_threads;
     unsigned control;       /* KVV_CTL_* flags in force */
     char kernels[192];      /* e.g. "gemm=openblas gemv=avx2 attn=avx2" */
+    char isa[16];           /* cpu: the kernel table that ran ("generic", "avx2",
+                             * "avx512"); "" for an engine without tables */
 } kvv_engine_desc;
 
 typedef struct kvv_engine kvv_engine;
