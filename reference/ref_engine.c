@@ -122,8 +122,8 @@ static kvv_status load_vec(const kvv_model *m, ref_weights *w, const kvv_gguf_te
     return KVV_OK;
 }
 
-static kvv_status load_vec_c(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
-                             const float **out, kvv_error *err)
+static kvv_status load_vec_const(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
+                                 const float **out, kvv_error *err)
 {
     float *p;
     kvv_status st = load_vec(m, w, t, &p, err);
@@ -140,7 +140,7 @@ static kvv_status load_layer(const kvv_model *m, ref_weights *w, int il, kvv_err
     const int Q = hp->n_head * hp->head_dim, K = hp->n_head_kv * hp->head_dim;
     const int V = hp->n_head_kv * hp->head_dim_v;
     kvv_status st;
-    if ((st = load_vec_c(m, w, T->attn_norm, &L->attn_norm, err)))
+    if ((st = load_vec_const(m, w, T->attn_norm, &L->attn_norm, err)))
         return st;
     if (T->wqkv) {
         /* phi3: rows [0,Q) = q, [Q,Q+K) = k, [Q+K, Q+K+V) = v */
@@ -155,16 +155,16 @@ static kvv_status load_layer(const kvv_model *m, ref_weights *w, int il, kvv_err
                (st = bind_mat(m, w, T->wv, &L->wv, err))) {
         return st;
     }
-    if ((st = load_vec_c(m, w, T->bq, &L->bq, err)) ||
-        (st = load_vec_c(m, w, T->bk, &L->bk, err)) ||
-        (st = load_vec_c(m, w, T->bv, &L->bv, err)) ||
-        (st = load_vec_c(m, w, T->q_norm, &L->q_norm, err)) ||
-        (st = load_vec_c(m, w, T->k_norm, &L->k_norm, err)) ||
+    if ((st = load_vec_const(m, w, T->bq, &L->bq, err)) ||
+        (st = load_vec_const(m, w, T->bk, &L->bk, err)) ||
+        (st = load_vec_const(m, w, T->bv, &L->bv, err)) ||
+        (st = load_vec_const(m, w, T->q_norm, &L->q_norm, err)) ||
+        (st = load_vec_const(m, w, T->k_norm, &L->k_norm, err)) ||
         (st = bind_mat(m, w, T->wo, &L->wo, err)) ||
-        (st = load_vec_c(m, w, T->post_attn_norm, &L->post_attn_norm, err)) ||
-        (st = load_vec_c(m, w, T->ffn_norm, &L->ffn_norm, err)) ||
+        (st = load_vec_const(m, w, T->post_attn_norm, &L->post_attn_norm, err)) ||
+        (st = load_vec_const(m, w, T->ffn_norm, &L->ffn_norm, err)) ||
         (st = bind_mat(m, w, T->w_down, &L->w_down, err)) ||
-        (st = load_vec_c(m, w, T->post_ffw_norm, &L->post_ffw_norm, err)))
+        (st = load_vec_const(m, w, T->post_ffw_norm, &L->post_ffw_norm, err)))
         return st;
     if (hp->fused_gate_up) {
         /* phi3: ffn_up rows [0,F) = gate, [F,2F) = up */
