@@ -2,9 +2,10 @@
  * ops_ref.c — the reference engine's ops (engine/engine_ops.h): every slot
  * calls the kernel of reference/ref_ops.c that the reference forward pass
  * calls, on the engine's own weights (matrices as the file stores them;
- * tensor() makes an fp32 copy of a matrix the first time it is asked for). Also the op, function and
- * tensor names and kvv_ops_close shared by every op set, and the oracle op
- * set (exact results, or moved by planted ULPs: the negative control).
+ * tensor() makes an fp32 copy of a matrix when first asked). Also the op,
+ * function and tensor names and kvv_ops_close shared by every op set, and
+ * the oracle op set (exact results, or moved by planted ULPs: the negative
+ * control).
  */
 #include <math.h>
 #include <stdio.h>
