@@ -5,7 +5,8 @@
 #   make test-asan       the same under AddressSanitizer + UBSan
 #   make test-slow       exhaustive sweeps (portable math over all fp32 inputs)
 #   make fuzz            build the libFuzzer targets (clang) and run each briefly
-#   make bench           throughput table (bench/run.sh), evict wall time (bench/evict.sh)
+#   make bench           throughput table (bench/run.sh), evict wall time (bench/evict.sh),
+#                        audit memory (bench/memory.sh)
 #   make vectors-update  regenerate vectors/golden/
 #   make clean
 #
@@ -169,6 +170,7 @@ fuzz-one:
 bench: $(BIN)
 	sh bench/run.sh
 	sh bench/evict.sh
+	sh bench/memory.sh
 
 vectors-update: $(BIN)
 	sh vectors/update.sh

@@ -77,7 +77,8 @@ static void help(FILE *f)
 }
 
 /* Bytes of weights one token's pass reads: as the cpu engine holds them
- * (it says), or widened to F32 as the reference holds every weight. */
+ * (it says), or as the file stores them (the reference reads the mapped
+ * rows and widens each to fp32 as it uses it). */
 static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head)
 {
     double b = kvv_cpu_engine_weight_bytes(e, head);
@@ -90,10 +91,10 @@ static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head
                                        L->w_gate, L->w_up, L->w_down};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
             if (ts[i])
-                b += 4.0 * (double)(ts[i]->ne[0] * ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3]);
+                b += (double)ts[i]->nbytes;
     }
     const kvv_gguf_tensor *h = m->output ? m->output : m->tok_embd;
-    *head = 4.0 * (double)(h->ne[0] * h->ne[1] * h->ne[2] * h->ne[3]);
+    *head = (double)h->nbytes;
     return b;
 }
 

@@ -4,7 +4,7 @@
 set -e
 PKGS="build-essential clang libclang-rt-14-dev llvm pkg-config \
 libopenblas-dev libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev nettle-dev \
-libjansson-dev libpcre2-dev libutf8proc-dev libxml2-utils libsimde-dev"
+libjansson-dev libpcre2-dev libutf8proc-dev libxml2-utils libsimde-dev time"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 missing=""
