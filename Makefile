@@ -22,7 +22,7 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wformat=2 $(WERROR)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -fno-math-errno \
            -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I. -MMD -MP
 LDFLAGS += $(SAN)
-LIBS     = -lopenblas -lmpfr -lgmp -lz -lnettle -ljansson -lpcre2-8 -lutf8proc -lpthread -lm
+LIBS     = -lopenblas -lmpfr -lgmp -lz -lnettle -ljansson -lpcre2-8 -lutf8proc -lpthread -ldl -lm
 TESTLIBS = -lcmocka
 
 # Per-ISA kernels of the cpu engine are compiled with their ISA flags and
@@ -32,7 +32,7 @@ ISA_avx512  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 
 MODEL_SRC    := $(wildcard model/*.c)
 REF_SRC      := $(wildcard reference/*.c)
-ENGINE_SRC   := $(wildcard engine/*.c engine/cpu/*.c engine/policy/*.c)
+ENGINE_SRC   := $(wildcard engine/*.c engine/cpu/*.c engine/policy/*.c engine/plugin/*.c)
 VECTORS_SRC  := $(wildcard vectors/*.c)
 VERIFY_SRC   := $(wildcard verify/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
@@ -60,8 +60,8 @@ TEST_SRC := $(wildcard tests/model/test_*.c tests/reference/test_*.c tests/engin
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
 
-.PHONY: all kvverify test test-asan test-slow fuzz fuzz-one bench vectors-update clean
-all: $(BIN) kvverify
+.PHONY: all kvverify plugins test test-asan test-slow fuzz fuzz-one bench vectors-update clean
+all: $(BIN) kvverify plugins
 
 # Always re-pointed: `make test-asan` points it at the ASan build, and the
 # next plain `make` must point it back.
@@ -88,6 +88,34 @@ $(L_MODEL) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY): | $(O)/empty.o
 $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LAYERS_all) $(LIBS)
 
+# Plugins (include/kvverify/engine_plugin.h): shared objects that talk to
+# the host only through that header, each exporting one symbol
+# (plugins/plugin.map hides everything else, so what a plugin links cannot
+# clash with the host's own copy). The example plugin's implementation is
+# the reference engine: the model and reference layers compiled a second
+# time with -fPIC into $(O)/pic/ (the layer archives are position-dependent,
+# and stay so), same flags otherwise, so the bits are the reference's.
+PIC_OBJ = $(patsubst %.c,$(O)/pic/%.o,$(1))
+PLUGIN_CFLAGS = -fPIC -Iinclude
+PLUGIN_LDFLAGS = -shared -Wl,--version-script=plugins/plugin.map $(if $(SAN),,-Wl,-z,defs)
+$(O)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -c $< -o $@
+
+PIC_MODEL := $(O)/pic/libkvv_model.a
+PIC_REF   := $(O)/pic/libkvv_reference.a
+$(PIC_MODEL): $(call PIC_OBJ,$(MODEL_SRC))
+$(PIC_REF):   $(call PIC_OBJ,$(REF_SRC))
+$(PIC_MODEL) $(PIC_REF):
+	rm -f $@ && ar rcs $@ $^
+
+PLUGIN_EXAMPLE := $(O)/plugins/example.so
+PLUGINS := $(PLUGIN_EXAMPLE)
+plugins: $(PLUGINS)
+$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_MODEL) plugins/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
+
 # tests/<layer>/test_x.c links the layers at and below <layer>.
 define test_rule
 $(O)/tests/$(1)/%: tests/$(1)/%.c $(TEST_UTIL) $$(LAYERS_$(1))
@@ -104,14 +132,14 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(LAYERS_all)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LAYERS_all) $(LIBS)
 
-test: $(BIN) kvverify $(TEST_BIN) $(FUZZ_REPLAY)
+test: $(BIN) kvverify plugins $(TEST_BIN) $(FUZZ_REPLAY)
 	@O=$(O) sh tests/run_tests.sh
 
 test-asan:
 	$(MAKE) O=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
-test-slow: $(BIN) $(TEST_BIN)
+test-slow: $(BIN) plugins $(TEST_BIN)
 	@O=$(O) KVV_SLOW=1 sh tests/run_tests.sh
 
 FUZZ_CC ?= clang
