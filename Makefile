@@ -116,6 +116,12 @@ $(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
 
+# Plugins that break the ABI on purpose (tests/engine/plugin_bad.c).
+TEST_PLUGINS := $(foreach k,abi slot dims null nosym,$(O)/tests/plugins/bad_$(k).so)
+$(O)/tests/plugins/bad_%.so: tests/engine/plugin_bad.c include/kvverify/engine_plugin.h plugins/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -DBAD_$* $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
+
 # tests/<layer>/test_x.c links the layers at and below <layer>.
 define test_rule
 $(O)/tests/$(1)/%: tests/$(1)/%.c $(TEST_UTIL) $$(LAYERS_$(1))
@@ -132,7 +138,7 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(LAYERS_all)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LAYERS_all) $(LIBS)
 
-test: $(BIN) kvverify plugins $(TEST_BIN) $(FUZZ_REPLAY)
+test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY)
 	@O=$(O) sh tests/run_tests.sh
 
 test-asan:
