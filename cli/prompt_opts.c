@@ -28,6 +28,8 @@ void kvv_check_cli_free(kvv_check_cli *c)
     free(c->tokens);
     free(c->tokens_b);
     free(c->thread_counts);
+    free(c->engine_opts);
+    c->engine_opts = NULL;
     c->tokens = c->tokens_b = NULL;
     c->thread_counts = NULL;
 }
@@ -36,10 +38,14 @@ void kvv_check_cli_help(FILE *f)
 {
     fprintf(f,
             "engine:\n"
-            "  --engine NAME       engine to certify: ref (default) or cpu\n"
+            "  --engine NAME       engine to certify: ref (default), cpu, llama.cpp or\n"
+            "                      plugin:PATH.so (docs/plugins.md)\n"
             "  --mode MODE         exact (ref), fast or invariant (cpu; default invariant)\n"
             "  --threads N         engine threads (default 1)\n"
             "  --cache-type T      KV cache storage: f32 (default), f16, bf16\n"
+            "  --device D          plugins: device (llama.cpp: cpu, vulkan, cuda)\n"
+            "  --ubatch N          plugins: micro-batch size (default: the engine's)\n"
+            "  --engine-opt K=V    plugins: an engine option (repeatable; see the plugin)\n"
             "prompt (one of; default: random tokens sized to the model):\n"
             "  -p, --prompt TEXT   text, tokenized with the model's tokenizer\n"
             "  --tokens 1,2,3      token ids\n"
@@ -86,6 +92,31 @@ bool kvv_check_cli_option(kvv_check_cli *c, kvv_opts *o)
     if (kvv_opts_value(o, "--cache-type")) {
         if (o->value && !kvv_cache_type_from_name(o->value, &c->cache_type))
             kvv_opts_error(o, "option --cache-type: '%s' is not f32, f16 or bf16", o->value);
+        return true;
+    }
+    if (kvv_opts_value(o, "--device")) {
+        c->device = o->value;
+        return true;
+    }
+    if (kvv_opts_value(o, "--ubatch")) {
+        if (o->value && kvv_opts_int(o, "--ubatch", o->value, 1, 1 << 20, &v))
+            c->n_ubatch = v;
+        return true;
+    }
+    if (kvv_opts_value(o, "--engine-opt")) {
+        if (o->value && !strchr(o->value, '=')) {
+            kvv_opts_error(o, "option --engine-opt: '%s' is not KEY=VALUE", o->value);
+            return true;
+        }
+        const char **a = o->value ? realloc(c->engine_opts, (size_t)(c->n_engine_opts + 1) *
+                                                                sizeof *a)
+                                  : NULL;
+        if (a) {
+            a[c->n_engine_opts++] = o->value;
+            c->engine_opts = a;
+        } else if (o->value) {
+            kvv_opts_error(o, "option --engine-opt: out of memory");
+        }
         return true;
     }
     if (kvv_opts_value(o, "--seed")) {
@@ -204,6 +235,10 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
         kvv_mode_from_name(c->mode_name, &eo.mode);
     eo.n_threads = (int)c->n_threads;
     eo.cache_type = c->cache_type;
+    eo.device = c->device;
+    eo.n_ubatch = (int)c->n_ubatch;
+    eo.engine_opts = c->engine_opts;
+    eo.n_engine_opts = c->n_engine_opts;
 
     kvv_error err = {0};
     if (kvv_model_open(c->model_path, &run->model, &err)) {

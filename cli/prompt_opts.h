@@ -38,6 +38,10 @@ typedef struct {
     const char *mode_name;      /* --mode (default per engine) */
     long n_threads;             /* --threads (default 1) */
     kvv_cache_type cache_type;  /* --cache-type */
+    const char *device;         /* --device (plugins) */
+    long n_ubatch;              /* --ubatch (plugins; 0 = engine default) */
+    const char **engine_opts;   /* --engine-opt KEY=VALUE, repeated (owned array) */
+    int n_engine_opts;
     uint64_t seed;              /* --seed (default 1) */
     const char *text;           /* -p / --prompt */
     int32_t *tokens;            /* --tokens (owned) */

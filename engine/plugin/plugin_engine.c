@@ -135,7 +135,7 @@ static kvv_status make_room(kvv_engine *e, int n, const int32_t *pos, kvv_error 
             return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
                                  "engine %s cannot recompute cached positions from %d without "
                                  "losing cached position %d (no overwrite capability)",
-                                 ps->name, pos[0], p);
+                                 ps->engine_name, pos[0], p);
         any = 1;
     }
     for (int p = m->n_pos - 1; any && p >= pos[0]; p--)
@@ -204,7 +204,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
         s = kvv_error_set(err, KVV_ERR_UNSUPPORTED,
                           "engine %s does not offer residual-write (needed by patching): the "
                           "residual hook changed layer %d",
-                          ps->name, ps->violated_layer);
+                          ps->engine_name, ps->violated_layer);
     /* Read back what the call stored even after a failure, so the mirror
      * stays the plugin's cache. */
     kvv_status s2 = kvv_plugin_mirror_pull(ps, n, pos, err);
@@ -309,12 +309,12 @@ static kvv_status check_info(const kvv_plugin_state *ps, const kvv_model *m,
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].theirs != f[i].ours)
             return kvv_error_set(err, KVV_ERR_FORMAT,
-                                 "engine %s reads %s as %s = %d, kvverify reads %d", ps->name,
+                                 "engine %s reads %s as %s = %d, kvverify reads %d", ps->engine_name,
                                  p->model_path, f[i].what, f[i].theirs, f[i].ours);
     if (in->n_ctx < p->n_ctx || in->cache_type != p->cache_type)
         return kvv_error_set(err, KVV_ERR_INTERNAL,
                              "engine %s opened a %s cache of %d positions (asked: %s, %d)",
-                             ps->name, kvv_cache_type_name((kvv_cache_type)in->cache_type),
+                             ps->engine_name, kvv_cache_type_name((kvv_cache_type)in->cache_type),
                              in->n_ctx, kvv_cache_type_name((kvv_cache_type)p->cache_type),
                              p->n_ctx);
     /* every declared capability needs its slot */
@@ -385,7 +385,7 @@ static kvv_status open_state(kvv_plugin_state *ps, const kvv_model *m, const kvv
     }
     if (!ps->pe)
         return kvv_error_set(err, KVV_ERR_INTERNAL, "engine %s: open returned no engine",
-                             ps->name);
+                             ps->engine_name);
     ps->info.controls &= p.controls;
     if (ps->info.n_threads < 1)
         ps->info.n_threads = 1;
@@ -422,12 +422,12 @@ static kvv_status open_plugin(const kvv_model *m, const kvv_engine_opts *o, cons
                                           hp->head_dim, hp->head_dim_v);
             if (!ps->mirror || !ps->shadow)
                 s = kvv_error_set(err, KVV_ERR_NOMEM, "engine %s: out of memory for the cache "
-                                  "mirror (%d positions)", ps->name, n_ctx);
+                                  "mirror (%d positions)", ps->engine_name, n_ctx);
         }
         if (!s && !(ps->info.caps & KVV_PLUGIN_CAP_RESIDUAL_WRITE)) {
             ps->scratch = malloc((size_t)n_ctx * (size_t)hp->n_embd * sizeof(float));
             if (!ps->scratch)
-                s = kvv_error_set(err, KVV_ERR_NOMEM, "engine %s: out of memory", ps->name);
+                s = kvv_error_set(err, KVV_ERR_NOMEM, "engine %s: out of memory", ps->engine_name);
         }
         e->opts = *o;
         e->opts.n_ctx = n_ctx;

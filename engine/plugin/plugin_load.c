@@ -156,8 +156,8 @@ kvv_status kvv_plugin_fail(const kvv_plugin_state *ps, int code, const char *cal
     memcpy(msg, perr->msg, sizeof msg);
     msg[sizeof msg - 1] = '\0'; /* a plugin that forgot the NUL cannot overrun us */
     if (msg[0])
-        return kvv_error_set(err, s, "engine %s: %s", ps->name, msg);
-    return kvv_error_set(err, s, "engine %s: %s failed with status %d and no message", ps->name,
+        return kvv_error_set(err, s, "engine %s: %s", ps->engine_name, msg);
+    return kvv_error_set(err, s, "engine %s: %s failed with status %d and no message", ps->engine_name,
                          call, code);
 }
 
@@ -191,7 +191,7 @@ static void host_log(void *user, int level, const char *msg)
 {
     const kvv_plugin_state *ps = user;
     if (level <= 1 || getenv("KVV_PLUGIN_VERBOSE"))
-        fprintf(stderr, "kvverify: engine %s: %s%s\n", ps->name, level == 0 ? "error: " : "",
+        fprintf(stderr, "kvverify: engine %s: %s%s\n", ps->engine_name, level == 0 ? "error: " : "",
                 msg ? msg : "");
 }
 

@@ -34,7 +34,7 @@ static kvv_status missing(const kvv_plugin_state *ps, const char *edit, const ch
                           kvv_error *err)
 {
     return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
-                         "engine %s does not offer %s (needed to %s)", ps->name, cap, edit);
+                         "engine %s does not offer %s (needed to %s)", ps->engine_name, cap, edit);
 }
 
 /* Copy positions [0, n_pos) of every layer from src to dst. */

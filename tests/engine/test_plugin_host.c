@@ -74,7 +74,8 @@ static void test_refused(void **state)
     int32_t tok = hp->n_vocab, pos = 0;
     assert_int_equal(kvv_engine_forward(e, 1, &tok, &pos, NULL, KVV_LOGITS_NONE, NULL, &err),
                      KVV_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "engine example: "));
+    if (!strstr(err.msg, "example.so: "))
+        fail_msg("%s", err.msg);
     kvv_engine_close(e);
     /* built-ins take no engine options and run on the cpu only */
     const char *one[] = {"x=1", NULL};
