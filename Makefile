@@ -110,11 +110,28 @@ $(PIC_MODEL) $(PIC_REF):
 	rm -f $@ && ar rcs $@ $^
 
 PLUGIN_EXAMPLE := $(O)/plugins/example.so
-PLUGINS := $(PLUGIN_EXAMPLE)
+PLUGINS := $(PLUGIN_EXAMPLE) $(O)/plugins/llama.cpp.so
 plugins: $(PLUGINS)
 $(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_MODEL) plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
+
+# The llama.cpp plugin: built against llama.cpp's headers only; it dlopens
+# the prebuilt libraries at run time (plugins/llama.cpp/llama_lib.h). Both
+# come from deps/llama.cpp/ (scripts/install-deps.sh). -z nodelete: ggml
+# keeps pointers into the plugin (its log callback) for the process's life.
+LLAMA_DIR := deps/llama.cpp
+LLAMA_PLUGIN_SRC := $(wildcard plugins/llama.cpp/*.c)
+$(O)/pic/plugins/llama.cpp/%.o: plugins/llama.cpp/%.c $(LLAMA_DIR)/include/llama.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -isystem $(LLAMA_DIR)/include -isystem $(LLAMA_DIR)/ggml/include \
+	  -DKVV_LLAMA_CPP_DIR='"$(abspath $(LLAMA_DIR))"' -c $< -o $@
+$(O)/plugins/llama.cpp.so: $(call PIC_OBJ,$(LLAMA_PLUGIN_SRC)) plugins/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -Wl,-z,nodelete -o $@ $(filter %.o,$^) -ldl -lpthread
+$(LLAMA_DIR)/include/llama.h:
+	@echo "$(LLAMA_DIR) is missing: run scripts/install-deps.sh (it fetches llama.cpp's npm packages)" >&2
+	@exit 1
 
 # Plugins that break the ABI on purpose (tests/engine/plugin_bad.c).
 TEST_PLUGINS := $(foreach k,abi slot dims null nosym,$(O)/tests/plugins/bad_$(k).so)
