@@ -429,7 +429,7 @@ int kvv_cmd_run(int argc, char **argv)
     const int n_gen = a.teacher ? 0 : (int)a.n_gen;
     if ((st = kvv_engine_open(m, &a.eo, &e, &err)))
         goto fail;
-    const int n_ctx = kvv_engine_cache(e)->n_ctx;
+    const int n_ctx = e->opts.n_ctx; /* the resolved size (a plugin may expose no cache) */
     /* Greedy evaluates n_prompt + n_gen - 1 positions. */
     if (n_prompt + (n_gen > 0 ? n_gen - 1 : 0) > n_ctx) {
         kvv_error_set(&err, KVV_ERR_USAGE,

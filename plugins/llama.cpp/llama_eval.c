@@ -237,6 +237,7 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
     case N_IN0:
         p->done += p->ub;
         p->ub = (int)t->ne[1];
+        p->k_layer = p->v_layer = -1;
         if (p->done + p->ub > p->n)
             return pass_fail(e, "micro-batches cover %d tokens of %d", p->done + p->ub, p->n);
         if (p->kind == LP_PASS_SCRATCH || p->hooks->residual)
@@ -245,17 +246,20 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
     case N_LOUT:
         return on_residual(e, t, layer + 1);
     case N_KSTORE:
-        return stored_rows(e, t, e->kd, e->krows);
     case N_VSTORE:
-        if (!stored_rows(e, t, e->vd, e->rows))
+        if (!stored_rows(e, t, k == N_KSTORE ? e->kd : e->vd, k == N_KSTORE ? e->krows : e->vrows))
             return false;
+        *(k == N_KSTORE ? &p->k_layer : &p->v_layer) = layer;
+        if (p->k_layer != layer || p->v_layer != layer)
+            return true; /* the other half comes next */
+        p->k_layer = p->v_layer = -1;
         if (p->kind == LP_PASS_SCRATCH) {
             memcpy(p->k + (size_t)p->done * e->kd, e->krows, (size_t)p->ub * e->kd * sizeof(float));
-            memcpy(p->v + (size_t)p->done * e->vd, e->rows, (size_t)p->ub * e->vd * sizeof(float));
+            memcpy(p->v + (size_t)p->done * e->vd, e->vrows, (size_t)p->ub * e->vd * sizeof(float));
             p->captured += p->ub;
             return false; /* the layer's K/V are all we wanted: skip the rest */
         }
-        p->hooks->kv(p->hooks->user, layer, p->ub, p->pos + p->done, e->krows, e->rows);
+        p->hooks->kv(p->hooks->user, layer, p->ub, p->pos + p->done, e->krows, e->vrows);
         return true;
     case N_ATTN_OUT:
         if (!get_rows_f32(e, t, e->n_head * e->head_dim_v, p->ub, e->rows))
@@ -317,6 +321,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
     fill_batch(e, n, tokens, pos, all);
     memset(&e->pass, 0, sizeof e->pass);
     e->pass.kind = LP_PASS_FORWARD;
+    e->pass.k_layer = e->pass.v_layer = -1;
     e->pass.hooks = hooks;
     e->pass.pos = pos;
     e->pass.n = n;
@@ -348,6 +353,7 @@ static int recompute_run(kvv_plugin_engine *e, int layer, int n, const float *h,
     fill_batch(e, n, NULL, pos, false);
     memset(&e->pass, 0, sizeof e->pass);
     e->pass.kind = LP_PASS_SCRATCH;
+    e->pass.k_layer = e->pass.v_layer = -1;
     e->pass.pos = pos;
     e->pass.n = n;
     e->pass.layer = layer;

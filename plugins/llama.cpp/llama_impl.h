@@ -29,6 +29,7 @@ typedef struct {
     const float *h;                  /* SCRATCH: [n][n_embd] residuals entering it */
     float *k, *v;                    /* SCRATCH: [n][kd], [n][vd] out */
     int captured;                    /* SCRATCH: rows of K/V captured */
+    int k_layer, v_layer;            /* layer whose K / V of this micro-batch are held, or -1 */
     int status;                      /* first error inside the callback (KVV_PLUGIN_ERR_*) */
     char msg[256];
 } lp_pass;
@@ -68,7 +69,8 @@ struct kvv_plugin_engine {
     uint64_t gen;                    /* bumps whenever the cache may have changed */
     lp_pass pass;                    /* the callback's state during a decode */
     float *rows;                     /* [n_ubatch][max(n_embd, kd, vd, n_head*hd_v)] scratch */
-    float *krows;                    /* [n_ubatch][kd] K held until V arrives */
+    float *krows, *vrows;            /* [n_ubatch][kd|vd] one layer's K and V, held until
+                                        both were written (backends order them differently) */
     uint8_t *cache_bytes;            /* one layer's cache tensor, read in the callback */
     size_t cache_bytes_cap;
     lp_state state;

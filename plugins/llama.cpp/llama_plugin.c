@@ -165,6 +165,7 @@ static void lp_close(kvv_plugin_engine *e)
     lp_state_free(&e->state);
     free(e->rows);
     free(e->krows);
+    free(e->vrows);
     free(e->cache_bytes);
     free(e);
 }
@@ -273,16 +274,15 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
                   : e->n_ctx < 512 ? e->n_ctx : 512;
     e->ctx = new_context(e);
     e->scratch = e->ctx ? new_context(e) : NULL;
-    size_t width = (size_t)e->n_embd * 2;
-    if ((size_t)e->vd > width)
-        width = (size_t)e->vd;
+    size_t width = (size_t)e->n_embd * 2; /* a residual and its copy, or attention output */
     if ((size_t)e->n_head * e->head_dim_v > width)
         width = (size_t)e->n_head * e->head_dim_v;
     e->rows = malloc((size_t)e->n_ubatch * width * sizeof *e->rows);
     e->krows = malloc((size_t)e->n_ubatch * e->kd * sizeof *e->krows);
+    e->vrows = malloc((size_t)e->n_ubatch * e->vd * sizeof *e->vrows);
     if (e->ctx)
         e->batch = e->lib->llama_batch_init(e->n_ctx, 0, 1);
-    if (!e->ctx || !e->scratch || !e->rows || !e->krows || !e->batch.token) {
+    if (!e->ctx || !e->scratch || !e->rows || !e->krows || !e->vrows || !e->batch.token) {
         code = lp_fail(err, e->ctx ? KVV_PLUGIN_ERR_NOMEM : KVV_PLUGIN_ERR_INTERNAL,
                        "llama.cpp cannot create a context for %s (%d positions, %s cache)%s%s",
                        p->model_path, p->n_ctx, p->cache_type == 0 ? "f32" : p->cache_type == 1 ? "f16" : "bf16",
@@ -363,7 +363,7 @@ static void lp_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
     version_of(e, "llama.cpp", release, sizeof release);
     version_of(e, "node-llama-cpp", nlc, sizeof nlc);
     snprintf(d->mode, sizeof d->mode, "native");
-    int w = snprintf(d->version, sizeof d->version, "llama.cpp %s (node-llama-cpp %s) ggml %s %s",
+    int w = snprintf(d->version, sizeof d->version, "llama.cpp %.15s (node-llama-cpp %.15s) ggml %.15s %.15s",
                      release[0] ? release : "?", nlc[0] ? nlc : "?", L->ggml_version(),
                      L->ggml_commit());
     snprintf(d->device, sizeof d->device, "%s", e->device);
