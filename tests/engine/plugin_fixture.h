@@ -21,7 +21,7 @@ typedef struct {
 } fx_model;
 
 /* Synthesize `shape` in type t into the test's temp folder and open it. */
-static void fx_model_open(fx_model *f, const char *shape, kvv_type t)
+static inline void fx_model_open(fx_model *f, const char *shape, kvv_type t)
 {
     kvv_error err = {0};
     kvv_synth_opts o;
@@ -35,14 +35,14 @@ static void fx_model_open(fx_model *f, const char *shape, kvv_type t)
         fail_msg("%s: %s", shape, err.msg);
 }
 
-static void fx_model_close(fx_model *f)
+static inline void fx_model_close(fx_model *f)
 {
     kvv_model_close(f->m);
     remove(f->path);
 }
 
 /* "plugin:$O/plugins/NAME.so" (O defaults to build) in a static buffer. */
-static const char *fx_plugin(const char *name)
+static inline const char *fx_plugin(const char *name)
 {
     static char buf[2][1200];
     static int which;
@@ -62,7 +62,7 @@ typedef struct {
     int write_layer;        /* >= 0: residual hook adds 0.25 to h[0] there (patching) */
 } fx_tape;
 
-static void fx_put(fx_tape *t, const void *p, size_t n)
+static inline void fx_put(fx_tape *t, const void *p, size_t n)
 {
     if (t->n + n > t->cap) {
         t->cap = (t->n + n) * 2 + 4096;
@@ -73,7 +73,7 @@ static void fx_put(fx_tape *t, const void *p, size_t n)
     t->n += n;
 }
 
-static void fx_head(fx_tape *t, char kind, int layer, int n, const int32_t *pos)
+static inline void fx_head(fx_tape *t, char kind, int layer, int n, const int32_t *pos)
 {
     fx_put(t, &kind, 1);
     fx_put(t, &layer, sizeof layer);
@@ -81,7 +81,7 @@ static void fx_head(fx_tape *t, char kind, int layer, int n, const int32_t *pos)
     fx_put(t, pos, (size_t)n * sizeof *pos);
 }
 
-static void fx_residual(void *u, int layer, int n, const int32_t *pos, float *h)
+static inline void fx_residual(void *u, int layer, int n, const int32_t *pos, float *h)
 {
     fx_tape *t = u;
     if (layer == t->write_layer)
@@ -91,7 +91,7 @@ static void fx_residual(void *u, int layer, int n, const int32_t *pos, float *h)
     fx_put(t, h, (size_t)n * t->n_embd * sizeof *h);
 }
 
-static void fx_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
+static inline void fx_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
 {
     fx_tape *t = u;
     fx_head(t, 'k', layer, n, pos);
@@ -99,7 +99,7 @@ static void fx_kv(void *u, int layer, int n, const int32_t *pos, const float *k,
     fx_put(t, v, (size_t)n * t->vd * sizeof *v);
 }
 
-static void fx_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
+static inline void fx_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
                     const int32_t *key_pos, const float *p)
 {
     fx_tape *t = u;
@@ -109,14 +109,14 @@ static void fx_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
     fx_put(t, p, (size_t)n * t->n_head * n_keys * sizeof *p);
 }
 
-static void fx_attn_out(void *u, int layer, int n, const int32_t *pos, const float *o)
+static inline void fx_attn_out(void *u, int layer, int n, const int32_t *pos, const float *o)
 {
     fx_tape *t = u;
     fx_head(t, 'o', layer, n, pos);
     fx_put(t, o, (size_t)n * t->ad * sizeof *o);
 }
 
-static void fx_select(void *u, int layer, int qpos, int head, const float *q, int n_keys,
+static inline void fx_select(void *u, int layer, int qpos, int head, const float *q, int n_keys,
                       const int32_t *key_pos, uint8_t *keep)
 {
     fx_tape *t = u;
@@ -127,7 +127,7 @@ static void fx_select(void *u, int layer, int qpos, int head, const float *q, in
     fx_put(t, key_pos, (size_t)n_keys * sizeof *key_pos);
 }
 
-static void fx_tape_init(fx_tape *t, const kvv_hparams *hp)
+static inline void fx_tape_init(fx_tape *t, const kvv_hparams *hp)
 {
     memset(t, 0, sizeof *t);
     t->n_embd = hp->n_embd;
@@ -140,14 +140,14 @@ static void fx_tape_init(fx_tape *t, const kvv_hparams *hp)
 }
 
 /* Every hook, recording into t. */
-static kvv_hooks fx_tape_hooks(fx_tape *t)
+static inline kvv_hooks fx_tape_hooks(fx_tape *t)
 {
     kvv_hooks h = {.user = t, .residual = fx_residual, .kv = fx_kv, .attn = fx_attn,
                    .attn_out = fx_attn_out, .select = fx_select};
     return h;
 }
 
-static void fx_tape_free(fx_tape *t)
+static inline void fx_tape_free(fx_tape *t)
 {
     free(t->b);
     t->b = NULL;
