@@ -92,6 +92,10 @@ int kvv_cmd_compare(int argc, char **argv)
     co.a.name = engine_a;
     co.a.mode = default_mode(engine_a);
     co.a.n_threads = 1;
+    co.a.device = NULL; /* --device, --ubatch, --engine-opt: engine B's, like --threads */
+    co.a.n_ubatch = 0;
+    co.a.engine_opts = NULL;
+    co.a.n_engine_opts = 0;
     if (mode_a)
         kvv_mode_from_name(mode_a, &co.a.mode);
     co.b = run.opts.engine;

@@ -107,7 +107,7 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
             return kvv_error_set(err, KVV_ERR_USAGE,
                                  "engine %s has no llama.cpp emulation (ggml flags 0x%x)",
                                  name, o->ggml);
-        return kvv_engine_open_plugin(m, o, name + strlen(KVV_PLUGIN_PREFIX), out, err);
+        return kvv_engine_open_plugin(m, o, name + strlen(KVV_PLUGIN_PREFIX), NULL, out, err);
     }
     for (size_t i = 0; i < N_ENGINES; i++)
         if (strcmp(engines[i].name, name) == 0) {
@@ -128,10 +128,15 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
             copy.name = engines[i].name; /* static: outlives the caller's string */
             return engines[i].open(m, &copy, out, err);
         }
+    kvv_status s;
+    if (!o->ggml && kvv_engine_open_plugin_by_name(m, o, name, out, &s, err))
+        return s;
     char list[128];
     engine_list(list, sizeof list);
     return kvv_error_set(err, KVV_ERR_USAGE,
-                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX "PATH.so)",
+                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
+                         "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "
+                         "plugins/ beside kvverify)",
                          name, list);
 }
 

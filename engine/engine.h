@@ -129,7 +129,9 @@ struct kvv_engine {
 
 /* Open the engine named by o->name for model m (borrowed; must outlive the
  * engine): "ref", "cpu", "llama.cpp" (the plugin built into
- * O/plugins/llama.cpp.so, see engine/plugin/plugin.h) or "plugin:PATH.so".
+ * O/plugins/llama.cpp.so, see engine/plugin/plugin.h), "plugin:PATH.so", or
+ * the name of any plugin NAME.so in $KVV_PLUGIN_DIR or in plugins/ beside
+ * the executable (e.g. "example").
  * KVV_ERR_USAGE for an unknown name, a mode the engine lacks, engine options
  * or a device a built-in engine does not take, a plugin whose ABI major
  * differs (the message names both versions); KVV_ERR_UNSUPPORTED when a

@@ -21,6 +21,8 @@
 #ifndef KVV_PLUGIN_H
 #define KVV_PLUGIN_H
 
+#include <stdbool.h>
+
 #include "engine/engine.h"
 
 #define KVV_PLUGIN_PREFIX "plugin:"
@@ -28,9 +30,18 @@
 /* The file name of the llama.cpp plugin, looked up by kvv_plugin_find. */
 #define KVV_LLAMA_CPP_PLUGIN "llama.cpp.so"
 
-/* Open the plugin at path for model m (see kvv_engine_open). */
+/* Open the plugin at path for model m (see kvv_engine_open). name is the
+ * engine's name in reports and messages; NULL = "plugin:PATH". */
 kvv_status kvv_engine_open_plugin(const kvv_model *m, const kvv_engine_opts *o, const char *path,
-                                  kvv_engine **out, kvv_error *err);
+                                  const char *name, kvv_engine **out, kvv_error *err);
+
+/* Engine `name` as a plugin NAME.so in the plugin folders (kvv_plugin_find),
+ * for names of 1-15 characters of [A-Za-z0-9._-]: an installed plugin is an
+ * engine name like the built-in ones (suite manifests, --engine).
+ * @return false (nothing opened, err untouched) when there is no such file. */
+bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
+                                    const char *name, kvv_engine **out, kvv_status *status,
+                                    kvv_error *err);
 
 /* Open the llama.cpp plugin (engine name "llama.cpp"). */
 kvv_status kvv_engine_open_llama_cpp(const kvv_model *m, const kvv_engine_opts *o,

@@ -453,11 +453,28 @@ static kvv_status open_plugin(const kvv_model *m, const kvv_engine_opts *o, cons
 }
 
 kvv_status kvv_engine_open_plugin(const kvv_model *m, const kvv_engine_opts *o, const char *path,
-                                  kvv_engine **out, kvv_error *err)
+                                  const char *name, kvv_engine **out, kvv_error *err)
 {
-    char name[1040];
-    snprintf(name, sizeof name, KVV_PLUGIN_PREFIX "%s", path ? path : "");
-    return open_plugin(m, o, path, name, out, err);
+    char full[1040];
+    snprintf(full, sizeof full, KVV_PLUGIN_PREFIX "%s", path ? path : "");
+    return open_plugin(m, o, path, name ? name : full, out, err);
+}
+
+bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
+                                    const char *name, kvv_engine **out, kvv_status *status,
+                                    kvv_error *err)
+{
+    size_t n = strlen(name);
+    if (n < 1 || n > 15 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789._-") != n || name[0] == '.')
+        return false;
+    char file[32], path[1024];
+    kvv_error ignored = {0};
+    snprintf(file, sizeof file, "%s.so", name);
+    if (kvv_plugin_find(file, path, sizeof path, &ignored) != KVV_OK)
+        return false;
+    *status = open_plugin(m, o, path, name, out, err);
+    return true;
 }
 
 kvv_status kvv_engine_open_llama_cpp(const kvv_model *m, const kvv_engine_opts *o,

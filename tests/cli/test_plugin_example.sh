@@ -82,6 +82,11 @@ check_one() { # NAME MODEL OPTIONS
 }
 kvv_golden_each "$T/golden" check_one || fail "a golden vector did not check through the plugin"
 
+# an installed plugin is an engine name: --engine example, suite manifests
+expect 0 "all checks passed" "$KVV" kv "$M" --engine example -q
+printf 'by-name model=%s engine=example checks=kv,patch,greedy,invariance tokens=8\n' "$M" > "$T/m.txt"
+expect 0 "4 passed, 0 failed" "$KVV" suite "$T/m.txt"
+
 # a wrong plugin is caught; host-planted controls still fire
 expect 1 "recomputed K/V elements differ" "$KVV" kv "$M" --engine "$P" --engine-opt fault=recompute -q
 expect 1 "kv hook != cache" "$KVV" kv "$M" --engine "$P" --engine-opt fault=kv-read -q
