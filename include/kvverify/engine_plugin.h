@@ -353,7 +353,11 @@ typedef struct {
      * k [n][n_head_kv*head_dim] and v [n][n_head_kv*head_dim_v] elements of
      * the cache dtype (raw bits), present [n][n_head_kv] = 1 where the
      * (position, KV head) entry is live, else 0 (its k/v bytes are then
-     * unspecified). (optional, CAP_KV_READ) default: UNSUPPORTED. */
+     * unspecified). The host calls it after every forward for the positions
+     * the call stored and keeps a mirror that checks and policies read and
+     * edit; their edits come back before the next forward as kv_clear,
+     * kv_evict and kv_write calls (or the forward fails with UNSUPPORTED when
+     * the slot is missing). (optional, CAP_KV_READ) default: UNSUPPORTED. */
     int (*kv_read)(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
                    uint8_t *present, kvv_plugin_error *err);
 
