@@ -84,7 +84,7 @@ kvv_golden_each "$T/golden" check_one || fail "a golden vector did not check thr
 
 # an installed plugin is an engine name: --engine example, suite manifests
 expect 0 "all checks passed" "$KVV" kv "$M" --engine example -q
-printf 'by-name model=%s engine=example checks=kv,patch,greedy,invariance tokens=8\n' "$M" > "$T/m.txt"
+printf 'by-name model=llama.gguf engine=example checks=kv,patch,greedy,invariance tokens=8\n' > "$T/m.txt" # beside the model
 expect 0 "4 passed, 0 failed" "$KVV" suite "$T/m.txt"
 
 # a wrong plugin is caught; host-planted controls still fire
