@@ -31,31 +31,34 @@ ISA_avx2    = -mavx2 -mfma -mf16c
 ISA_avx512  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 
 MODEL_SRC    := $(wildcard model/*.c)
+RUNTIME_SRC  := $(wildcard runtime/*.c)
 REF_SRC      := $(wildcard reference/*.c)
-ENGINE_SRC   := $(wildcard engine/*.c engine/cpu/*.c engine/policy/*.c engine/plugin/*.c)
+ENGINE_SRC   := $(wildcard engine/*.c engine/*/*.c)
 VECTORS_SRC  := $(wildcard vectors/*.c)
-VERIFY_SRC   := $(wildcard verify/*.c)
+VERIFY_SRC   := $(wildcard verify/*.c verify/*/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 
 obj = $(patsubst %.c,$(O)/%.o,$(1))
 
 # One archive per layer; a test links only the layers at and below its own.
 L_MODEL   := $(O)/libkvv_model.a
+L_RUNTIME := $(O)/libkvv_runtime.a
 L_REF     := $(O)/libkvv_reference.a
 L_ENGINE  := $(O)/libkvv_engine.a
 L_VECTORS := $(O)/libkvv_vectors.a
 L_VERIFY  := $(O)/libkvv_verify.a
 
 LAYERS_model     := $(L_MODEL)
-LAYERS_reference := $(L_REF) $(L_MODEL)
-LAYERS_engine    := $(L_ENGINE) $(L_REF) $(L_MODEL)
-LAYERS_vectors   := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_MODEL)
-LAYERS_verify    := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_MODEL)
+LAYERS_runtime   := $(L_RUNTIME) $(L_MODEL)
+LAYERS_reference := $(L_REF) $(L_RUNTIME) $(L_MODEL)
+LAYERS_engine    := $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL)
+LAYERS_vectors   := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL)
+LAYERS_verify    := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL)
 LAYERS_all       := $(LAYERS_verify)
 
 BIN := $(O)/kvverify
 
-TEST_SRC := $(wildcard tests/model/test_*.c tests/reference/test_*.c tests/engine/test_*.c \
+TEST_SRC := $(wildcard tests/model/test_*.c tests/runtime/test_*.c tests/reference/test_*.c tests/engine/test_*.c \
                        tests/vectors/test_*.c tests/verify/test_*.c)
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
@@ -73,6 +76,7 @@ $(O)/%.o: %.c
 	$(CC) $(CFLAGS) $(if $(findstring _avx512,$<),$(ISA_avx512),$(if $(findstring _avx2,$<),$(ISA_avx2))) -c $< -o $@
 
 $(L_MODEL):   $(call obj,$(MODEL_SRC))
+$(L_RUNTIME): $(call obj,$(RUNTIME_SRC))
 $(L_REF):     $(call obj,$(REF_SRC))
 $(L_ENGINE):  $(call obj,$(ENGINE_SRC))
 $(L_VECTORS): $(call obj,$(VECTORS_SRC))
@@ -83,7 +87,7 @@ $(O)/libkvv_%.a:
 
 $(O)/empty.o:
 	@mkdir -p $(O) && echo 'typedef int kvv_empty_unit;' > $(O)/empty.c && $(CC) -c $(O)/empty.c -o $@
-$(L_MODEL) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY): | $(O)/empty.o
+$(L_MODEL) $(L_RUNTIME) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY): | $(O)/empty.o
 
 $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LAYERS_all) $(LIBS)
@@ -92,7 +96,7 @@ $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 # the host only through that header, each exporting one symbol
 # (plugins/plugin.map hides everything else, so what a plugin links cannot
 # clash with the host's own copy). The example plugin's implementation is
-# the reference engine: the model and reference layers compiled a second
+# the reference engine: the model, runtime and reference layers compiled a second
 # time with -fPIC into $(O)/pic/ (the layer archives are position-dependent,
 # and stay so), same flags otherwise, so the bits are the reference's.
 PIC_OBJ = $(patsubst %.c,$(O)/pic/%.o,$(1))
@@ -102,17 +106,19 @@ $(O)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -c $< -o $@
 
-PIC_MODEL := $(O)/pic/libkvv_model.a
-PIC_REF   := $(O)/pic/libkvv_reference.a
-$(PIC_MODEL): $(call PIC_OBJ,$(MODEL_SRC))
-$(PIC_REF):   $(call PIC_OBJ,$(REF_SRC))
-$(PIC_MODEL) $(PIC_REF):
+PIC_MODEL   := $(O)/pic/libkvv_model.a
+PIC_RUNTIME := $(O)/pic/libkvv_runtime.a
+PIC_REF     := $(O)/pic/libkvv_reference.a
+$(PIC_MODEL):   $(call PIC_OBJ,$(MODEL_SRC))
+$(PIC_RUNTIME): $(call PIC_OBJ,$(RUNTIME_SRC))
+$(PIC_REF):     $(call PIC_OBJ,$(REF_SRC))
+$(PIC_MODEL) $(PIC_RUNTIME) $(PIC_REF):
 	rm -f $@ && ar rcs $@ $^
 
 PLUGIN_EXAMPLE := $(O)/plugins/example.so
 PLUGINS := $(PLUGIN_EXAMPLE) $(O)/plugins/llama.cpp.so
 plugins: $(PLUGINS)
-$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_MODEL) plugins/plugin.map
+$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
 
@@ -145,7 +151,7 @@ $(O)/tests/$(1)/%: tests/$(1)/%.c $(TEST_UTIL) $$(LAYERS_$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$< $(TEST_UTIL) $$(LAYERS_$(1)) $$(LIBS) $$(TESTLIBS)
 endef
-$(foreach l,model reference engine vectors verify,$(eval $(call test_rule,$(l))))
+$(foreach l,model runtime reference engine vectors verify,$(eval $(call test_rule,$(l))))
 
 # Fuzz targets: tests/fuzz/fuzz_*.c define LLVMFuzzerTestOneInput. The plain
 # replay driver runs a corpus without libFuzzer, inside `make test`.
@@ -173,7 +179,7 @@ FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=un
 FUZZ_LAYERS_fuzz_gguf := model
 FUZZ_LAYERS_fuzz_kvv  := vectors model
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
-FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference model),build-fuzz/libkvv_$(l).a)
+FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference runtime model),build-fuzz/libkvv_$(l).a)
 fuzz:
 	@set -e; for n in $(FUZZ_NAMES); do $(MAKE) --no-print-directory fuzz-one FUZZ_TARGET=$$n; done
 

@@ -23,35 +23,56 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/engine.h"
 #include "model/tensor_types.h"
 #include "verify/audit.h"
 #include "verify/check.h"
 
-static void help(void)
+typedef struct {
+    const char *model_path, *isa;
+    bool dequant_all, f32_act, roofline;
+    long prompt, gen, repeats;
+    uint64_t seed;
+    kvv_engine_cli engine;   /* --engine (default cpu) --mode --threads --cache-type */
+    kvv_output_cli out;      /* --json (stdout), --json=FILE */
+} bench_args;
+
+static void bench_args_init(bench_args *a)
 {
-    printf("usage: kvverify bench MODEL [options]\n\n"
-           "Prompt (prefill) and decode throughput in tokens/s, median of repeats, with the\n"
-           "model's FLOPs and weight bytes per token and the GFLOP/s and GB/s they imply.\n\n"
-           "  --engine NAME       ref or cpu (default cpu)\n"
-           "  --mode MODE         exact (ref), fast or invariant (cpu; default invariant)\n"
-           "  --threads N         engine threads (default 1)\n"
-           "  --cache-type T      f32 (default), f16 or bf16\n"
-           "  --prompt N          prompt tokens per repeat (default 128; 0 skips)\n"
-           "  --gen N             decoded tokens per repeat, from an empty cache as\n"
-           "                      llama-bench's tg test (default 64; 0 skips)\n"
-           "  --repeats R         repeats; the median is reported (default 3)\n"
-           "  --seed S            token ids (default 1)\n"
-           "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
-           "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
-           "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
-           "                      of rounding them to Q8_0 (for comparison)\n"
-           "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
-           "                      GFLOP/s (128x1536x576, --threads) and read GB/s (256 MiB)\n"
-           "  --json              print one JSON object instead of the table\n"
-           "  --json=FILE         also write the JSON object to FILE\n");
+    memset(a, 0, sizeof *a);
+    a->prompt = 128;
+    a->gen = 64;
+    a->repeats = 3;
+    a->seed = 1;
+    kvv_engine_cli_init(&a->engine, "bench", "cpu", KVV_ENGINE_OPT_ALL);
+    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON_STDOUT | KVV_OUT_JSON_FILE);
+    a->out.json_help = "one JSON object instead of the table";
+}
+
+static void help(FILE *f)
+{
+    bench_args a;
+    bench_args_init(&a);
+    fprintf(f, "usage: kvverify bench MODEL [options]\n\n"
+            "Prompt (prefill) and decode throughput in tokens/s, median of repeats, with the\n"
+            "model's FLOPs and weight bytes per token and the GFLOP/s and GB/s they imply.\n\n");
+    kvv_engine_cli_help(f, &a.engine, false);
+    fprintf(f, "  --prompt N          prompt tokens per repeat (default 128; 0 skips)\n"
+            "  --gen N             decoded tokens per repeat, from an empty cache as\n"
+            "                      llama-bench's tg test (default 64; 0 skips)\n"
+            "  --repeats R         repeats; the median is reported (default 3)\n"
+            "  --seed S            token ids (default 1)\n"
+            "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
+            "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
+            "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
+            "                      of rounding them to Q8_0 (for comparison)\n"
+            "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
+            "                      GFLOP/s (128x1536x576, --threads) and read GB/s (256 MiB)\n");
+    kvv_output_cli_help(f, &a.out);
 }
 
 /* Bytes of weights one token's pass reads: as the cpu engine holds them
@@ -152,127 +173,72 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-typedef struct {
-    const char *model_path, *engine, *mode, *json_file, *isa;
-    bool dequant_all, f32_act, roofline;
-    long threads, prompt, gen, repeats;
-    uint64_t seed;
-    kvv_cache_type cache_type;
-    bool json;
-} bench_args;
-
-static int parse(int argc, char **argv, bench_args *a)
+/* bench's own options. */
+static bool own_option(void *state, kvv_opts *o)
 {
-    memset(a, 0, sizeof *a);
-    a->engine = "cpu";
-    a->threads = 1;
-    a->prompt = 128;
-    a->gen = 64;
-    a->repeats = 3;
-    a->seed = 1;
-    kvv_opts o;
-    kvv_opts_init(&o, "bench", argc, argv);
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            return -1;
-        }
-        if (kvv_opts_flag(&o, "--json")) {
-            a->json = true;
-        } else if (strncmp(o.arg, "--json=", 7) == 0) {
-            a->json_file = o.arg + 7;
-            if (!a->json_file[0])
-                kvv_opts_error(&o, "option --json=FILE: empty file name");
-        } else if (kvv_opts_value(&o, "--engine")) {
-            a->engine = o.value;
-        } else if (kvv_opts_value(&o, "--mode")) {
-            kvv_mode m;
-            if (o.value && !kvv_mode_from_name(o.value, &m))
-                kvv_opts_error(&o, "option --mode: '%s' is not exact, fast or invariant", o.value);
-            a->mode = o.value;
-        } else if (kvv_opts_value(&o, "--cache-type")) {
-            if (o.value && !kvv_cache_type_from_name(o.value, &a->cache_type))
-                kvv_opts_error(&o, "option --cache-type: '%s' is not f32, f16 or bf16", o.value);
-        } else if (kvv_opts_value(&o, "--threads")) {
-            if (o.value)
-                kvv_opts_int(&o, "--threads", o.value, 1, 256, &a->threads);
-        } else if (kvv_opts_value(&o, "--prompt")) {
-            if (o.value)
-                kvv_opts_int(&o, "--prompt", o.value, 0, 1 << 20, &a->prompt);
-        } else if (kvv_opts_value(&o, "--gen")) {
-            if (o.value)
-                kvv_opts_int(&o, "--gen", o.value, 0, 1 << 20, &a->gen);
-        } else if (kvv_opts_value(&o, "--repeats")) {
-            if (o.value)
-                kvv_opts_int(&o, "--repeats", o.value, 1, 1000, &a->repeats);
-        } else if (kvv_opts_value(&o, "--isa")) {
-            a->isa = o.value;
-        } else if (kvv_opts_flag(&o, "--roofline")) {
-            a->roofline = true;
-        } else if (kvv_opts_flag(&o, "--dequant-all")) {
-            a->dequant_all = true;
-        } else if (kvv_opts_flag(&o, "--f32-act")) {
-            a->f32_act = true;
-        } else if (kvv_opts_value(&o, "--seed")) {
-            if (o.value)
-                kvv_opts_u64(&o, "--seed", o.value, &a->seed);
-        } else if (kvv_opts_positional(&o) && !a->model_path) {
-            a->model_path = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
+    bench_args *a = state;
+    if (kvv_opts_value(o, "--prompt")) {
+        if (o->value)
+            kvv_opts_int(o, "--prompt", o->value, 0, 1 << 20, &a->prompt);
+    } else if (kvv_opts_value(o, "--gen")) {
+        if (o->value)
+            kvv_opts_int(o, "--gen", o->value, 0, 1 << 20, &a->gen);
+    } else if (kvv_opts_value(o, "--repeats")) {
+        if (o->value)
+            kvv_opts_int(o, "--repeats", o->value, 1, 1000, &a->repeats);
+    } else if (kvv_opts_value(o, "--isa")) {
+        a->isa = o->value;
+    } else if (kvv_opts_flag(o, "--roofline")) {
+        a->roofline = true;
+    } else if (kvv_opts_flag(o, "--dequant-all")) {
+        a->dequant_all = true;
+    } else if (kvv_opts_flag(o, "--f32-act")) {
+        a->f32_act = true;
+    } else if (kvv_opts_value(o, "--seed")) {
+        if (o->value)
+            kvv_opts_u64(o, "--seed", o->value, &a->seed);
+    } else if (kvv_opts_positional(o) && !a->model_path) {
+        a->model_path = o->arg;
+    } else {
+        return false;
     }
-    if (!o.failed && !a->model_path)
-        kvv_opts_error(&o, "missing MODEL");
-    if (!o.failed && (a->isa || a->dequant_all || a->f32_act) && strcmp(a->engine, "cpu") != 0)
-        kvv_opts_error(&o, "--isa, --dequant-all and --f32-act apply to --engine cpu only");
-    if (!o.failed && a->prompt == 0 && a->gen == 0)
-        kvv_opts_error(&o, "--prompt 0 and --gen 0: nothing to measure");
-    return o.failed ? 1 : 0;
+    return true;
 }
 
-int kvv_cmd_bench(int argc, char **argv)
+static void own_finish(void *state, kvv_opts *o)
 {
-    bench_args a;
-    int pc = parse(argc, argv, &a);
-    if (pc)
-        return pc < 0 ? KVV_EXIT_PASS : KVV_EXIT_BAD_INPUT;
+    const bench_args *a = state;
+    if (!a->model_path)
+        kvv_opts_error(o, "missing MODEL");
+    else if ((a->isa || a->dequant_all || a->f32_act) && strcmp(a->engine.engine, "cpu") != 0)
+        kvv_opts_error(o, "--isa, --dequant-all and --f32-act apply to --engine cpu only");
+    else if (a->prompt == 0 && a->gen == 0)
+        kvv_opts_error(o, "--prompt 0 and --gen 0: nothing to measure");
+}
+
+/* The measured rates: per repeat, and their medians. */
+typedef struct {
+    double *pp, *tg;            /* [repeats] prompt and decode tokens/s */
+    double *ppc, *tgc;          /* [repeats] CPU seconds per wall second of each phase */
+    double pp_med, tg_med, ppc_med, tgc_med;
+} rates;
+
+/* A warm-up pass, then the repeats: the prompt in one forward call, then
+ * --gen tokens one call each, each phase from an empty cache. @return 0 or
+ * the exit code. */
+static int measure(const bench_args *a, kvv_engine *e, const kvv_hparams *hp, rates *r)
+{
+    const int np = (int)a->prompt, ng = (int)a->gen, total = np + ng;
     kvv_error err = {0};
-    kvv_model *m;
-    if (kvv_model_open(a.model_path, &m, &err))
-        return kvv_cli_fail(&err);
-    const kvv_hparams *hp = &m->hp;
-    int np = (int)a.prompt, ng = (int)a.gen, total = np + ng;
-    kvv_engine_opts eo = kvv_engine_opts_default();
-    eo.name = a.engine;
-    eo.mode = strcmp(a.engine, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
-    if (a.mode)
-        kvv_mode_from_name(a.mode, &eo.mode);
-    eo.n_threads = (int)a.threads;
-    eo.cache_type = a.cache_type;
-    eo.n_ctx = total;
-    kvv_engine *e;
-    kvv_cpu_opts co = kvv_cpu_opts_default();
-    co.isa = a.isa;
-    co.dequant_all = a.dequant_all;
-    co.f32_act = a.f32_act;
-    kvv_status st = a.isa || a.dequant_all || a.f32_act ? kvv_cpu_engine_open_ex(m, &eo, &co, &e, &err)
-                                           : kvv_engine_open(m, &eo, &e, &err);
-    if (st) {
-        kvv_model_close(m);
-        return kvv_cli_fail(&err);
-    }
     int32_t *tok = malloc((size_t)total * sizeof *tok), *pos = malloc((size_t)total * sizeof *pos);
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-    double *pp = calloc((size_t)a.repeats, sizeof *pp), *tg = calloc((size_t)a.repeats, sizeof *tg);
-    double *ppc = calloc((size_t)a.repeats, sizeof *ppc), *tgc = calloc((size_t)a.repeats, sizeof *tgc);
-    int code = KVV_EXIT_PASS;
-    if (!tok || !pos || !logits || !pp || !tg || !ppc || !tgc) {
+    int code = 0;
+    if (!tok || !pos || !logits || !r->pp || !r->tg || !r->ppc || !r->tgc) {
         fprintf(stderr, "kvverify bench: out of memory\n");
         code = KVV_EXIT_BAD_INPUT;
         goto out;
     }
-    kvv_prompt_random(a.seed, hp->n_vocab, -1, tok, total);
+    kvv_prompt_random(a->seed, hp->n_vocab, -1, tok, total);
     for (int i = 0; i < total; i++)
         pos[i] = i;
     /* warm-up: page the weights in */
@@ -281,7 +247,7 @@ int kvv_cmd_bench(int argc, char **argv)
         code = kvv_cli_fail(&err);
         goto out;
     }
-    for (int r = 0; r < a.repeats; r++) {
+    for (int k = 0; k < a->repeats; k++) {
         kvv_engine_reset(e);
         double t0 = kvv_now_seconds(), c0 = cpu_seconds();
         if (np > 0 && kvv_engine_forward(e, np, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err)) {
@@ -289,8 +255,8 @@ int kvv_cmd_bench(int argc, char **argv)
             goto out;
         }
         double t1 = kvv_now_seconds(), c1 = cpu_seconds();
-        pp[r] = np > 0 ? np / (t1 - t0) : 0;
-        ppc[r] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
+        r->pp[k] = np > 0 ? np / (t1 - t0) : 0;
+        r->ppc[k] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
         kvv_engine_reset(e);
         t1 = kvv_now_seconds();
         c1 = cpu_seconds();
@@ -301,96 +267,172 @@ int kvv_cmd_bench(int argc, char **argv)
                 goto out;
             }
         double t2 = kvv_now_seconds(), c2 = cpu_seconds();
-        tg[r] = ng > 0 ? ng / (t2 - t1) : 0;
-        tgc[r] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
+        r->tg[k] = ng > 0 ? ng / (t2 - t1) : 0;
+        r->tgc[k] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
     }
-    double pp_med = median(pp, (int)a.repeats), tg_med = median(tg, (int)a.repeats);
-    double ppc_med = median(ppc, (int)a.repeats), tgc_med = median(tgc, (int)a.repeats);
-
-    /* roofline figures */
-    double macs_layers, macs_head, head_bytes;
-    kvv_model_macs_per_token(hp, &macs_layers, &macs_head);
-    double wbytes = weight_bytes(m, e, &head_bytes);
-    double flops_pp = 2.0 * macs_layers + (np > 0 ? 2.0 * macs_head / np : 0);
-    double flops_tg = 2.0 * (macs_layers + macs_head);
-    double bytes_tg = wbytes + head_bytes;
-    double bytes_pp = np > 0 ? (wbytes + head_bytes) / np : 0;
-    kvv_engine_desc d;
-    kvv_engine_describe(e, &d);
-
-    double roof_gflops = 0, roof_gbs = 0, sink = 0;
-    if (a.roofline) {
-        roof_gflops = measure_sgemm((int)a.threads);
-        roof_gbs = measure_read(&sink);
-    }
-    json_t *j = json_object();
-    json_object_set_new(j, "model", json_string(a.model_path));
-    json_object_set_new(j, "architecture", json_string(hp->arch_name));
-    json_object_set_new(j, "engine", kvv_engine_desc_to_json(&d));
-    json_object_set_new(j, "n_prompt", json_integer(np));
-    json_object_set_new(j, "n_gen", json_integer(ng));
-    json_object_set_new(j, "repeats", json_integer(a.repeats));
-    json_object_set_new(j, "prompt_tok_s", json_real(pp_med));
-    json_object_set_new(j, "decode_tok_s", json_real(tg_med));
-    json_object_set_new(j, "prompt_cpu_util", json_real(ppc_med));
-    json_object_set_new(j, "decode_cpu_util", json_real(tgc_med));
-    /* tokens per CPU-second: the rate with the machine to ourselves, if the
-     * other processes took only time (not memory bandwidth) from us */
-    json_object_set_new(j, "prompt_tok_per_cpu_s", json_real(ppc_med > 0 ? pp_med / ppc_med : 0));
-    json_object_set_new(j, "decode_tok_per_cpu_s", json_real(tgc_med > 0 ? tg_med / tgc_med : 0));
-    if (a.roofline) {
-        json_object_set_new(j, "machine_sgemm_gflop_s", json_real(roof_gflops));
-        json_object_set_new(j, "machine_read_gb_s", json_real(roof_gbs));
-    }
-    json_t *jp = json_array(), *jt = json_array();
-    for (int r = 0; r < a.repeats; r++) {
-        json_array_append_new(jp, json_real(pp[r]));
-        json_array_append_new(jt, json_real(tg[r]));
-    }
-    json_object_set_new(j, "prompt_tok_s_all", jp);
-    json_object_set_new(j, "decode_tok_s_all", jt);
-    json_object_set_new(j, "flops_per_prompt_token", json_real(flops_pp));
-    json_object_set_new(j, "flops_per_decode_token", json_real(flops_tg));
-    json_object_set_new(j, "weight_bytes_per_prompt_token", json_real(bytes_pp));
-    json_object_set_new(j, "weight_bytes_per_decode_token", json_real(bytes_tg));
-    json_object_set_new(j, "prompt_gflop_s", json_real(flops_pp * pp_med * 1e-9));
-    json_object_set_new(j, "decode_gb_s", json_real(bytes_tg * tg_med * 1e-9));
-    if (a.json)
-        json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    if (a.json)
-        printf("\n");
-    if (a.json_file && json_dump_file(j, a.json_file, JSON_INDENT(2) | JSON_REAL_PRECISION(9))) {
-        fprintf(stderr, "kvverify bench: cannot write %s\n", a.json_file);
-        code = KVV_EXIT_BAD_INPUT;
-    }
-    json_decref(j);
-    if (!a.json) {
-        printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a.model_path, hp->arch_name,
-               hp->n_layer, hp->n_embd, hp->n_vocab);
-        printf("engine   %s mode=%s threads=%d cache=%s  [%s]\n", d.name, d.mode, d.n_threads,
-               d.cache_type, d.kernels);
-        printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu",
-               "FLOP/token", "bytes/token", "achieved");
-        if (np > 0)
-            printf("%-8s %8d %12.1f %6.2f %14.4g %14.4g %6.1f GFLOP/s\n", "prompt", np, pp_med,
-                   ppc_med, flops_pp, bytes_pp, flops_pp * pp_med * 1e-9);
-        if (ng > 0)
-            printf("%-8s %8d %12.1f %6.2f %14.4g %14.4g %6.1f GB/s\n", "decode", ng, tg_med,
-                   tgc_med, flops_tg, bytes_tg, bytes_tg * tg_med * 1e-9);
-        printf("(median of %ld repeats; bytes = weights read once per forward call)\n", a.repeats);
-        if (a.roofline)
-            printf("machine roofline: sgemm %.1f GFLOP/s (%ld threads), read %.1f GB/s (1 "
-                   "thread)%s\n",
-                   roof_gflops, a.threads, roof_gbs, sink < 0 ? " " : "");
-    }
+    r->pp_med = median(r->pp, (int)a->repeats);
+    r->tg_med = median(r->tg, (int)a->repeats);
+    r->ppc_med = median(r->ppc, (int)a->repeats);
+    r->tgc_med = median(r->tgc, (int)a->repeats);
 out:
     free(tok);
     free(pos);
     free(logits);
-    free(pp);
-    free(tg);
-    free(ppc);
-    free(tgc);
+    return code;
+}
+
+/* What the rates mean: FLOPs and weight bytes per token, the engine, and
+ * (--roofline) the machine's own figures. */
+typedef struct {
+    double flops_pp, flops_tg, bytes_pp, bytes_tg;
+    kvv_engine_desc d;
+    int threads;                  /* --threads, as given (the roofline's sgemm uses them) */
+    double roof_gflops, roof_gbs, sink;
+} figures;
+
+static void figures_of(const bench_args *a, const kvv_model *m, kvv_engine *e, figures *f)
+{
+    const int np = (int)a->prompt;
+    double macs_layers, macs_head, head_bytes;
+    kvv_model_macs_per_token(&m->hp, &macs_layers, &macs_head);
+    double wbytes = weight_bytes(m, e, &head_bytes);
+    f->flops_pp = 2.0 * macs_layers + (np > 0 ? 2.0 * macs_head / np : 0);
+    f->flops_tg = 2.0 * (macs_layers + macs_head);
+    f->bytes_tg = wbytes + head_bytes;
+    f->bytes_pp = np > 0 ? (wbytes + head_bytes) / np : 0;
+    kvv_engine_describe(e, &f->d);
+    f->threads = kvv_engine_cli_opts(&a->engine).n_threads;
+    f->roof_gflops = f->roof_gbs = f->sink = 0;
+    if (a->roofline) {
+        f->roof_gflops = measure_sgemm(f->threads);
+        f->roof_gbs = measure_read(&f->sink);
+    }
+}
+
+static json_t *results_json(const bench_args *a, const kvv_model *m, const rates *r,
+                            const figures *f)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "model", json_string(a->model_path));
+    json_object_set_new(j, "architecture", json_string(m->hp.arch_name));
+    json_object_set_new(j, "engine", kvv_engine_desc_to_json(&f->d));
+    json_object_set_new(j, "n_prompt", json_integer(a->prompt));
+    json_object_set_new(j, "n_gen", json_integer(a->gen));
+    json_object_set_new(j, "repeats", json_integer(a->repeats));
+    json_object_set_new(j, "prompt_tok_s", json_real(r->pp_med));
+    json_object_set_new(j, "decode_tok_s", json_real(r->tg_med));
+    json_object_set_new(j, "prompt_cpu_util", json_real(r->ppc_med));
+    json_object_set_new(j, "decode_cpu_util", json_real(r->tgc_med));
+    /* tokens per CPU-second: the rate with the machine to ourselves, if the
+     * other processes took only time (not memory bandwidth) from us */
+    json_object_set_new(j, "prompt_tok_per_cpu_s",
+                        json_real(r->ppc_med > 0 ? r->pp_med / r->ppc_med : 0));
+    json_object_set_new(j, "decode_tok_per_cpu_s",
+                        json_real(r->tgc_med > 0 ? r->tg_med / r->tgc_med : 0));
+    if (a->roofline) {
+        json_object_set_new(j, "machine_sgemm_gflop_s", json_real(f->roof_gflops));
+        json_object_set_new(j, "machine_read_gb_s", json_real(f->roof_gbs));
+    }
+    json_t *jp = json_array(), *jt = json_array();
+    for (int k = 0; k < a->repeats; k++) {
+        json_array_append_new(jp, json_real(r->pp[k]));
+        json_array_append_new(jt, json_real(r->tg[k]));
+    }
+    json_object_set_new(j, "prompt_tok_s_all", jp);
+    json_object_set_new(j, "decode_tok_s_all", jt);
+    json_object_set_new(j, "flops_per_prompt_token", json_real(f->flops_pp));
+    json_object_set_new(j, "flops_per_decode_token", json_real(f->flops_tg));
+    json_object_set_new(j, "weight_bytes_per_prompt_token", json_real(f->bytes_pp));
+    json_object_set_new(j, "weight_bytes_per_decode_token", json_real(f->bytes_tg));
+    json_object_set_new(j, "prompt_gflop_s", json_real(f->flops_pp * r->pp_med * 1e-9));
+    json_object_set_new(j, "decode_gb_s", json_real(f->bytes_tg * r->tg_med * 1e-9));
+    return j;
+}
+
+static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
+                        const figures *f)
+{
+    const kvv_hparams *hp = &m->hp;
+    const kvv_engine_desc *d = &f->d;
+    printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a->model_path, hp->arch_name,
+           hp->n_layer, hp->n_embd, hp->n_vocab);
+    printf("engine   %s mode=%s threads=%d cache=%s  [%s]\n", d->name, d->mode, d->n_threads,
+           d->cache_type, d->kernels);
+    printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu", "FLOP/token",
+           "bytes/token", "achieved");
+    if (a->prompt > 0)
+        printf("%-8s %8ld %12.1f %6.2f %14.4g %14.4g %6.1f GFLOP/s\n", "prompt", a->prompt,
+               r->pp_med, r->ppc_med, f->flops_pp, f->bytes_pp, f->flops_pp * r->pp_med * 1e-9);
+    if (a->gen > 0)
+        printf("%-8s %8ld %12.1f %6.2f %14.4g %14.4g %6.1f GB/s\n", "decode", a->gen, r->tg_med,
+               r->tgc_med, f->flops_tg, f->bytes_tg, f->bytes_tg * r->tg_med * 1e-9);
+    printf("(median of %ld repeats; bytes = weights read once per forward call)\n", a->repeats);
+    if (a->roofline)
+        printf("machine roofline: sgemm %.1f GFLOP/s (%d threads), read %.1f GB/s (1 "
+               "thread)%s\n",
+               f->roof_gflops, f->threads, f->roof_gbs, f->sink < 0 ? " " : "");
+}
+
+/* The engine the options ask for; --isa, --dequant-all and --f32-act go to
+ * the cpu engine's own open. */
+static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engine **e,
+                              kvv_error *err)
+{
+    kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
+    eo.n_ctx = (int)(a->prompt + a->gen);
+    if (!a->isa && !a->dequant_all && !a->f32_act)
+        return kvv_engine_open(m, &eo, e, err);
+    kvv_cpu_opts co = kvv_cpu_opts_default();
+    co.isa = a->isa;
+    co.dequant_all = a->dequant_all;
+    co.f32_act = a->f32_act;
+    return kvv_cpu_engine_open_ex(m, &eo, &co, e, err);
+}
+
+int kvv_cmd_bench(int argc, char **argv)
+{
+    bench_args a;
+    bench_args_init(&a);
+    kvv_opts o;
+    kvv_opts_init(&o, "bench", argc, argv);
+    const kvv_opt_group g[] = {kvv_engine_cli_group(&a.engine), kvv_output_cli_group(&a.out),
+                               {own_option, own_finish, &a}};
+    int code = kvv_opts_parse(&o, help, g, 3);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    kvv_error err = {0};
+    kvv_model *m;
+    if (kvv_model_open(a.model_path, &m, &err))
+        return kvv_cli_fail(&err);
+    kvv_engine *e;
+    if (open_engine(&a, m, &e, &err)) {
+        kvv_model_close(m);
+        return kvv_cli_fail(&err);
+    }
+    rates r = {.pp = calloc((size_t)a.repeats, sizeof(double)),
+               .tg = calloc((size_t)a.repeats, sizeof(double)),
+               .ppc = calloc((size_t)a.repeats, sizeof(double)),
+               .tgc = calloc((size_t)a.repeats, sizeof(double))};
+    code = measure(&a, e, &m->hp, &r);
+    if (!code) {
+        figures f;
+        figures_of(&a, m, e, &f);
+        json_t *j = results_json(&a, m, &r, &f);
+        if (a.out.json_stdout) {
+            json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
+            printf("\n");
+        } else {
+            print_table(&a, m, &r, &f);
+        }
+        if (a.out.json_path && kvv_json_write_file(j, JSON_INDENT(2) | JSON_REAL_PRECISION(9),
+                                                   a.out.json_path, &err))
+            code = kvv_cli_fail(&err);
+        json_decref(j);
+    }
+    free(r.pp);
+    free(r.tg);
+    free(r.ppc);
+    free(r.tgc);
     kvv_engine_close(e);
     kvv_model_close(m);
     return code;

@@ -8,30 +8,52 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "verify/compare.h"
 
-static void help(void)
+static void help(FILE *f)
 {
-    printf("usage: kvverify compare MODEL [--engine A] [--against B] [options]\n\n"
-           "Run the same teacher-forced sequence (the prompt) through engine A (default\n"
-           "ref) and engine B (default cpu) and compare, per layer, the residual entering\n"
-           "the layer, the cached K and V and the attention output, and the logits: count\n"
-           "of differing elements, max ULP distance, NMSE, max |delta|; on the logits also\n"
-           "KL(p_A || p_B) per position (mean, max; %%.9g and hex) and top-1 agreement.\n"
-           "Passes when max|dlogit|/max|logit| <= --tol at every position and the top-1\n"
-           "tokens agree wherever A's top-1/top-2 margin exceeds twice the error.\n\n"
-           "  --against NAME      engine B, the engine under test (default cpu); --mode,\n"
-           "                      --threads and --cache-type apply to it\n"
-           "  --mode-a MODE       mode of engine A (default: its own default)\n"
-           "  --tol X             per-position relative logit tolerance (default %g)\n",
-           KVV_COMPARE_REL_TOL);
-    kvv_check_cli_help(stdout);
+    fprintf(f, "usage: kvverify compare MODEL [--engine A] [--against B] [options]\n\n"
+            "Run the same teacher-forced sequence (the prompt) through engine A (default\n"
+            "ref) and engine B (default cpu) and compare, per layer, the residual entering\n"
+            "the layer, the cached K and V and the attention output, and the logits: count\n"
+            "of differing elements, max ULP distance, NMSE, max |delta|; on the logits also\n"
+            "KL(p_A || p_B) per position (mean, max; %%.9g and hex) and top-1 agreement.\n"
+            "Passes when max|dlogit|/max|logit| <= --tol at every position and the top-1\n"
+            "tokens agree wherever A's top-1/top-2 margin exceeds twice the error.\n\n"
+            "  --against NAME      engine B, the engine under test (default cpu); --mode,\n"
+            "                      --threads, --device, --ubatch and --engine-opt apply to\n"
+            "                      it, --cache-type to both\n"
+            "  --mode-a MODE       mode of engine A (default: its own default)\n"
+            "  --tol X             per-position relative logit tolerance (default %g)\n",
+            KVV_COMPARE_REL_TOL);
+    kvv_check_cli_help(f, NULL);
 }
 
-static kvv_mode default_mode(const char *engine)
+/* compare's own options: engine B, A's mode, the tolerance. */
+typedef struct {
+    const char *against, *mode_a;
+    double tol;
+} compare_args;
+
+static bool own_option(void *state, kvv_opts *o)
 {
-    return strcmp(engine, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
+    compare_args *a = state;
+    kvv_mode m;
+    if (kvv_opts_value(o, "--against")) {
+        if (o->value)
+            a->against = o->value;
+    } else if (kvv_opts_value(o, "--mode-a")) {
+        if (o->value && !kvv_mode_from_name(o->value, &m))
+            kvv_opts_error(o, "option --mode-a: '%s' is not exact, fast or invariant", o->value);
+        a->mode_a = o->value;
+    } else if (kvv_opts_value(o, "--tol")) {
+        if (o->value && kvv_opts_double(o, "--tol", o->value, &a->tol) && !(a->tol >= 0))
+            kvv_opts_error(o, "option --tol: %s is not a non-negative number", o->value);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 int kvv_cmd_compare(int argc, char **argv)
@@ -39,46 +61,18 @@ int kvv_cmd_compare(int argc, char **argv)
     kvv_check_cli c;
     kvv_check_cli_init(&c, "compare");
     c.layers = true;
-    const char *against = "cpu", *mode_a = NULL;
-    double tol = KVV_COMPARE_REL_TOL;
-    kvv_opts o;
-    kvv_opts_init(&o, "compare", argc, argv);
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            kvv_check_cli_free(&c);
-            return 0;
-        }
-        if (kvv_check_cli_option(&c, &o))
-            continue;
-        if (kvv_opts_value(&o, "--against")) {
-            if (o.value)
-                against = o.value;
-        } else if (kvv_opts_value(&o, "--mode-a")) {
-            kvv_mode m;
-            if (o.value && !kvv_mode_from_name(o.value, &m))
-                kvv_opts_error(&o, "option --mode-a: '%s' is not exact, fast or invariant",
-                               o.value);
-            mode_a = o.value;
-        } else if (kvv_opts_value(&o, "--tol")) {
-            if (o.value && kvv_opts_double(&o, "--tol", o.value, &tol) && !(tol >= 0))
-                kvv_opts_error(&o, "option --tol: %s is not a non-negative number", o.value);
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed) {
-        kvv_check_cli_free(&c);
-        return KVV_EXIT_BAD_INPUT;
-    }
-    const char *engine_a = c.engine_name;
-    const char *mode_b = c.mode_name;
+    compare_args a = {.against = "cpu", .tol = KVV_COMPARE_REL_TOL};
+    int code = kvv_check_cli_parse(&c, argc, argv, help,
+                                   &(kvv_opt_group){own_option, NULL, &a});
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *engine_a = c.engine.engine;
+    const char *mode_b = c.engine.mode;
     /* prepare() builds the engine options from --engine/--mode; here --mode
      * belongs to B, so A gets its default mode for the preparation. */
-    c.mode_name = NULL;
+    c.engine.mode = NULL;
     kvv_check_run run;
-    int code = kvv_check_cli_prepare(&c, &run);
-    if (code)
+    if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;
 
     kvv_compare_opts co = kvv_compare_opts_default();
@@ -87,20 +81,20 @@ int kvv_cmd_compare(int argc, char **argv)
     co.n_tokens = run.opts.n_tokens;
     co.controls = run.opts.controls;
     co.force_fail = run.opts.force_fail;
-    co.rel_tol = tol;
+    co.rel_tol = a.tol;
     co.a = run.opts.engine;
     co.a.name = engine_a;
-    co.a.mode = default_mode(engine_a);
+    co.a.mode = kvv_engine_default_mode(engine_a);
     co.a.n_threads = 1;
     co.a.device = NULL; /* --device, --ubatch, --engine-opt: engine B's, like --threads */
     co.a.n_ubatch = 0;
     co.a.engine_opts = NULL;
     co.a.n_engine_opts = 0;
-    if (mode_a)
-        kvv_mode_from_name(mode_a, &co.a.mode);
+    if (a.mode_a)
+        kvv_mode_from_name(a.mode_a, &co.a.mode);
     co.b = run.opts.engine;
-    co.b.name = against;
-    co.b.mode = default_mode(against);
+    co.b.name = a.against;
+    co.b.mode = kvv_engine_default_mode(a.against);
     if (mode_b)
         kvv_mode_from_name(mode_b, &co.b.mode);
 

@@ -8,29 +8,29 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "model/tokenizer.h"
 #include "verify/evict.h"
 #include "verify/texts.h"
 
-static void help(void)
+static void help(FILE *f)
 {
-    printf("usage: kvverify evict MODEL [options]\n\n"
-           "Runs the eviction baselines (window, streaming, streaming-reindex, h2o, tova,\n"
-           "snapkv, pyramidkv, knorm, quest) and KV-Direct (kvdirect-layer,\n"
-           "kvdirect-token) against the full\n"
-           "cache at several budgets: greedy token match, prefix match (steps to the first\n"
-           "divergence), teacher-forced top-1 agreement, mean and max KL per step, bytes\n"
-           "held; then a second table at equal total bytes (KV-Direct's checkpoints charged\n"
-           "to its budget). Default prompt: a built-in story (>= 256 tokens) for models\n"
-           "with a tokenizer, else 256 seeded random tokens. Policy defaults:\n"
-           "docs/policies.md.\n\n"
-           "  -n N                tokens to decode (default 64)\n"
-           "  --budgets 16,32,64  live-token budgets (default 10,25,50,75%% of the context)\n"
-           "  --policies a,b      only these policies (names as above, plus full)\n"
-           "  --no-equal-bytes    skip the equal-total-bytes table\n"
-           "  --csv FILE          both tables as CSV, for plotting\n");
-    kvv_check_cli_help(stdout);
+    fprintf(f, "usage: kvverify evict MODEL [options]\n\n"
+            "Runs the eviction baselines (window, streaming, streaming-reindex, h2o, tova,\n"
+            "snapkv, pyramidkv, knorm, quest) and KV-Direct (kvdirect-layer,\n"
+            "kvdirect-token) against the full\n"
+            "cache at several budgets: greedy token match, prefix match (steps to the first\n"
+            "divergence), teacher-forced top-1 agreement, mean and max KL per step, bytes\n"
+            "held; then a second table at equal total bytes (KV-Direct's checkpoints charged\n"
+            "to its budget). Default prompt: a built-in story (>= 256 tokens) for models\n"
+            "with a tokenizer, else 256 seeded random tokens. Policy defaults:\n"
+            "docs/policies.md.\n\n"
+            "  -n N                tokens to decode (default 64)\n"
+            "  --budgets 16,32,64  live-token budgets (default 10,25,50,75%% of the context)\n"
+            "  --policies a,b      only these policies (names as above, plus full)\n"
+            "  --no-equal-bytes    skip the equal-total-bytes table\n"
+            "  --csv FILE          both tables as CSV, for plotting\n");
+    kvv_check_cli_help(f, NULL);
 }
 
 /* Whether MODEL carries a tokenizer kvverify can use (then the built-in
@@ -73,75 +73,102 @@ static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, in
     return *n > 0;
 }
 
+/* evict's own options. */
+typedef struct {
+    kvv_check_cli *c;
+    const char *csv;
+    int32_t *budgets;       /* owned */
+    int n_budgets;
+    kvv_policy_kind *pols;  /* owned */
+    int n_pols;
+    bool equal_bytes;
+} evict_args;
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    evict_args *a = state;
+    long v;
+    if (kvv_opts_value(o, "-n")) {
+        if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 20, &v))
+            a->c->n_gen = v;
+    } else if (kvv_opts_value(o, "--budgets")) {
+        free(a->budgets);
+        a->budgets = NULL;
+        if (o->value && kvv_opts_int_list(o, "--budgets", o->value, &a->budgets, &a->n_budgets))
+            for (int i = 0; i < a->n_budgets; i++)
+                if (a->budgets[i] < 1)
+                    kvv_opts_error(o, "option --budgets: %d is not a positive budget",
+                                   a->budgets[i]);
+    } else if (kvv_opts_value(o, "--policies")) {
+        free(a->pols);
+        a->pols = NULL;
+        if (o->value)
+            parse_policies(o, o->value, &a->pols, &a->n_pols);
+    } else if (kvv_opts_value(o, "--csv")) {
+        a->csv = o->value;
+    } else if (kvv_opts_flag(o, "--no-equal-bytes")) {
+        a->equal_bytes = false;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Run evict on the prepared run; print, --csv. @return the exit code of a
+ * failed --csv write, else 0. */
+static int evict(kvv_check_run *run, const evict_args *a)
+{
+    int *bud = NULL;
+    if (a->budgets) {
+        bud = malloc((size_t)a->n_budgets * sizeof *bud);
+        for (int i = 0; bud && i < a->n_budgets; i++)
+            bud[i] = a->budgets[i];
+    }
+    kvv_evict_opts eo = {.check = run->opts, .budgets = bud, .n_budgets = a->n_budgets,
+                         .policies = a->pols, .n_policies = a->n_pols,
+                         .equal_bytes = a->equal_bytes};
+    kvv_check_result *r = kvv_check_cli_report(run, "evict");
+    kvv_evict_result res;
+    kvv_error err = {0};
+    int fail = 0;
+    if (r && kvv_evict_run(&eo, &res, r, &err) == KVV_OK) {
+        if (!a->c->out.quiet)
+            kvv_evict_print(stdout, &res);
+        if (a->csv && kvv_evict_write_csv(&res, a->csv, &err))
+            fail = kvv_cli_fail(&err);
+        kvv_evict_result_free(&res);
+    }
+    free(bud);
+    return fail;
+}
+
 int kvv_cmd_evict(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "evict");
-    const char *csv = NULL;
-    int32_t *budgets = NULL;
-    int n_budgets = 0;
-    kvv_policy_kind *pols = NULL;
-    int n_pols = 0;
-    bool equal_bytes = true;
-    kvv_opts o;
-    kvv_opts_init(&o, "evict", argc, argv);
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            kvv_check_cli_free(&c);
-            free(budgets);
-            free(pols);
-            return 0;
-        }
-        if (kvv_check_cli_option(&c, &o))
-            continue;
-        long v;
-        if (kvv_opts_value(&o, "-n")) {
-            if (o.value && kvv_opts_int(&o, "-n", o.value, 1, 1 << 20, &v))
-                c.n_gen = v;
-        } else if (kvv_opts_value(&o, "--budgets")) {
-            free(budgets);
-            budgets = NULL;
-            if (o.value && kvv_opts_int_list(&o, "--budgets", o.value, &budgets, &n_budgets))
-                for (int i = 0; i < n_budgets; i++)
-                    if (budgets[i] < 1)
-                        kvv_opts_error(&o, "option --budgets: %d is not a positive budget",
-                                       budgets[i]);
-        } else if (kvv_opts_value(&o, "--policies")) {
-            free(pols);
-            pols = NULL;
-            if (o.value)
-                parse_policies(&o, o.value, &pols, &n_pols);
-        } else if (kvv_opts_value(&o, "--csv")) {
-            csv = o.value;
-        } else if (kvv_opts_flag(&o, "--no-equal-bytes")) {
-            equal_bytes = false;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed) {
-        free(budgets);
-        free(pols);
-        kvv_check_cli_free(&c);
-        return KVV_EXIT_BAD_INPUT;
+    evict_args a = {.c = &c, .equal_bytes = true};
+    int code = kvv_check_cli_parse(&c, argc, argv, help,
+                                   &(kvv_opt_group){own_option, NULL, &a});
+    if (code != KVV_OPTS_RUN) {
+        free(a.budgets);
+        free(a.pols);
+        return code;
     }
     bool story = false;
-    if (!c.text && !c.tokens && c.n_random == 0 && c.model_path) {
+    if (!kvv_prompt_cli_given(&c.prompt) && c.model_path) {
         /* Real text where the model can read it, else seeded ids. */
         story = model_has_tokenizer(c.model_path);
         if (story)
-            c.text = kvv_text_story;
+            c.prompt.text = kvv_text_story;
         else
-            c.n_random = 256;
+            c.prompt.n_random = 256;
     }
     if (c.n_gen == 0)
         c.n_gen = 64;
     kvv_check_run run;
-    int code = kvv_check_cli_prepare(&c, &run);
-    if (code) {
-        free(budgets);
-        free(pols);
+    if ((code = kvv_check_cli_prepare(&c, &run))) {
+        free(a.budgets);
+        free(a.pols);
         return code;
     }
     if (story) {
@@ -155,28 +182,9 @@ int kvv_cmd_evict(int argc, char **argv)
             run.report.n_prompt = keep;
         }
     }
-    int *bud = NULL;
-    if (budgets) {
-        bud = malloc((size_t)n_budgets * sizeof *bud);
-        for (int i = 0; bud && i < n_budgets; i++)
-            bud[i] = budgets[i];
-    }
-    kvv_evict_opts eo = {.check = run.opts, .budgets = bud, .n_budgets = n_budgets,
-                         .policies = pols, .n_policies = n_pols, .equal_bytes = equal_bytes};
-    kvv_check_result *r = kvv_check_cli_report(&run, "evict");
-    kvv_evict_result res;
-    kvv_error err = {0};
-    int fail = 0;
-    if (r && kvv_evict_run(&eo, &res, r, &err) == KVV_OK) {
-        if (!c.quiet)
-            kvv_evict_print(stdout, &res);
-        if (csv && kvv_evict_write_csv(&res, csv, &err))
-            fail = kvv_cli_fail(&err);
-        kvv_evict_result_free(&res);
-    }
+    int fail = evict(&run, &a);
     code = kvv_check_cli_finish(&c, &run);
-    free(bud);
-    free(budgets);
-    free(pols);
+    free(a.budgets);
+    free(a.pols);
     return fail ? fail : code;
 }

@@ -6,18 +6,29 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 
-static void help(void)
+static void help(FILE *f)
 {
-    printf("usage: kvverify greedy MODEL [-n N] [options]\n\n"
-           "Decode N tokens greedily with the KV cache, and with no cache at all (the\n"
-           "whole sequence recomputed from scratch at every step): the tokens must be\n"
-           "identical and the logits bit-equal. On a mismatch: the first divergent step,\n"
-           "the top-1 and top-2 logits there and their margin. Control: the cached decode\n"
-           "on an engine with one perturbed weight must differ.\n\n"
-           "  -n N                tokens to decode (default 64)\n");
-    kvv_check_cli_help(stdout);
+    fprintf(f, "usage: kvverify greedy MODEL [-n N] [options]\n\n"
+            "Decode N tokens greedily with the KV cache, and with no cache at all (the\n"
+            "whole sequence recomputed from scratch at every step): the tokens must be\n"
+            "identical and the logits bit-equal. On a mismatch: the first divergent step,\n"
+            "the top-1 and top-2 logits there and their margin. Control: the cached decode\n"
+            "on an engine with one perturbed weight must differ.\n\n"
+            "  -n N                tokens to decode (default 64)\n");
+    kvv_check_cli_help(f, NULL);
+}
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    kvv_check_cli *c = state;
+    long v;
+    if (!kvv_opts_value(o, "-n"))
+        return false;
+    if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 16, &v))
+        c->n_gen = v;
+    return true;
 }
 
 int kvv_cmd_greedy(int argc, char **argv)
@@ -25,28 +36,10 @@ int kvv_cmd_greedy(int argc, char **argv)
     kvv_check_cli c;
     kvv_check_cli_init(&c, "greedy");
     c.n_gen = 64;
-    kvv_opts o;
-    kvv_opts_init(&o, "greedy", argc, argv);
-    while (kvv_opts_next(&o)) {
-        long v;
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            kvv_check_cli_free(&c);
-            return 0;
-        }
-        if (kvv_check_cli_option(&c, &o))
-            continue;
-        if (kvv_opts_value(&o, "-n")) {
-            if (o.value && kvv_opts_int(&o, "-n", o.value, 1, 1 << 16, &v))
-                c.n_gen = v;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed) {
-        kvv_check_cli_free(&c);
-        return KVV_EXIT_BAD_INPUT;
-    }
+    int code = kvv_check_cli_parse(&c, argc, argv, help,
+                                   &(kvv_opt_group){own_option, NULL, &c});
+    if (code != KVV_OPTS_RUN)
+        return code;
     const char *names[] = {"greedy"};
     return kvv_check_cli_run(&c, names, 1);
 }

@@ -25,6 +25,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
 #include "model/arch.h"
 #include "model/gguf.h"
 #include "model/shapes.h"
@@ -603,32 +604,42 @@ static int info_file(const char *path, bool json)
     return rc;
 }
 
+/* info's own options. */
+typedef struct {
+    const char *file, *shape;
+    long vocab;
+} info_args;
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    info_args *a = state;
+    if (kvv_opts_value(o, "--shape")) {
+        a->shape = o->value;
+    } else if (kvv_opts_value(o, "--vocab")) {
+        if (o->value)
+            kvv_opts_int(o, "--vocab", o->value, 1, 1 << 24, &a->vocab);
+    } else if (kvv_opts_positional(o) && !a->file) {
+        a->file = o->arg;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int kvv_cmd_info(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "info", argc, argv);
-    const char *file = NULL, *shape = NULL;
-    bool json = false;
-    long vocab = 0;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            info_usage(stdout);
-            return 0;
-        } else if (kvv_opts_flag(&o, "--json")) {
-            json = true;
-        } else if (kvv_opts_value(&o, "--shape")) {
-            shape = o.value;
-        } else if (kvv_opts_value(&o, "--vocab")) {
-            if (o.value)
-                kvv_opts_int(&o, "--vocab", o.value, 1, 1 << 24, &vocab);
-        } else if (kvv_opts_positional(&o) && !file) {
-            file = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed)
-        return KVV_EXIT_BAD_INPUT;
+    kvv_output_cli out;
+    kvv_output_cli_init(&out, "info", KVV_OUT_JSON_STDOUT);
+    info_args a = {0};
+    const kvv_opt_group g[] = {kvv_output_cli_group(&out), {own_option, NULL, &a}};
+    int code = kvv_opts_parse(&o, info_usage, g, 2);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *file = a.file, *shape = a.shape;
+    const bool json = out.json_stdout;
+    const long vocab = a.vocab;
     if (file && shape) {
         kvv_opts_error(&o, "give either a MODEL file or --shape, not both");
         return KVV_EXIT_BAD_INPUT;

@@ -9,30 +9,30 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
+#include "cli/check_cli.h"
 #include "model/shapes.h"
 #include "model/tokenizer.h"
 #include "verify/memory.h"
 #include "verify/texts.h"
 
-static void help(void)
+static void help(FILE *f)
 {
-    printf("usage: kvverify memory MODEL [options]\n"
-           "       kvverify memory --shape NAME [--paper-mb FULL,KVDIRECT] [--json FILE]\n\n"
-           "A scripted multi-turn conversation (turns of real text for models with a\n"
-           "tokenizer, seeded token ids otherwise): each turn prefills its text and decodes\n"
-           "--gen tokens. Per turn: bytes held by the full cache and by KV-Direct (per-layer\n"
-           "residual checkpoints, and one vector per token) at a live-token budget; the\n"
-           "peak; whether KV-Direct generated the same tokens; and the per-token memory\n"
-           "table. With --shape (no file): the arithmetic for that shape, including how the\n"
-           "paper's Gemma 3-4B figures (103 MB full vs 42 MB KV-Direct) could arise and what\n"
-           "a sliding-window-aware cache holds instead.\n\n"
-           "  --turns N           conversation turns (default 20)\n"
-           "  --gen N             tokens decoded per turn (default 16)\n"
-           "  --budget B          KV-Direct live tokens (default a quarter of the conversation)\n"
-           "  --shape NAME        arithmetic only, for a named shape (kvverify info --shape)\n"
-           "  --paper-mb F,K      figures to reproduce in the arithmetic (default 103,42)\n");
-    kvv_check_cli_help(stdout);
+    fprintf(f, "usage: kvverify memory MODEL [options]\n"
+            "       kvverify memory --shape NAME [--paper-mb FULL,KVDIRECT] [--json FILE]\n\n"
+            "A scripted multi-turn conversation (turns of real text for models with a\n"
+            "tokenizer, seeded token ids otherwise): each turn prefills its text and decodes\n"
+            "--gen tokens. Per turn: bytes held by the full cache and by KV-Direct (per-layer\n"
+            "residual checkpoints, and one vector per token) at a live-token budget; the\n"
+            "peak; whether KV-Direct generated the same tokens; and the per-token memory\n"
+            "table. With --shape (no file): the arithmetic for that shape, including how the\n"
+            "paper's Gemma 3-4B figures (103 MB full vs 42 MB KV-Direct) could arise and what\n"
+            "a sliding-window-aware cache holds instead.\n\n"
+            "  --turns N           conversation turns (default 20)\n"
+            "  --gen N             tokens decoded per turn (default 16)\n"
+            "  --budget B          KV-Direct live tokens (default a quarter of the conversation)\n"
+            "  --shape NAME        arithmetic only, for a named shape (kvverify info --shape)\n"
+            "  --paper-mb F,K      figures to reproduce in the arithmetic (default 103,42)\n");
+    kvv_check_cli_help(f, NULL);
 }
 
 static int run_shape(const char *name, double full_mb, double kvd_mb, const char *json_path)
@@ -53,12 +53,9 @@ static int run_shape(const char *name, double full_mb, double kvd_mb, const char
     if (json_path) {
         json_t *j = kvv_memory_arith_json(&hp, full_mb, kvd_mb);
         json_object_set_new(j, "shape", json_string(s->name));
-        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(j);
         kvv_error err = {0};
-        kvv_status st = text ? kvv_write_file_atomic(json_path, text, strlen(text), &err)
-                             : kvv_error_set(&err, KVV_ERR_NOMEM, "memory: out of memory");
-        free(text);
+        kvv_status st = kvv_json_write_file(j, JSON_INDENT(2) | JSON_SORT_KEYS, json_path, &err);
+        json_decref(j);
         if (st)
             return kvv_cli_fail(&err);
     }
@@ -95,65 +92,65 @@ static int32_t **text_turns(const kvv_model *m, int n_turns, int **lens)
     return turns;
 }
 
+/* memory's own options. */
+typedef struct {
+    long turns, gen, budget;
+    bool gen_given;
+    const char *shape;
+    double full_mb, kvd_mb;
+} memory_args;
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    memory_args *a = state;
+    if (kvv_opts_value(o, "--turns")) {
+        if (o->value)
+            kvv_opts_int(o, "--turns", o->value, 1, 10000, &a->turns);
+    } else if (kvv_opts_value(o, "--gen")) {
+        if (o->value)
+            kvv_opts_int(o, "--gen", o->value, 0, 100000, &a->gen);
+        a->gen_given = true;
+    } else if (kvv_opts_value(o, "--budget")) {
+        if (o->value)
+            kvv_opts_int(o, "--budget", o->value, 1, 1 << 24, &a->budget);
+    } else if (kvv_opts_value(o, "--shape")) {
+        a->shape = o->value;
+    } else if (kvv_opts_value(o, "--paper-mb")) {
+        if (o->value && (sscanf(o->value, "%lf,%lf", &a->full_mb, &a->kvd_mb) != 2 ||
+                         a->full_mb <= 0 || a->kvd_mb <= 0))
+            kvv_opts_error(o, "option --paper-mb: '%s' is not FULL,KVDIRECT in MB", o->value);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int kvv_cmd_memory(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "memory");
-    long turns = 20, gen = 16, budget = 0;
-    bool gen_given = false;
-    const char *shape = NULL;
-    double full_mb = 103, kvd_mb = 42;
-    kvv_opts o;
-    kvv_opts_init(&o, "memory", argc, argv);
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            kvv_check_cli_free(&c);
-            return 0;
-        }
-        if (kvv_check_cli_option(&c, &o))
-            continue;
-        if (kvv_opts_value(&o, "--turns")) {
-            if (o.value)
-                kvv_opts_int(&o, "--turns", o.value, 1, 10000, &turns);
-        } else if (kvv_opts_value(&o, "--gen")) {
-            if (o.value)
-                kvv_opts_int(&o, "--gen", o.value, 0, 100000, &gen);
-            gen_given = true;
-        } else if (kvv_opts_value(&o, "--budget")) {
-            if (o.value)
-                kvv_opts_int(&o, "--budget", o.value, 1, 1 << 24, &budget);
-        } else if (kvv_opts_value(&o, "--shape")) {
-            shape = o.value;
-        } else if (kvv_opts_value(&o, "--paper-mb")) {
-            if (o.value && (sscanf(o.value, "%lf,%lf", &full_mb, &kvd_mb) != 2 || full_mb <= 0 ||
-                            kvd_mb <= 0))
-                kvv_opts_error(&o, "option --paper-mb: '%s' is not FULL,KVDIRECT in MB", o.value);
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed) {
-        kvv_check_cli_free(&c);
-        return KVV_EXIT_BAD_INPUT;
-    }
-    if (shape) {
-        int code = c.model_path ? (fprintf(stderr, "kvverify memory: give MODEL or --shape, not "
-                                                   "both\n"),
-                                   KVV_EXIT_BAD_INPUT)
-                                : run_shape(shape, full_mb, kvd_mb, c.json_path);
+    memory_args a = {.turns = 20, .gen = 16, .full_mb = 103, .kvd_mb = 42};
+    int code = kvv_check_cli_parse(&c, argc, argv, help,
+                                   &(kvv_opt_group){own_option, NULL, &a});
+    if (code != KVV_OPTS_RUN)
+        return code;
+    long turns = a.turns, gen = a.gen, budget = a.budget;
+    if (a.shape) {
+        code = c.model_path ? (fprintf(stderr, "kvverify memory: give MODEL or --shape, not "
+                                               "both\n"),
+                               KVV_EXIT_BAD_INPUT)
+                            : run_shape(a.shape, a.full_mb, a.kvd_mb, c.out.json_path);
         kvv_check_cli_free(&c);
         return code;
     }
-    if (!c.text && !c.tokens && c.n_random == 0)
-        c.n_random = 1; /* the conversation's turns are the prompt */
+    if (!kvv_prompt_cli_given(&c.prompt))
+        c.prompt.n_random = 1; /* the conversation's turns are the prompt */
     kvv_check_run run;
-    int code = kvv_check_cli_prepare(&c, &run);
-    if (code)
+    if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;
     int *lens = NULL;
     int32_t **tt = text_turns(run.model, (int)turns, &lens);
-    if (!gen_given) {
+    if (!a.gen_given) {
         /* Fit the default conversation into the model's context. */
         long text = 0;
         for (int t = 0; t < turns; t++)
@@ -174,7 +171,7 @@ int kvv_cmd_memory(int argc, char **argv)
     kvv_memory_result res;
     kvv_error err = {0};
     if (r && kvv_memory_run(&mo, &res, r, &err) == KVV_OK) {
-        if (!c.quiet) {
+        if (!c.out.quiet) {
             printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,
                    tt ? "built-in text" : "seeded token ids", gen);
             kvv_memory_print(stdout, &res);

@@ -12,35 +12,36 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "cli/prompt_opts.h"
-#include "verify/numerics.h"
-#include "verify/report.h"
+#include "cli/check_cli.h"
+#include "verify/numerics/numerics.h"
+#include "verify/report/report.h"
 
-static void help(void)
+static void numerics_cli(kvv_check_cli *c);
+
+static void help(FILE *f)
 {
-    printf("usage: kvverify numerics MODEL [options]\n\n"
-           "Run the reference forward pass over the prompt, capture the real inputs of every\n"
-           "op on sampled rows of every layer (residual rows -> rmsnorm, normed rows x weight\n"
-           "rows -> matmul, q.k -> dot, attention scores -> softmax, Q/K before RoPE -> rope,\n"
-           "FFN gate values -> silu and gelu, final logits -> softcap), feed the same fp32\n"
-           "inputs to each engine's op and to the MPFR oracle, and print each op's error in\n"
-           "ULPs of the correctly rounded result (max, mean, histogram), per op and per\n"
-           "layer, with where the largest error is; then the engines' portable math\n"
-           "(exp, tanh, sin, cos, pow) on dense samples of their input ranges.\n\n"
-           "  --engine E          ref, cpu or all (default all: ref, cpu fast, cpu invariant)\n"
-           "  --mode M            cpu mode to measure: fast or invariant (default both)\n"
-           "  --samples N         token rows measured per layer (default 4)\n"
-           "  --max-outputs N     weight rows measured per matrix and row (default 256)\n"
-           "  --math-samples N    samples per math function and range (default 20000; 0 off)\n"
-           "  --control           also measure the planted control (oracle + 1 ULP), which\n"
-           "                      must come out as exactly 1 ULP everywhere\n"
-           "  --threads N         cpu engine threads (default 1)\n"
-           "  -p, --prompt TEXT, --tokens 1,2,3, --random N, --seed S   the prompt (default\n"
-           "                      random tokens sized to the model; S also picks the rows)\n"
-           "  --json FILE         write the full report as JSON\n"
-           "  -q, --quiet         no per-layer table\n\n"
-           "exit codes: 0 measured, 1 the rebuilt inputs differ from the forward pass or the\n"
-           "control was not measured as 1 ULP, 2 bad input or usage, 77 unsupported model.\n");
+    fprintf(f, "usage: kvverify numerics MODEL [options]\n\n"
+            "Run the reference forward pass over the prompt, capture the real inputs of every\n"
+            "op on sampled rows of every layer (residual rows -> rmsnorm, normed rows x weight\n"
+            "rows -> matmul, q.k -> dot, attention scores -> softmax, Q/K before RoPE -> rope,\n"
+            "FFN gate values -> silu and gelu, final logits -> softcap), feed the same fp32\n"
+            "inputs to each engine's op and to the MPFR oracle, and print each op's error in\n"
+            "ULPs of the correctly rounded result (max, mean, histogram), per op and per\n"
+            "layer, with where the largest error is; then the engines' portable math\n"
+            "(exp, tanh, sin, cos, pow) on dense samples of their input ranges.\n\n"
+            "  --samples N         token rows measured per layer (default 4; --seed also\n"
+            "                      picks them)\n"
+            "  --max-outputs N     weight rows measured per matrix and row (default 256)\n"
+            "  --math-samples N    samples per math function and range (default 20000; 0 off)\n"
+            "  --control           also measure the planted control (oracle + 1 ULP), which\n"
+            "                      must come out as exactly 1 ULP everywhere\n");
+    kvv_check_cli c;
+    numerics_cli(&c);
+    kvv_check_cli_help(f, &c);
+    kvv_check_cli_free(&c);
+    fprintf(f, "\nexit codes: 0 measured, 1 the rebuilt inputs differ from the forward pass or\n"
+            "the control was not measured as 1 ULP, 2 bad input or usage, 77 unsupported\n"
+            "model.\n");
 }
 
 /* ------------------------------------------------------------ console */
@@ -276,10 +277,11 @@ static int write_json(const char *path, const kvv_numerics_report *rep, const kv
                             "correctly_rounded", jfloat(m->worst_exact)));
     }
     json_object_set_new(root, "math", math);
-    int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    kvv_error err = {0};
+    kvv_status st = kvv_json_write_file(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17), path, &err);
     json_decref(root);
-    if (rc) {
-        fprintf(stderr, "kvverify numerics: option --json: cannot write '%s'\n", path);
+    if (st) {
+        kvv_cli_fail(&err);
         return 1;
     }
     return 0;
@@ -287,26 +289,33 @@ static int write_json(const char *path, const kvv_numerics_report *rep, const kv
 
 /* ------------------------------------------------------------ command */
 
+/* numerics' share of the check commands' options: no controls, cache
+ * type or JUnit; --engine may be "all" and --mode picks the cpu modes. */
+static void numerics_cli(kvv_check_cli *c)
+{
+    kvv_check_cli_init(c, "numerics");
+    c->accepts = 0;
+    c->engine.accepts = KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS;
+    c->engine.default_engine = c->engine.engine = "all";
+    c->engine.allow_all = true;
+    c->engine.engine_help = "ref, cpu or all (default all: ref, cpu fast, cpu invariant)";
+    c->engine.mode_help = "cpu mode to measure: fast or invariant (default both)";
+    c->out.accepts = KVV_OUT_JSON_FILE | KVV_OUT_QUIET;
+    c->out.json_help = "the full report as JSON";
+    c->out.quiet_help = "no per-layer table";
+}
+
 typedef struct {
-    const char *engine;   /* ref, cpu, all */
-    const char *mode;     /* NULL = both */
+    const kvv_check_cli *c;
     long samples, max_outputs, math_samples;
     bool control;
 } num_opts;
 
-static bool own_option(kvv_opts *o, num_opts *n)
+static bool own_option(void *state, kvv_opts *o)
 {
+    num_opts *n = state;
     long v;
-    if (kvv_opts_value(o, "--engine")) {
-        if (o->value && strcmp(o->value, "ref") && strcmp(o->value, "cpu") &&
-            strcmp(o->value, "all"))
-            kvv_opts_error(o, "option --engine: '%s' is not ref, cpu or all", o->value);
-        n->engine = o->value;
-    } else if (kvv_opts_value(o, "--mode")) {
-        if (o->value && strcmp(o->value, "fast") && strcmp(o->value, "invariant"))
-            kvv_opts_error(o, "option --mode: '%s' is not fast or invariant", o->value);
-        n->mode = o->value;
-    } else if (kvv_opts_value(o, "--samples")) {
+    if (kvv_opts_value(o, "--samples")) {
         if (o->value && kvv_opts_int(o, "--samples", o->value, 1, 1 << 16, &v))
             n->samples = v;
     } else if (kvv_opts_value(o, "--max-outputs")) {
@@ -317,14 +326,20 @@ static bool own_option(kvv_opts *o, num_opts *n)
             n->math_samples = v;
     } else if (kvv_opts_flag(o, "--control")) {
         n->control = true;
-    } else if (kvv_opts_value(o, "--cache-type") || kvv_opts_value(o, "--junit") ||
-               kvv_opts_value(o, "--tokens-b") || kvv_opts_flag(o, "--no-controls") ||
-               kvv_opts_flag(o, "--force-fail") || kvv_opts_flag(o, "--layers")) {
-        kvv_opts_error(o, "option %s: not used by numerics", o->arg);
     } else {
         return false;
     }
     return true;
+}
+
+/* numerics measures the reference and the cpu engine's two modes. */
+static void own_finish(void *state, kvv_opts *o)
+{
+    const kvv_engine_cli *e = &((num_opts *)state)->c->engine;
+    if (strcmp(e->engine, "ref") && strcmp(e->engine, "cpu") && strcmp(e->engine, "all"))
+        kvv_opts_error(o, "option --engine: '%s' is not ref, cpu or all", e->engine);
+    else if (e->mode && strcmp(e->mode, "fast") && strcmp(e->mode, "invariant"))
+        kvv_opts_error(o, "option --mode: '%s' is not fast or invariant", e->mode);
 }
 
 static void progress(void *user, const char *label, long done, long total)
@@ -344,131 +359,143 @@ static bool control_ok(const kvv_numerics_engine *en)
     return true;
 }
 
-int kvv_cmd_numerics(int argc, char **argv)
-{
-    kvv_check_cli c;
-    kvv_check_cli_init(&c, "numerics");
-    num_opts no = {.engine = "all", .samples = 4, .max_outputs = 256, .math_samples = 20000};
-    kvv_opts o;
-    kvv_opts_init(&o, "numerics", argc, argv);
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            help();
-            kvv_check_cli_free(&c);
-            return 0;
-        }
-        if (own_option(&o, &no) || kvv_check_cli_option(&c, &o))
-            continue;
-        kvv_opts_unknown(&o);
-    }
-    if (o.failed) {
-        kvv_check_cli_free(&c);
-        return KVV_EXIT_BAD_INPUT;
-    }
-    c.engine_name = "ref"; /* prepare() only loads the model and builds the prompt */
-    c.mode_name = NULL;
-    kvv_check_run run;
-    int code = kvv_check_cli_prepare(&c, &run);
-    if (code)
-        return code;
-    const kvv_model *m = run.model;
-    kvv_error err = {0};
-    kvv_engine_opts eo = kvv_engine_opts_default();
-    eo.n_ctx = run.n_prompt;
-    eo.n_threads = (int)c.n_threads;
-    eo.cache_type = KVV_CACHE_F32;
+/* The op sets to measure, in report order: the reference (unless --engine
+ * cpu), the cpu engine's modes (unless --engine ref; one --mode only when
+ * given), the planted control last (--control). *ref is the reference's,
+ * the capture set, always opened. @return 0 or an exit code. */
+typedef struct {
+    kvv_ops *list[4];
+    int n;
+    kvv_ops *ref, *control;
+} op_sets;
 
-    kvv_ops *list[4] = {NULL, NULL, NULL, NULL};
-    kvv_ops *ref = NULL, *control = NULL;
-    int n_list = 0;
-    if (kvv_ops_open_ref(m, &eo, &ref, &err)) {
-        code = kvv_cli_fail(&err);
-        goto done;
-    }
-    if (strcmp(no.engine, "cpu") != 0)
-        list[n_list++] = ref;
-    if (strcmp(no.engine, "ref") != 0) {
+static int open_op_sets(const kvv_model *m, const kvv_engine_opts *eo, const char *which,
+                        const char *mode, bool control, op_sets *ops)
+{
+    kvv_error err = {0};
+    memset(ops, 0, sizeof *ops);
+    if (kvv_ops_open_ref(m, eo, &ops->ref, &err))
+        return kvv_cli_fail(&err);
+    if (strcmp(which, "cpu") != 0)
+        ops->list[ops->n++] = ops->ref;
+    if (strcmp(which, "ref") != 0) {
         const kvv_mode modes[2] = {KVV_MODE_FAST, KVV_MODE_INVARIANT};
         for (int i = 0; i < 2; i++) {
-            if (no.mode && strcmp(no.mode, kvv_mode_name(modes[i])) != 0)
+            if (mode && strcmp(mode, kvv_mode_name(modes[i])) != 0)
                 continue;
-            eo.mode = modes[i];
+            kvv_engine_opts ceo = *eo;
+            ceo.mode = modes[i];
             kvv_error cerr = {0};
-            if (kvv_ops_open_cpu(m, &eo, &list[n_list], &cerr) == KVV_OK) {
-                n_list++;
-            } else if (strcmp(no.engine, "cpu") == 0) {
-                code = kvv_cli_fail(&cerr);
-                goto done;
-            } else {
+            if (kvv_ops_open_cpu(m, &ceo, &ops->list[ops->n], &cerr) == KVV_OK)
+                ops->n++;
+            else if (strcmp(which, "cpu") == 0)
+                return kvv_cli_fail(&cerr);
+            else
                 printf("note: cpu/%s skipped: %s\n", kvv_mode_name(modes[i]), cerr.msg);
-            }
         }
     }
-    if (no.control) {
-        if (kvv_ops_open_oracle(ref, 1, &control, &err)) {
-            code = kvv_cli_fail(&err);
-            goto done;
-        }
-        list[n_list++] = control;
+    if (control) {
+        if (kvv_ops_open_oracle(ops->ref, 1, &ops->control, &err))
+            return kvv_cli_fail(&err);
+        ops->list[ops->n++] = ops->control;
     }
+    return 0;
+}
 
-    kvv_numerics_opts nopt = kvv_numerics_opts_default();
-    nopt.model = m;
-    nopt.tokens = run.prompt;
-    nopt.n_tokens = run.n_prompt;
-    nopt.samples = (int)no.samples;
-    nopt.seed = c.seed;
-    nopt.max_outputs = (int)no.max_outputs;
-    nopt.math_samples = (int)no.math_samples;
-    nopt.progress = progress;
-    kvv_numerics_report rep;
-    if (kvv_numerics_run(&nopt, ref, list, n_list, &rep, &err)) {
-        code = kvv_cli_fail(&err);
-        goto done;
-    }
+static void close_op_sets(op_sets *ops)
+{
+    kvv_ops_close(ops->control);
+    for (int i = 0; i < ops->n; i++)
+        if (ops->list[i] != ops->control && ops->list[i] != ops->ref)
+            kvv_ops_close(ops->list[i]);
+    kvv_ops_close(ops->ref);
+}
 
+/* The lines above the tables: model, prompt, rows, engines, the rebuild
+ * check and the oracle's work. */
+static void print_header(const kvv_check_cli *c, const kvv_check_run *run,
+                         const kvv_numerics_report *rep)
+{
+    const kvv_hparams *hp = &run->model->hp;
     printf("kvverify numerics: ULP error of each engine's ops against the correctly rounded "
            "result (MPFR)\n");
-    printf("model    %s (%s, %d layers, n_embd %d, n_ff %d, head_dim %d)\n", c.model_path,
-           m->hp.arch_name, m->hp.n_layer, m->hp.n_embd, m->hp.n_ff, m->hp.head_dim);
-    printf("prompt   %s, %d tokens in one batch (seed %llu)\n", run.report.prompt_source,
-           run.n_prompt, (unsigned long long)c.seed);
-    printf("rows     %d per layer:", rep.samples);
-    for (int s = 0; s < rep.samples; s++)
-        printf(" %d", rep.rows[s]);
-    printf("; matmul: up to %d weight rows per matrix and row\n", rep.max_outputs);
-    for (int e = 0; e < rep.n_engines; e++)
-        printf("engine   %-14s %s\n", rep.engines[e].name, rep.engines[e].desc.kernels);
+    printf("model    %s (%s, %d layers, n_embd %d, n_ff %d, head_dim %d)\n", c->model_path,
+           hp->arch_name, hp->n_layer, hp->n_embd, hp->n_ff, hp->head_dim);
+    printf("prompt   %s, %d tokens in one batch (seed %llu)\n", run->report.prompt_source,
+           run->n_prompt, (unsigned long long)c->prompt.seed);
+    printf("rows     %d per layer:", rep->samples);
+    for (int s = 0; s < rep->samples; s++)
+        printf(" %d", rep->rows[s]);
+    printf("; matmul: up to %d weight rows per matrix and row\n", rep->max_outputs);
+    for (int e = 0; e < rep->n_engines; e++)
+        printf("engine   %-14s %s\n", rep->engines[e].name, rep->engines[e].desc.kernels);
     printf("inputs   rebuilt with the reference's ops and checked against its forward pass: "
            "%ld values, %ld differ%s%s\n",
-           rep.capture_checked, rep.capture_mismatch, rep.capture_mismatch ? ": " : "",
-           rep.capture_note);
+           rep->capture_checked, rep->capture_mismatch, rep->capture_mismatch ? ": " : "",
+           rep->capture_note);
     printf("oracle   %llu results, %llu precision escalations, %llu unresolved; %.1f s\n",
-           (unsigned long long)rep.oracle.results, (unsigned long long)rep.oracle.escalations,
-           (unsigned long long)rep.oracle.unresolved, rep.seconds);
-    print_report(&rep, c.quiet);
-    code = rep.capture_mismatch ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
-    if (control) {
-        bool ok = control_ok(&rep.engines[n_list - 1]);
+           (unsigned long long)rep->oracle.results, (unsigned long long)rep->oracle.escalations,
+           (unsigned long long)rep->oracle.unresolved, rep->seconds);
+}
+
+/* Measure ops over the prepared run, print, write --json. @return the exit code. */
+static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_opts *no,
+                   op_sets *ops)
+{
+    kvv_numerics_opts nopt = kvv_numerics_opts_default();
+    nopt.model = run->model;
+    nopt.tokens = run->prompt;
+    nopt.n_tokens = run->n_prompt;
+    nopt.samples = (int)no->samples;
+    nopt.seed = c->prompt.seed;
+    nopt.max_outputs = (int)no->max_outputs;
+    nopt.math_samples = (int)no->math_samples;
+    nopt.progress = progress;
+    kvv_numerics_report rep;
+    kvv_error err = {0};
+    if (kvv_numerics_run(&nopt, ops->ref, ops->list, ops->n, &rep, &err))
+        return kvv_cli_fail(&err);
+    print_header(c, run, &rep);
+    print_report(&rep, c->out.quiet);
+    int code = rep.capture_mismatch ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
+    if (ops->control) {
+        bool ok = control_ok(&rep.engines[ops->n - 1]);
         printf("\ncontrol  planted +1 ULP %s\n",
                ok ? "measured as exactly 1 ULP on every value: detected"
                   : "NOT measured as exactly 1 ULP: the measurement is broken");
         if (!ok)
             code = KVV_EXIT_FAIL;
     }
-    if (c.json_path && write_json(c.json_path, &rep, &run.report))
+    if (c->out.json_path && write_json(c->out.json_path, &rep, &run->report))
         code = KVV_EXIT_BAD_INPUT;
     kvv_numerics_report_free(&rep);
-done:
-    kvv_ops_close(control);
-    for (int i = 0; i < n_list; i++)
-        if (list[i] != control)
-            kvv_ops_close(list[i]);
-    if (!(n_list > 0 && list[0] == ref))
-        kvv_ops_close(ref);
-    kvv_report_free(&run.report);
-    free(run.prompt);
-    kvv_model_close(run.model);
-    kvv_check_cli_free(&c);
+    return code;
+}
+
+int kvv_cmd_numerics(int argc, char **argv)
+{
+    kvv_check_cli c;
+    numerics_cli(&c);
+    num_opts no = {.c = &c, .samples = 4, .max_outputs = 256, .math_samples = 20000};
+    int code = kvv_check_cli_parse(&c, argc, argv, help,
+                                   &(kvv_opt_group){own_option, own_finish, &no});
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *which = c.engine.engine, *mode = c.engine.mode;
+    c.engine.engine = "ref"; /* prepare() only loads the model and builds the prompt */
+    c.engine.mode = NULL;
+    kvv_check_run run;
+    if ((code = kvv_check_cli_prepare(&c, &run)))
+        return code;
+    kvv_engine_opts eo = kvv_engine_opts_default();
+    eo.n_ctx = run.n_prompt;
+    eo.n_threads = c.engine.n_threads > 0 ? c.engine.n_threads : 1;
+    eo.cache_type = KVV_CACHE_F32;
+    op_sets ops;
+    code = open_op_sets(run.model, &eo, which, mode, no.control, &ops);
+    if (!code)
+        code = measure(&c, &run, &no, &ops);
+    close_op_sets(&ops);
+    kvv_check_cli_close(&c, &run);
     return code;
 }

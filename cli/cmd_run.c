@@ -26,42 +26,13 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
 #include "engine/engine.h"
 #include "model/arch.h"
 #include "model/tokenizer.h"
 #include "reference/ref_trace.h"
-
-static void run_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kvverify run MODEL.gguf (-p TEXT | --tokens 1,2,3) [options]\n\n"
-            "Greedy continuation of a prompt (token ids and text), or with --teacher a\n"
-            "teacher-forced pass reporting the logits at every position.\n\n"
-            "options:\n"
-            "  -p, --prompt TEXT     prompt text (tokenized with BOS as the vocabulary says)\n"
-            "  --tokens LIST         prompt as comma-separated token ids, used as given\n"
-            "  --raw                 with -p: add no special tokens (no BOS)\n"
-            "  -n N                  tokens to generate (default 16)\n"
-            "  --top K               show the K largest logits at each step (default: none\n"
-            "                        in greedy text output, 5 otherwise)\n"
-            "  --teacher             feed the whole token list, report every position\n"
-            "  --json                one JSON object on stdout: steps with position, argmax,\n"
-            "                        top-K [id, logit] pairs\n"
-            "  --all-logits          with --teacher --json: every logit of every position\n"
-            "  --hash                sha256 over all logits, K, V and residuals of the run\n"
-            "  --time                print load, prompt and decode times (tokens/s) on stderr\n"
-            "  --engine NAME         ref (default) or another registered engine\n"
-            "  --mode M              engine mode: exact (ref), fast or invariant (cpu)\n"
-            "  --threads N           engine threads (cpu engine)\n"
-            "  --cache-type T        KV cache storage: f32 (default), f16, bf16\n"
-            "  --n-ctx N             cache positions (default: min(context_length, 4096))\n"
-            "  --emulate-ggml        ref engine: emulate llama.cpp's CPU shortcuts (fp16 GELU\n"
-            "                        table; activations rounded to fp16 / quantized to Q8_0\n"
-            "                        before F16 / Q8_0 matmuls)\n"
-            "  -h, --help            this help\n\n"
-            "exit codes: 0 done, 2 bad input or usage, 77 unsupported architecture\n");
-}
 
 typedef struct {
     const char *model_path;
@@ -73,95 +44,126 @@ typedef struct {
     bool n_given;
     long top_k;
     bool top_given;
-    bool teacher, json, all_logits, hash, time;
-    kvv_engine_opts eo;
+    bool teacher, all_logits, hash, time;
+    unsigned ggml;           /* --emulate-ggml */
+    long n_ctx;              /* --n-ctx, 0 = the engine's default */
+    kvv_engine_cli engine;   /* --engine --mode --threads --cache-type */
+    kvv_output_cli out;      /* --json (stdout) */
 } run_args;
 
-/* @return 0 to go on, else an exit code (help printed: 0 via *done). */
-static int parse_args(int argc, char **argv, run_args *a, bool *done)
+static void run_args_init(run_args *a)
 {
-    kvv_opts o;
-    kvv_opts_init(&o, "run", argc, argv);
     memset(a, 0, sizeof *a);
     a->n_gen = 16;
     a->top_k = 5;
-    a->eo = kvv_engine_opts_default();
+    kvv_engine_cli_init(&a->engine, "run", "ref", KVV_ENGINE_OPT_ALL);
+    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON_STDOUT);
+    a->out.json_help = "one JSON object (steps: position, argmax, top-K)";
+}
+
+static void run_usage(FILE *f)
+{
+    run_args a;
+    run_args_init(&a);
+    fprintf(f, "usage: kvverify run MODEL.gguf (-p TEXT | --tokens 1,2,3) [options]\n\n"
+            "Greedy continuation of a prompt (token ids and text), or with --teacher a\n"
+            "teacher-forced pass reporting the logits at every position.\n\n"
+            "options:\n"
+            "  -p, --prompt TEXT   prompt text (tokenized with BOS as the vocabulary says)\n"
+            "  --tokens LIST       prompt as comma-separated token ids, used as given\n"
+            "  --raw               with -p: add no special tokens (no BOS)\n"
+            "  -n N                tokens to generate (default 16)\n"
+            "  --top K             show the K largest logits at each step (default: none\n"
+            "                      in greedy text output, 5 otherwise)\n"
+            "  --teacher           feed the whole token list, report every position\n");
+    kvv_output_cli_help(f, &a.out);
+    fprintf(f, "  --all-logits        with --teacher --json: every logit of every position\n"
+            "  --hash              sha256 over all logits, K, V and residuals of the run\n"
+            "  --time              print load, prompt and decode times (tokens/s) on stderr\n");
+    kvv_engine_cli_help(f, &a.engine, false);
+    fprintf(f, "  --n-ctx N           cache positions (default: min(context_length, 4096))\n"
+            "  --emulate-ggml      ref engine: emulate llama.cpp's CPU shortcuts (fp16 GELU\n"
+            "                      table; activations rounded to fp16 / quantized to Q8_0\n"
+            "                      before F16 / Q8_0 matmuls)\n"
+            "  -h, --help          this help\n\n"
+            "exit codes: 0 done, 2 bad input or usage, 77 unsupported architecture\n");
+}
+
+/* run's own options: the prompt, what to report, --n-ctx, --emulate-ggml. */
+static bool own_option(void *state, kvv_opts *o)
+{
+    run_args *a = state;
     long v;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "-h") || kvv_opts_flag(&o, "--help")) {
-            run_usage(stdout);
-            *done = true;
-            free(a->ids);
-            a->ids = NULL;
-            return 0;
-        } else if (kvv_opts_value(&o, "-p") || kvv_opts_value(&o, "--prompt")) {
-            if (o.value)
-                a->prompt = o.value;
-        } else if (kvv_opts_value(&o, "--tokens")) {
-            free(a->ids);
-            a->ids = NULL;
-            if (o.value && kvv_opts_int_list(&o, "--tokens", o.value, &a->ids, &a->n_ids) &&
-                a->n_ids == 0)
-                kvv_opts_error(&o, "option --tokens: empty list");
-        } else if (kvv_opts_flag(&o, "--raw")) {
-            a->raw = true;
-        } else if (kvv_opts_value(&o, "-n")) {
-            if (o.value && kvv_opts_int(&o, "-n", o.value, 0, 1 << 20, &a->n_gen))
-                a->n_given = true;
-        } else if (kvv_opts_value(&o, "--top")) {
-            if (o.value && kvv_opts_int(&o, "--top", o.value, 0, 1 << 24, &a->top_k))
-                a->top_given = true;
-        } else if (kvv_opts_flag(&o, "--teacher")) {
-            a->teacher = true;
-        } else if (kvv_opts_flag(&o, "--json")) {
-            a->json = true;
-        } else if (kvv_opts_flag(&o, "--all-logits")) {
-            a->all_logits = true;
-        } else if (kvv_opts_flag(&o, "--hash")) {
-            a->hash = true;
-        } else if (kvv_opts_flag(&o, "--emulate-ggml")) {
-            a->eo.ggml = KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT;
-        } else if (kvv_opts_flag(&o, "--time")) {
-            a->time = true;
-        } else if (kvv_opts_value(&o, "--engine")) {
-            if (o.value)
-                a->eo.name = o.value;
-        } else if (kvv_opts_value(&o, "--mode")) {
-            if (o.value && !kvv_mode_from_name(o.value, &a->eo.mode))
-                kvv_opts_error(&o, "option --mode: '%s' is not exact, fast or invariant", o.value);
-        } else if (kvv_opts_value(&o, "--threads")) {
-            if (o.value && kvv_opts_int(&o, "--threads", o.value, 1, 1024, &v))
-                a->eo.n_threads = (int)v;
-        } else if (kvv_opts_value(&o, "--cache-type")) {
-            if (o.value && !kvv_cache_type_from_name(o.value, &a->eo.cache_type))
-                kvv_opts_error(&o, "option --cache-type: '%s' is not f32, f16 or bf16", o.value);
-        } else if (kvv_opts_value(&o, "--n-ctx")) {
-            if (o.value && kvv_opts_int(&o, "--n-ctx", o.value, 1, 1 << 20, &v))
-                a->eo.n_ctx = (int)v;
-        } else if (kvv_opts_positional(&o) && !a->model_path) {
-            a->model_path = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (!o.failed && !a->model_path)
-        kvv_opts_error(&o, "missing MODEL.gguf");
-    if (!o.failed && !a->prompt == !a->ids)
-        kvv_opts_error(&o, "give exactly one of -p TEXT and --tokens LIST");
-    if (!o.failed && a->raw && !a->prompt)
-        kvv_opts_error(&o, "--raw applies to -p only");
-    if (!o.failed && a->teacher && a->n_given)
-        kvv_opts_error(&o, "-n does not apply to --teacher (it reports every position)");
-    if (!o.failed && a->all_logits && !(a->teacher && a->json))
-        kvv_opts_error(&o, "--all-logits needs --teacher and --json");
-    if (!o.failed && !a->teacher && a->n_gen == 0)
-        kvv_opts_error(&o, "option -n: generate at least 1 token");
-    if (o.failed) {
+    if (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt")) {
+        if (o->value)
+            a->prompt = o->value;
+    } else if (kvv_opts_value(o, "--tokens")) {
         free(a->ids);
         a->ids = NULL;
-        return KVV_EXIT_BAD_INPUT;
+        if (o->value && kvv_opts_int_list(o, "--tokens", o->value, &a->ids, &a->n_ids) &&
+            a->n_ids == 0)
+            kvv_opts_error(o, "option --tokens: empty list");
+    } else if (kvv_opts_flag(o, "--raw")) {
+        a->raw = true;
+    } else if (kvv_opts_value(o, "-n")) {
+        if (o->value && kvv_opts_int(o, "-n", o->value, 0, 1 << 20, &a->n_gen))
+            a->n_given = true;
+    } else if (kvv_opts_value(o, "--top")) {
+        if (o->value && kvv_opts_int(o, "--top", o->value, 0, 1 << 24, &a->top_k))
+            a->top_given = true;
+    } else if (kvv_opts_flag(o, "--teacher")) {
+        a->teacher = true;
+    } else if (kvv_opts_flag(o, "--all-logits")) {
+        a->all_logits = true;
+    } else if (kvv_opts_flag(o, "--hash")) {
+        a->hash = true;
+    } else if (kvv_opts_flag(o, "--emulate-ggml")) {
+        a->ggml = KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT;
+    } else if (kvv_opts_flag(o, "--time")) {
+        a->time = true;
+    } else if (kvv_opts_value(o, "--n-ctx")) {
+        if (o->value && kvv_opts_int(o, "--n-ctx", o->value, 1, 1 << 20, &v))
+            a->n_ctx = v;
+    } else if (kvv_opts_positional(o) && !a->model_path) {
+        a->model_path = o->arg;
+    } else {
+        return false;
     }
-    return 0;
+    return true;
+}
+
+/* The options that only make sense together. */
+static void own_finish(void *state, kvv_opts *o)
+{
+    const run_args *a = state;
+    if (!a->model_path)
+        kvv_opts_error(o, "missing MODEL.gguf");
+    else if (!a->prompt == !a->ids)
+        kvv_opts_error(o, "give exactly one of -p TEXT and --tokens LIST");
+    else if (a->raw && !a->prompt)
+        kvv_opts_error(o, "--raw applies to -p only");
+    else if (a->teacher && a->n_given)
+        kvv_opts_error(o, "-n does not apply to --teacher (it reports every position)");
+    else if (a->all_logits && !(a->teacher && a->out.json_stdout))
+        kvv_opts_error(o, "--all-logits needs --teacher and --json");
+    else if (!a->teacher && a->n_gen == 0)
+        kvv_opts_error(o, "option -n: generate at least 1 token");
+}
+
+/* @return KVV_OPTS_RUN to go on, else the exit code (0 after --help). */
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "run", argc, argv);
+    run_args_init(a);
+    const kvv_opt_group g[] = {kvv_engine_cli_group(&a->engine), kvv_output_cli_group(&a->out),
+                               {own_option, own_finish, a}};
+    int code = kvv_opts_parse(&o, run_usage, g, 3);
+    if (code != KVV_OPTS_RUN) {
+        free(a->ids);
+        a->ids = NULL;
+    }
+    return code;
 }
 
 /* ------------------------------------------------------------ logits helpers */
@@ -256,7 +258,6 @@ static int piece_of(const kvv_tokenizer *tok, int32_t id, char *buf, size_t size
 /* ------------------------------------------------------------ one step's report */
 
 typedef struct {
-    const run_args *a;
     const kvv_tokenizer *tok;
     int n_vocab;
     int k;              /* top-K actually shown */
@@ -374,213 +375,256 @@ static kvv_status step_forward(kvv_engine *e, kvv_trace *tr, int n, const int32_
     return st;
 }
 
+/* Everything one run holds (run_free frees it). */
+typedef struct {
+    kvv_model *m;
+    kvv_tokenizer *tok;      /* NULL when kvverify cannot tokenize the vocabulary */
+    kvv_engine *e;
+    kvv_trace *tr;           /* --hash, else NULL */
+    int32_t *seq;            /* the prompt */
+    int n_prompt;
+    int32_t *gen;            /* the generated tokens */
+    int n_gen;
+    float *logits;           /* [teacher ? n_prompt : 1][n_vocab] */
+    int *top;                /* top-K scratch */
+    char *text;              /* the generated text (NULL without a tokenizer) */
+    size_t text_len;
+    char hash[65];           /* --hash */
+    stamp t_load, t_prompt, t_dec;
+} run_state;
+
+static void run_free(run_state *s)
+{
+    kvv_trace_free(s->tr);
+    kvv_engine_close(s->e);
+    kvv_tokenizer_free(s->tok);
+    kvv_model_close(s->m);
+    free(s->seq);
+    free(s->gen);
+    free(s->logits);
+    free(s->top);
+    free(s->text);
+}
+
+/* The model, its tokenizer, and the prompt ids (checked against the vocabulary). */
+static kvv_status load(run_args *a, run_state *s, kvv_error *err)
+{
+    kvv_status st;
+    if ((st = kvv_model_open(a->model_path, &s->m, err)))
+        return st;
+    /* The tokenizer is needed for -p and for printing text; a model whose
+     * vocabulary kvverify cannot tokenize still runs from --tokens. */
+    if ((st = kvv_tokenizer_open(s->m->gguf, &s->tok, err))) {
+        if (a->prompt)
+            return st;
+        s->tok = NULL;
+        memset(err, 0, sizeof *err);
+    }
+    const int nv = s->m->hp.n_vocab;
+    if (a->prompt) {
+        if ((st = kvv_tokenize(s->tok, a->prompt, strlen(a->prompt), !a->raw, &s->seq,
+                               &s->n_prompt, err)))
+            return st;
+        if (s->n_prompt == 0)
+            return kvv_error_set(err, KVV_ERR_USAGE, "run: the prompt tokenizes to no tokens");
+    } else {
+        s->seq = a->ids;
+        a->ids = NULL;
+        s->n_prompt = a->n_ids;
+    }
+    for (int i = 0; i < s->n_prompt; i++)
+        if (s->seq[i] < 0 || s->seq[i] >= nv)
+            return kvv_error_set(err, KVV_ERR_USAGE, "run: option --tokens: id %d (item %d) is "
+                                 "outside the vocabulary 0..%d of %s", (int)s->seq[i], i + 1,
+                                 nv - 1, a->model_path);
+    return KVV_OK;
+}
+
+/* The engine, sized and checked against the run; the trace and buffers. */
+static kvv_status open_engine(const run_args *a, run_state *s, kvv_error *err)
+{
+    kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
+    eo.n_ctx = (int)a->n_ctx;
+    eo.ggml = a->ggml;
+    kvv_status st;
+    if ((st = kvv_engine_open(s->m, &eo, &s->e, err)))
+        return st;
+    const int nv = s->m->hp.n_vocab;
+    const int n_ctx = s->e->opts.n_ctx; /* the resolved size (a plugin may expose no cache) */
+    /* Greedy evaluates n_prompt + n_gen - 1 positions. */
+    if (s->n_prompt + (s->n_gen > 0 ? s->n_gen - 1 : 0) > n_ctx)
+        return kvv_error_set(err, KVV_ERR_USAGE,
+                             "run: %d prompt tokens + %d generated do not fit the %d-position "
+                             "cache (see --n-ctx)", s->n_prompt, s->n_gen, n_ctx);
+    if (a->hash && !(s->tr = kvv_trace_new(&s->m->hp, n_ctx)))
+        return kvv_error_set(err, KVV_ERR_NOMEM, "run: out of memory for --hash");
+    const int k = (int)(a->top_k < nv ? a->top_k : nv);
+    const size_t rows = a->teacher ? (size_t)s->n_prompt : 1;
+    s->logits = malloc(sizeof(float) * rows * (size_t)nv);
+    s->top = malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
+    s->gen = malloc(sizeof(int32_t) * (size_t)(s->n_gen > 0 ? s->n_gen : 1));
+    if (!s->logits || !s->top || !s->gen)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "run: out of memory");
+    return KVV_OK;
+}
+
+/* The forward passes, each step reported: teacher-forced (one batch, every
+ * position) or greedy (the prompt, then one token per call). */
+static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_error *err)
+{
+    const int nv = s->m->hp.n_vocab;
+    const stamp t0 = now_s();
+    kvv_status st;
+    if (a->teacher) {
+        if ((st = step_forward(s->e, s->tr, s->n_prompt, s->seq, 0, KVV_LOGITS_ALL, s->logits,
+                               nv, err)))
+            return st;
+        stamp_add(&s->t_prompt, t0, now_s());
+        for (int t = 0; t < s->n_prompt; t++)
+            report_step(rp, t, t, s->seq[t], s->logits + (size_t)t * nv);
+        return KVV_OK;
+    }
+    if ((st = step_forward(s->e, s->tr, s->n_prompt, s->seq, 0, KVV_LOGITS_LAST, s->logits, nv,
+                           err)))
+        return st;
+    stamp_add(&s->t_prompt, t0, now_s());
+    for (int i = 0; i < s->n_gen; i++) {
+        const int pos = s->n_prompt - 1 + i;
+        report_step(rp, i, pos, i == 0 ? s->seq[s->n_prompt - 1] : s->gen[i - 1], s->logits);
+        s->gen[i] = argmax_row(s->logits, nv);
+        const stamp t1 = now_s();
+        if (i + 1 < s->n_gen && (st = step_forward(s->e, s->tr, 1, &s->gen[i], pos + 1,
+                                                  KVV_LOGITS_LAST, s->logits, nv, err)))
+            return st;
+        stamp_add(&s->t_dec, t1, now_s());
+    }
+    return KVV_OK;
+}
+
+/* The run's hash (--hash) and generated text. */
+static kvv_status conclude(run_state *s, kvv_error *err)
+{
+    if (s->tr) {
+        if (kvv_trace_dropped(s->tr))
+            return kvv_error_set(err, KVV_ERR_NOMEM, "run: --hash could not record %ld rows",
+                                 kvv_trace_dropped(s->tr));
+        kvv_trace_sha256_hex(s->tr, s->hash);
+    }
+    if (s->tok && s->n_gen > 0)
+        return kvv_detokenize(s->tok, s->gen, s->n_gen, &s->text, &s->text_len, err);
+    return KVV_OK;
+}
+
+/* --json: one object on stdout; steps (taken from rp) already collected. */
+static void print_json(const run_args *a, const run_state *s, json_t *steps)
+{
+    const int nv = s->m->hp.n_vocab;
+    json_t *root = json_object();
+    kvv_engine_desc d;
+    kvv_engine_describe(s->e, &d);
+    json_object_set_new(root, "model", json_string(a->model_path));
+    json_object_set_new(root, "arch", json_string(s->m->hp.arch_name));
+    json_t *ej = json_object();
+    json_object_set_new(ej, "name", json_string(d.name));
+    json_object_set_new(ej, "mode", json_string(d.mode));
+    json_object_set_new(ej, "cache_type", json_string(d.cache_type));
+    json_object_set_new(ej, "n_threads", json_integer(d.n_threads));
+    json_object_set_new(ej, "control", json_integer(d.control));
+    json_object_set_new(ej, "ggml_emulation", json_integer(a->ggml));
+    json_object_set_new(ej, "kernels", json_string(d.kernels));
+    json_object_set_new(root, "engine", ej);
+    json_object_set_new(root, "mode", json_string(a->teacher ? "teacher_forced" : "greedy"));
+    if (a->prompt)
+        json_object_set_new(root, "prompt_text", json_string(a->prompt));
+    json_t *pj = json_array();
+    for (int i = 0; i < s->n_prompt; i++)
+        json_array_append_new(pj, json_integer(s->seq[i]));
+    json_object_set_new(root, "prompt_tokens", pj);
+    if (!a->teacher) {
+        json_t *gj = json_array();
+        for (int i = 0; i < s->n_gen; i++)
+            json_array_append_new(gj, json_integer(s->gen[i]));
+        json_object_set_new(root, "generated_tokens", gj);
+        if (s->text)
+            json_object_set_new(root, "generated_text", json_bytes(s->text, s->text_len));
+    }
+    json_object_set_new(root, "steps", steps);
+    if (a->all_logits) {
+        json_t *all = json_array();
+        for (int t = 0; t < s->n_prompt; t++) {
+            json_t *row = json_array();
+            for (int i = 0; i < nv; i++)
+                json_array_append_new(row, json_logit(s->logits[(size_t)t * nv + i]));
+            json_array_append_new(all, row);
+        }
+        json_object_set_new(root, "logits_all", all);
+    }
+    if (s->tr)
+        json_object_set_new(root, "sha256", json_string(s->hash));
+    json_dumpf(root, stdout, JSON_REAL_PRECISION(9) | JSON_COMPACT);
+    putchar('\n');
+    json_decref(root);
+}
+
+/* Text: the generated ids and text, the hash. */
+static void print_text(const run_args *a, const run_state *s)
+{
+    if (!a->teacher) {
+        print_ids("generated", s->gen, s->n_gen);
+        if (s->text) {
+            printf("text: ");
+            fwrite(s->text, 1, s->text_len, stdout);
+            putchar('\n');
+        }
+    }
+    if (s->tr)
+        printf("sha256: %s\n", s->hash);
+}
+
 int kvv_cmd_run(int argc, char **argv)
 {
     run_args a;
-    bool done = false;
-    int rc = parse_args(argc, argv, &a, &done);
-    if (rc || done)
+    int rc = parse_args(argc, argv, &a);
+    if (rc != KVV_OPTS_RUN)
         return rc;
-
     kvv_error err = {0};
     const stamp t_start = now_s();
-    stamp t_prompt = {0, 0}, t_dec = {0, 0}, t_load = {0, 0};
-    kvv_model *m = NULL;
-    kvv_tokenizer *tok = NULL;
-    kvv_engine *e = NULL;
-    kvv_trace *tr = NULL;
-    int32_t *seq = NULL, *gen = NULL;
-    float *logits = NULL;
-    int *top = NULL;
-    json_t *root = NULL;
-    reporter rp = {&a, NULL, 0, 0, NULL, NULL, false};
-    kvv_status st;
-
-    if ((st = kvv_model_open(a.model_path, &m, &err)))
-        goto fail;
-    /* The tokenizer is needed for -p and for printing text; a model whose
-     * vocabulary kvverify cannot tokenize still runs from --tokens. */
-    if (kvv_tokenizer_open(m->gguf, &tok, &err)) {
-        if (a.prompt)
-            goto fail_err;
-        tok = NULL;
-        memset(&err, 0, sizeof err);
-    }
-    const int nv = m->hp.n_vocab;
-    int n_prompt;
-    if (a.prompt) {
-        if ((st = kvv_tokenize(tok, a.prompt, strlen(a.prompt), !a.raw, &seq, &n_prompt, &err)))
-            goto fail;
-        if (n_prompt == 0) {
-            kvv_error_set(&err, KVV_ERR_USAGE, "run: the prompt tokenizes to no tokens");
-            goto fail_err;
+    run_state s;
+    memset(&s, 0, sizeof s);
+    s.n_gen = a.teacher ? 0 : (int)a.n_gen;
+    reporter rp = {NULL, 0, 0, NULL, NULL, false};
+    kvv_status st = load(&a, &s, &err);
+    if (!st)
+        st = open_engine(&a, &s, &err);
+    if (!st) {
+        rp.tok = s.tok;
+        rp.n_vocab = s.m->hp.n_vocab;
+        rp.k = (int)(a.top_k < rp.n_vocab ? a.top_k : rp.n_vocab);
+        rp.top = s.top;
+        if (a.out.json_stdout) {
+            rp.steps = json_array();
+        } else {
+            rp.print_steps = a.teacher || a.top_given;
+            if (!a.top_given && !a.teacher)
+                rp.k = 0;
+            print_ids("prompt", s.seq, s.n_prompt);
         }
-    } else {
-        seq = a.ids;
-        a.ids = NULL;
-        n_prompt = a.n_ids;
+        stamp_add(&s.t_load, t_start, now_s());
+        st = decode(&a, &s, &rp, &err);
     }
-    for (int i = 0; i < n_prompt; i++)
-        if (seq[i] < 0 || seq[i] >= nv) {
-            kvv_error_set(&err, KVV_ERR_USAGE, "run: option --tokens: id %d (item %d) is outside "
-                          "the vocabulary 0..%d of %s", (int)seq[i], i + 1, nv - 1, a.model_path);
-            goto fail_err;
-        }
-    const int n_gen = a.teacher ? 0 : (int)a.n_gen;
-    if ((st = kvv_engine_open(m, &a.eo, &e, &err)))
-        goto fail;
-    const int n_ctx = e->opts.n_ctx; /* the resolved size (a plugin may expose no cache) */
-    /* Greedy evaluates n_prompt + n_gen - 1 positions. */
-    if (n_prompt + (n_gen > 0 ? n_gen - 1 : 0) > n_ctx) {
-        kvv_error_set(&err, KVV_ERR_USAGE,
-                      "run: %d prompt tokens + %d generated do not fit the %d-position cache "
-                      "(see --n-ctx)", n_prompt, n_gen, n_ctx);
-        goto fail_err;
-    }
-    if (a.hash && !(tr = kvv_trace_new(&m->hp, n_ctx))) {
-        kvv_error_set(&err, KVV_ERR_NOMEM, "run: out of memory for --hash");
-        goto fail_err;
-    }
-    const int k = (int)(a.top_k < nv ? a.top_k : nv);
-    const size_t rows = a.teacher ? (size_t)n_prompt : 1;
-    logits = malloc(sizeof(float) * rows * (size_t)nv);
-    top = malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
-    gen = malloc(sizeof(int32_t) * (size_t)(n_gen > 0 ? n_gen : 1));
-    if (!logits || !top || !gen) {
-        kvv_error_set(&err, KVV_ERR_NOMEM, "run: out of memory");
-        goto fail_err;
-    }
-
-    rp.tok = tok;
-    rp.n_vocab = nv;
-    rp.k = k;
-    rp.top = top;
-    if (a.json) {
-        root = json_object();
-        rp.steps = json_array();
-    } else {
-        rp.print_steps = a.teacher || a.top_given;
-        if (!a.top_given && !a.teacher)
-            rp.k = 0;
-        print_ids("prompt", seq, n_prompt);
-    }
-
-    stamp_add(&t_load, t_start, now_s());
-    const stamp t0 = now_s();
-    if (a.teacher) {
-        if ((st = step_forward(e, tr, n_prompt, seq, 0, KVV_LOGITS_ALL, logits, nv, &err)))
-            goto fail;
-        stamp_add(&t_prompt, t0, now_s());
-        for (int t = 0; t < n_prompt; t++)
-            report_step(&rp, t, t, seq[t], logits + (size_t)t * nv);
-    } else {
-        if ((st = step_forward(e, tr, n_prompt, seq, 0, KVV_LOGITS_LAST, logits, nv, &err)))
-            goto fail;
-        stamp_add(&t_prompt, t0, now_s());
-        for (int s = 0; s < n_gen; s++) {
-            const int pos = n_prompt - 1 + s;
-            report_step(&rp, s, pos, s == 0 ? seq[n_prompt - 1] : gen[s - 1], logits);
-            gen[s] = argmax_row(logits, nv);
-            const stamp t1 = now_s();
-            if (s + 1 < n_gen &&
-                (st = step_forward(e, tr, 1, &gen[s], pos + 1, KVV_LOGITS_LAST, logits, nv, &err)))
-                goto fail;
-            stamp_add(&t_dec, t1, now_s());
-        }
-    }
-    if (a.time)
-        print_times(t_load, n_prompt, t_prompt, n_gen > 0 ? n_gen - 1 : 0, t_dec);
-
-    char hex[65] = "";
-    if (tr) {
-        if (kvv_trace_dropped(tr)) {
-            kvv_error_set(&err, KVV_ERR_NOMEM, "run: --hash could not record %ld rows",
-                          kvv_trace_dropped(tr));
-            goto fail_err;
-        }
-        kvv_trace_sha256_hex(tr, hex);
-    }
-    char *text = NULL;
-    size_t text_len = 0;
-    if (tok && n_gen > 0 && (st = kvv_detokenize(tok, gen, n_gen, &text, &text_len, &err)))
-        goto fail;
-
-    if (a.json) {
-        kvv_engine_desc d;
-        kvv_engine_describe(e, &d);
-        json_object_set_new(root, "model", json_string(a.model_path));
-        json_object_set_new(root, "arch", json_string(m->hp.arch_name));
-        json_t *ej = json_object();
-        json_object_set_new(ej, "name", json_string(d.name));
-        json_object_set_new(ej, "mode", json_string(d.mode));
-        json_object_set_new(ej, "cache_type", json_string(d.cache_type));
-        json_object_set_new(ej, "n_threads", json_integer(d.n_threads));
-        json_object_set_new(ej, "control", json_integer(d.control));
-        json_object_set_new(ej, "ggml_emulation", json_integer(a.eo.ggml));
-        json_object_set_new(ej, "kernels", json_string(d.kernels));
-        json_object_set_new(root, "engine", ej);
-        json_object_set_new(root, "mode", json_string(a.teacher ? "teacher_forced" : "greedy"));
-        if (a.prompt)
-            json_object_set_new(root, "prompt_text", json_string(a.prompt));
-        json_t *pj = json_array();
-        for (int i = 0; i < n_prompt; i++)
-            json_array_append_new(pj, json_integer(seq[i]));
-        json_object_set_new(root, "prompt_tokens", pj);
-        if (!a.teacher) {
-            json_t *gj = json_array();
-            for (int i = 0; i < n_gen; i++)
-                json_array_append_new(gj, json_integer(gen[i]));
-            json_object_set_new(root, "generated_tokens", gj);
-            if (text)
-                json_object_set_new(root, "generated_text", json_bytes(text, text_len));
-        }
-        json_object_set_new(root, "steps", rp.steps);
+    if (!st && a.time)
+        print_times(s.t_load, s.n_prompt, s.t_prompt, s.n_gen > 0 ? s.n_gen - 1 : 0, s.t_dec);
+    if (!st)
+        st = conclude(&s, &err);
+    if (!st && a.out.json_stdout) {
+        print_json(&a, &s, rp.steps);
         rp.steps = NULL;
-        if (a.all_logits) {
-            json_t *all = json_array();
-            for (int t = 0; t < n_prompt; t++) {
-                json_t *row = json_array();
-                for (int i = 0; i < nv; i++)
-                    json_array_append_new(row, json_logit(logits[(size_t)t * nv + i]));
-                json_array_append_new(all, row);
-            }
-            json_object_set_new(root, "logits_all", all);
-        }
-        if (tr)
-            json_object_set_new(root, "sha256", json_string(hex));
-        json_dumpf(root, stdout, JSON_REAL_PRECISION(9) | JSON_COMPACT);
-        putchar('\n');
-    } else {
-        if (!a.teacher) {
-            print_ids("generated", gen, n_gen);
-            if (text) {
-                printf("text: ");
-                fwrite(text, 1, text_len, stdout);
-                putchar('\n');
-            }
-        }
-        if (tr)
-            printf("sha256: %s\n", hex);
+    } else if (!st) {
+        print_text(&a, &s);
     }
-    free(text);
-    rc = 0;
-    goto out;
-
-fail:
-    (void)st;
-fail_err:
-    rc = kvv_cli_fail(&err);
-out:
-    json_decref(root);
+    rc = st ? kvv_cli_fail(&err) : 0;
     json_decref(rp.steps);
-    kvv_trace_free(tr);
-    kvv_engine_close(e);
-    kvv_tokenizer_free(tok);
-    kvv_model_close(m);
-    free(seq);
-    free(gen);
-    free(logits);
-    free(top);
+    run_free(&s);
     free(a.ids);
     return rc;
 }

@@ -13,57 +13,78 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "verify/suite.h"
+#include "cli/output_opts.h"
+#include "verify/suite/suite.h"
+
+static void suite_output(kvv_output_cli *out)
+{
+    kvv_output_cli_init(out, "suite", KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_QUIET);
+    out->json_help = "the results (every check's full report object)";
+    out->quiet_help = "no per-testcase lines, only the summary";
+}
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE] [--list] [--quiet]\n\n"
+    kvv_output_cli out;
+    suite_output(&out);
+    fprintf(f, "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE]\n"
+            "                      [--list] [-q]\n\n"
             "Run every case of MANIFEST (model, engine, mode, cache type, checks or a golden\n"
             "vector; syntax in docs/nightly.md).\n\n"
-            "  --shard I/N    run only cases whose 0-based index i has i %% N == I-1, so N\n"
-            "                 machines (a CI matrix, a Slurm array) together run each case once\n"
-            "  --junit FILE   JUnit XML, one testcase per check (shards merge by concatenating\n"
-            "                 their <testsuite> elements)\n"
-            "  --json FILE    JSON results (every check's full report object)\n"
-            "  --list         print the shard's cases and exit\n"
-            "  --quiet        no per-testcase lines, only the summary\n\n"
+            "  --shard I/N         run only cases whose 0-based index i has i %% N == I-1, so\n"
+            "                      N machines (a CI matrix, a Slurm array) together run each\n"
+            "                      case once\n"
+            "  --list              print the shard's cases and exit\n");
+    kvv_output_cli_help(f, &out);
+    fprintf(f, "(JUnit: one testcase per check; shards merge by concatenating their <testsuite>\n"
+            "elements)\n\n"
             "exit codes: 0 all passed, 1 a check failed, 2 bad manifest/usage or a case could\n"
             "not run, 77 nothing ran.\n");
+}
+
+/* suite's own options. */
+typedef struct {
+    const char *manifest;
+    int si, sn;
+    bool list;
+} suite_args;
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    suite_args *a = state;
+    if (kvv_opts_value(o, "--shard")) {
+        if (o->value && !kvv_suite_parse_shard(o->value, &a->si, &a->sn))
+            kvv_opts_error(o, "option --shard: '%s' is not I/N with 1 <= I <= N", o->value);
+    } else if (kvv_opts_flag(o, "--list")) {
+        a->list = true;
+    } else if (kvv_opts_positional(o) && !a->manifest) {
+        a->manifest = o->arg;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void own_finish(void *state, kvv_opts *o)
+{
+    if (!((suite_args *)state)->manifest)
+        kvv_opts_error(o, "needs a MANIFEST");
 }
 
 int kvv_cmd_suite(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "suite", argc, argv);
-    const char *manifest = NULL, *junit = NULL, *json = NULL;
-    int si = 1, sn = 1;
-    bool quiet = false, list = false;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (kvv_opts_value(&o, "--shard")) {
-            if (o.value && !kvv_suite_parse_shard(o.value, &si, &sn))
-                kvv_opts_error(&o, "option --shard: '%s' is not I/N with 1 <= I <= N", o.value);
-        } else if (kvv_opts_value(&o, "--junit")) {
-            junit = o.value;
-        } else if (kvv_opts_value(&o, "--json")) {
-            json = o.value;
-        } else if (kvv_opts_flag(&o, "--quiet")) {
-            quiet = true;
-        } else if (kvv_opts_flag(&o, "--list")) {
-            list = true;
-        } else if (kvv_opts_positional(&o) && !manifest) {
-            manifest = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (!o.failed && !manifest)
-        kvv_opts_error(&o, "needs a MANIFEST");
-    if (o.failed)
-        return KVV_EXIT_BAD_INPUT;
+    kvv_output_cli out;
+    suite_output(&out);
+    suite_args a = {.si = 1, .sn = 1};
+    const kvv_opt_group g[] = {kvv_output_cli_group(&out), {own_option, own_finish, &a}};
+    int code = kvv_opts_parse(&o, usage, g, 2);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *manifest = a.manifest, *junit = out.junit_path, *json = out.json_path;
+    const int si = a.si, sn = a.sn;
+    const bool quiet = out.quiet, list = a.list;
     kvv_error err = {0};
     kvv_suite *s = NULL;
     if (kvv_suite_load(manifest, &s, &err))
@@ -91,21 +112,8 @@ int kvv_cmd_suite(int argc, char **argv)
            n[3], res.seconds);
     if (junit && kvv_suite_write_junit(&res, junit, &err))
         rc = kvv_cli_fail(&err);
-    if (json) {
-        json_t *j = kvv_suite_results_to_json(&res);
-        char *txt = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
-        if (!txt) {
-            fprintf(stderr, "kvverify: %s: out of memory building JSON\n", json);
-            rc = KVV_EXIT_BAD_INPUT;
-        } else {
-            size_t len = strlen(txt);
-            txt[len] = '\n';
-            if (kvv_write_file_atomic(json, txt, len + 1, &err))
-                rc = kvv_cli_fail(&err);
-            free(txt);
-        }
-    }
+    if (json && kvv_suite_write_json(&res, json, &err))
+        rc = kvv_cli_fail(&err);
     kvv_suite_results_free(&res);
     kvv_suite_free(s);
     return rc;

@@ -64,40 +64,53 @@ static void on_progress(void *ctx, int done, int total)
     kvv_progress("synth", done, total);
 }
 
+/* synth's options. */
+typedef struct {
+    const char *arch, *shape, *type, *out;
+    uint64_t seed;
+    long vocab;
+    bool list;
+} synth_args;
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    synth_args *a = state;
+    if (kvv_opts_flag(o, "--list-shapes")) {
+        a->list = true;
+    } else if (kvv_opts_value(o, "--arch")) {
+        a->arch = o->value;
+    } else if (kvv_opts_value(o, "--shape")) {
+        a->shape = o->value;
+    } else if (kvv_opts_value(o, "--type")) {
+        a->type = o->value;
+    } else if (kvv_opts_value(o, "--seed")) {
+        if (o->value)
+            kvv_opts_u64(o, "--seed", o->value, &a->seed);
+    } else if (kvv_opts_value(o, "--vocab")) {
+        if (o->value)
+            kvv_opts_int(o, "--vocab", o->value, KVV_SYNTH_MIN_VOCAB, KVV_SYNTH_MAX_VOCAB,
+                         &a->vocab);
+    } else if (kvv_opts_value(o, "--output") || kvv_opts_value(o, "-o")) {
+        a->out = o->value;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int kvv_cmd_synth(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "synth", argc, argv);
-    const char *arch = NULL, *shape = NULL, *type = "f32", *out = NULL;
-    uint64_t seed = 1;
-    long vocab = 0;
-    bool list = false;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            synth_usage(stdout);
-            return 0;
-        } else if (kvv_opts_flag(&o, "--list-shapes")) {
-            list = true;
-        } else if (kvv_opts_value(&o, "--arch")) {
-            arch = o.value;
-        } else if (kvv_opts_value(&o, "--shape")) {
-            shape = o.value;
-        } else if (kvv_opts_value(&o, "--type")) {
-            type = o.value;
-        } else if (kvv_opts_value(&o, "--seed")) {
-            if (o.value)
-                kvv_opts_u64(&o, "--seed", o.value, &seed);
-        } else if (kvv_opts_value(&o, "--vocab")) {
-            if (o.value)
-                kvv_opts_int(&o, "--vocab", o.value, KVV_SYNTH_MIN_VOCAB, KVV_SYNTH_MAX_VOCAB, &vocab);
-        } else if (kvv_opts_value(&o, "--output") || kvv_opts_value(&o, "-o")) {
-            out = o.value;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed)
-        return KVV_EXIT_BAD_INPUT;
+    synth_args a = {.type = "f32", .seed = 1};
+    const kvv_opt_group g[] = {{own_option, NULL, &a}};
+    int code = kvv_opts_parse(&o, synth_usage, g, 1);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *arch = a.arch, *shape = a.shape, *type = a.type, *out = a.out;
+    const uint64_t seed = a.seed;
+    const long vocab = a.vocab;
+    const bool list = a.list;
     if (list) {
         list_shapes();
         return 0;

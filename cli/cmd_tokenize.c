@@ -23,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -211,36 +212,46 @@ static int print_json(const char *model, const kvv_tokenizer *t, const int32_t *
     return KVV_EXIT_PASS;
 }
 
+/* tokenize's own options. */
+typedef struct {
+    const char *model, *text, *file;
+    bool raw, special, decode;
+} tokenize_args;
+
+static bool own_option(void *state, kvv_opts *o)
+{
+    tokenize_args *a = state;
+    if (kvv_opts_flag(o, "--raw")) {
+        a->raw = true;
+    } else if (kvv_opts_flag(o, "--special")) {
+        a->special = true;
+    } else if (kvv_opts_value(o, "-f") || kvv_opts_value(o, "--file")) {
+        a->file = o->value;
+    } else if (kvv_opts_flag(o, "--decode")) {
+        a->decode = true;
+    } else if (kvv_opts_positional(o) && !a->model) {
+        a->model = o->arg;
+    } else if (kvv_opts_positional(o) && !a->text) {
+        a->text = o->arg;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int kvv_cmd_tokenize(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "tokenize", argc, argv);
-    const char *model = NULL, *text = NULL, *file = NULL;
-    bool raw = false, json = false, special = false, decode = false;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "-h") || kvv_opts_flag(&o, "--help")) {
-            tokenize_usage(stdout);
-            return KVV_EXIT_PASS;
-        } else if (kvv_opts_flag(&o, "--raw")) {
-            raw = true;
-        } else if (kvv_opts_flag(&o, "--json")) {
-            json = true;
-        } else if (kvv_opts_flag(&o, "--special")) {
-            special = true;
-        } else if (kvv_opts_value(&o, "-f") || kvv_opts_value(&o, "--file")) {
-            file = o.value;
-        } else if (kvv_opts_flag(&o, "--decode")) {
-            decode = true;
-        } else if (kvv_opts_positional(&o) && !model) {
-            model = o.arg;
-        } else if (kvv_opts_positional(&o) && !text) {
-            text = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (o.failed)
-        return KVV_EXIT_BAD_INPUT;
+    kvv_output_cli output;
+    kvv_output_cli_init(&output, "tokenize", KVV_OUT_JSON_STDOUT);
+    tokenize_args a = {0};
+    const kvv_opt_group groups[] = {kvv_output_cli_group(&output), {own_option, NULL, &a}};
+    int code = kvv_opts_parse(&o, tokenize_usage, groups, 2);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *model = a.model, *text = a.text, *file = a.file;
+    const bool raw = a.raw, json = output.json_stdout, special = a.special, decode = a.decode;
     if (!model) {
         kvv_opts_error(&o, "missing MODEL.gguf");
         return KVV_EXIT_BAD_INPUT;

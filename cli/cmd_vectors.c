@@ -19,39 +19,42 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
+#include "cli/prompt_opts.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors.h"
 
+static void gen_engine(kvv_engine_cli *e);
+static void check_engine(kvv_engine_cli *e);
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kvverify vectors gen MODEL -o FILE [options]   record a golden vector\n"
+    kvv_engine_cli ge, ce;
+    gen_engine(&ge);
+    check_engine(&ce);
+    fprintf(f, "usage: kvverify vectors gen MODEL -o FILE [options]   record a golden vector\n"
             "       kvverify vectors check MODEL FILE [options]   recompute and compare\n"
             "       kvverify vectors show FILE [--json]           metadata and records\n\n"
             "gen options:\n"
-            "  -o FILE              output .kvv (written atomically; required)\n"
-            "  --engine NAME        engine (default ref)\n"
-            "  --mode MODE          exact (ref), invariant or fast (cpu; default invariant)\n"
-            "  --threads N          engine threads (not recorded: they must not change a bit)\n"
-            "  --cache-type T       f32 (default), f16 or bf16\n"
-            "  -p TEXT              prompt text (the model's tokenizer, BOS per its metadata)\n"
-            "  --tokens LIST        prompt token ids, e.g. 1,403,407\n"
-            "  --random N           N random token ids from --seed (default: --random 8)\n"
-            "  --seed S             seed of the random prompt and the patch donor (default 1)\n"
-            "  -n N                 greedy steps (default 8)\n"
-            "  --full               also store full K, V and residual tensors\n"
-            "  --logits full|hash   store logits as fp32 bits (default) or one hash per step\n"
-            "  --no-patch           leave out the kv and patch result records\n\n"
-            "check options:\n"
-            "  --engine, --mode, --threads   certify another engine against the vector\n"
-            "                       (default: the recorded engine and mode)\n"
-            "  --perturb weight     negative control: flip one weight bit (KVV_CTL_PERTURB_WEIGHT)\n"
-            "  --perturb resid:L:P  negative control: flip one bit of the residual entering\n"
-            "                       layer L at position P; check must then exit 1\n"
-            "  --json               machine-readable result on stdout\n\n"
+            "  -o FILE             output .kvv (written atomically; required)\n");
+    kvv_engine_cli_help(f, &ge, false);
+    kvv_prompt_cli_help(f, "--random 8");
+    fprintf(f, "  -n N                greedy steps (default 8)\n"
+            "  --full              also store full K, V and residual tensors\n"
+            "  --logits full|hash  store logits as fp32 bits (default) or one hash per step\n"
+            "  --no-patch          leave out the kv and patch result records\n"
+            "(the seed also derives the patch donor; threads are not recorded: they must not\n"
+            "change a bit)\n\n"
+            "check options:\n");
+    kvv_engine_cli_help(f, &ce, false);
+    fprintf(f, "  --perturb weight    negative control: flip one weight bit\n"
+            "  --perturb resid:L:P negative control: flip one bit of the residual entering\n"
+            "                      layer L at position P; check must then exit 1\n"
+            "  --json              machine-readable result on stdout\n\n"
             "exit codes: 0 pass, 1 divergence, 2 bad usage or corrupt/mismatched file\n"
             "(wrong model, truncated, bad CRC, unknown version), 77 unsupported model.\n");
 }
@@ -78,84 +81,95 @@ static int prompt_from_text(const char *model, const char *text, int32_t **ids, 
     return 0;
 }
 
+/* gen's engine options: all of them, ref by default. */
+static void gen_engine(kvv_engine_cli *e)
+{
+    kvv_engine_cli_init(e, "vectors gen", "ref", KVV_ENGINE_OPT_ALL);
+}
+
+/* check's: the recorded engine and mode unless given; the cache type is the vector's. */
+static void check_engine(kvv_engine_cli *e)
+{
+    kvv_engine_cli_init(e, "vectors check", NULL,
+                        KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS |
+                            KVV_ENGINE_OPT_PLUGIN);
+    e->engine_help = "engine to certify against the vector (default: the recorded one)";
+    e->mode_help = "exact (ref), fast or invariant (cpu; default: the recorded one)";
+}
+
+/* gen's own options. */
+typedef struct {
+    const char *model, *out;
+    kvv_vectors_opts *vo;
+    const kvv_prompt_cli *prompt;
+} gen_args;
+
+static bool gen_option(void *state, kvv_opts *o)
+{
+    gen_args *a = state;
+    long lv;
+    if (kvv_opts_value(o, "-o") || kvv_opts_value(o, "--output")) {
+        a->out = o->value;
+    } else if (kvv_opts_value(o, "-n")) {
+        if (kvv_opts_int(o, "-n", o->value, 1, 1 << 16, &lv))
+            a->vo->n_gen = (int)lv;
+    } else if (kvv_opts_flag(o, "--full")) {
+        a->vo->full = true;
+    } else if (kvv_opts_value(o, "--logits")) {
+        if (o->value && strcmp(o->value, "full") == 0)
+            a->vo->logits_full = true;
+        else if (o->value && strcmp(o->value, "hash") == 0)
+            a->vo->logits_full = false;
+        else if (o->value)
+            kvv_opts_error(o, "option --logits: '%s' is not full or hash", o->value);
+    } else if (kvv_opts_flag(o, "--no-patch")) {
+        a->vo->patch = false;
+    } else if (kvv_opts_positional(o) && !a->model) {
+        a->model = o->arg;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* What a .kvv file can hold. */
+static void gen_finish(void *state, kvv_opts *o)
+{
+    const gen_args *a = state;
+    if (!a->model || !a->out)
+        kvv_opts_error(o, "needs MODEL and -o FILE");
+    else if (a->prompt->n_random > 1 << 16)
+        kvv_opts_error(o, "option --random: %ld is outside 1..65536", a->prompt->n_random);
+    else if (a->prompt->seed > KVV_META_MAX_SEED)
+        kvv_opts_error(o, "option --seed: %llu is above 2^53-1",
+                       (unsigned long long)a->prompt->seed);
+}
+
 static int cmd_gen(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "vectors gen", argc, argv);
     kvv_vectors_opts vo = kvv_vectors_opts_default();
-    vo.seed = 1;
     vo.kvverify_version = KVV_VERSION;
-    const char *model = NULL, *out = NULL, *text = NULL, *mode = NULL;
-    int32_t *toks = NULL;
-    int n_toks = 0;
-    long n_random = 0, lv;
-    uint64_t seed;
-    bool mode_set = false;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            usage(stdout);
-            free(toks);
-            return 0;
-        } else if (kvv_opts_value(&o, "-o") || kvv_opts_value(&o, "--output")) {
-            out = o.value;
-        } else if (kvv_opts_value(&o, "--engine")) {
-            vo.engine.name = o.value;
-        } else if (kvv_opts_value(&o, "--mode")) {
-            mode = o.value;
-            mode_set = true;
-        } else if (kvv_opts_value(&o, "--threads")) {
-            if (kvv_opts_int(&o, "--threads", o.value, 1, 256, &lv))
-                vo.engine.n_threads = (int)lv;
-        } else if (kvv_opts_value(&o, "--cache-type")) {
-            if (o.value && !kvv_cache_type_from_name(o.value, &vo.engine.cache_type))
-                kvv_opts_error(&o, "option --cache-type: '%s' is not f32, f16 or bf16", o.value);
-        } else if (kvv_opts_value(&o, "-p") || kvv_opts_value(&o, "--prompt")) {
-            text = o.value;
-        } else if (kvv_opts_value(&o, "--tokens")) {
-            free(toks);
-            toks = NULL;
-            if (o.value)
-                kvv_opts_int_list(&o, "--tokens", o.value, &toks, &n_toks);
-        } else if (kvv_opts_value(&o, "--random")) {
-            kvv_opts_int(&o, "--random", o.value, 1, 1 << 16, &n_random);
-        } else if (kvv_opts_value(&o, "--seed")) {
-            if (kvv_opts_u64(&o, "--seed", o.value, &seed)) {
-                if (seed > KVV_META_MAX_SEED)
-                    kvv_opts_error(&o, "option --seed: %llu is above 2^53-1", (unsigned long long)seed);
-                vo.seed = seed;
-            }
-        } else if (kvv_opts_value(&o, "-n")) {
-            if (kvv_opts_int(&o, "-n", o.value, 1, 1 << 16, &lv))
-                vo.n_gen = (int)lv;
-        } else if (kvv_opts_flag(&o, "--full")) {
-            vo.full = true;
-        } else if (kvv_opts_value(&o, "--logits")) {
-            if (o.value && strcmp(o.value, "full") == 0)
-                vo.logits_full = true;
-            else if (o.value && strcmp(o.value, "hash") == 0)
-                vo.logits_full = false;
-            else if (o.value)
-                kvv_opts_error(&o, "option --logits: '%s' is not full or hash", o.value);
-        } else if (kvv_opts_flag(&o, "--no-patch")) {
-            vo.patch = false;
-        } else if (kvv_opts_positional(&o) && !model) {
-            model = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
+    kvv_engine_cli eng;
+    gen_engine(&eng);
+    kvv_prompt_cli prompt;
+    kvv_prompt_cli_init(&prompt, "vectors gen");
+    gen_args a = {.vo = &vo, .prompt = &prompt};
+    const kvv_opt_group groups[] = {kvv_engine_cli_group(&eng), kvv_prompt_cli_group(&prompt),
+                                    {gen_option, gen_finish, &a}};
+    int code = kvv_opts_parse(&o, usage, groups, 3);
+    if (code != KVV_OPTS_RUN) {
+        kvv_prompt_cli_free(&prompt);
+        return code;
     }
-    if (!o.failed && (!model || !out))
-        kvv_opts_error(&o, "needs MODEL and -o FILE");
-    if (!o.failed && (!!text + !!toks + (n_random > 0)) > 1)
-        kvv_opts_error(&o, "give one of -p, --tokens and --random");
-    if (!o.failed && mode_set && !kvv_mode_from_name(mode, &vo.engine.mode))
-        kvv_opts_error(&o, "option --mode: '%s' is not exact, invariant or fast", mode);
-    if (!o.failed && !mode_set && vo.engine.name && strcmp(vo.engine.name, "ref") != 0)
-        vo.engine.mode = KVV_MODE_INVARIANT;
-    if (o.failed) {
-        free(toks);
-        return KVV_EXIT_BAD_INPUT;
-    }
+    const char *model = a.model, *out = a.out, *text = prompt.text;
+    vo.engine = kvv_engine_cli_opts(&eng);
+    vo.seed = prompt.seed;
+    int32_t *toks = prompt.tokens;
+    int n_toks = prompt.n_tokens;
+    long n_random = prompt.n_random;
+    prompt.tokens = NULL;
     int rc = 0;
     if (text) {
         if ((rc = prompt_from_text(model, text, &toks, &n_toks)))
@@ -212,52 +226,63 @@ static json_t *divergence_json(const kvv_divergence *d)
     return j;
 }
 
+/* check's own options. */
+typedef struct {
+    const char *model, *vec;
+    kvv_vectors_check_opts *co;
+} check_args;
+
+static bool check_option(void *state, kvv_opts *o)
+{
+    check_args *a = state;
+    if (kvv_opts_value(o, "--perturb")) {
+        int l, p, k = 0;
+        if (o->value && strcmp(o->value, "weight") == 0)
+            a->co->control |= KVV_CTL_PERTURB_WEIGHT;
+        else if (o->value && sscanf(o->value, "resid:%d:%d%n", &l, &p, &k) == 2 &&
+                 o->value[k] == '\0' && l >= 0 && p >= 0) {
+            a->co->perturb_layer = l;
+            a->co->perturb_pos = p;
+        } else if (o->value)
+            kvv_opts_error(o, "option --perturb: '%s' is not weight or resid:LAYER:POS", o->value);
+    } else if (kvv_opts_positional(o) && !a->model) {
+        a->model = o->arg;
+    } else if (kvv_opts_positional(o) && !a->vec) {
+        a->vec = o->arg;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void check_finish(void *state, kvv_opts *o)
+{
+    const check_args *a = state;
+    if (!a->model || !a->vec)
+        kvv_opts_error(o, "needs MODEL and FILE");
+}
+
 static int cmd_check(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "vectors check", argc, argv);
     kvv_vectors_check_opts co = kvv_vectors_check_opts_default();
-    const char *model = NULL, *vec = NULL;
-    bool json = false;
-    long lv;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (kvv_opts_value(&o, "--engine")) {
-            co.engine = o.value;
-        } else if (kvv_opts_value(&o, "--mode")) {
-            kvv_mode md;
-            if (o.value && !kvv_mode_from_name(o.value, &md))
-                kvv_opts_error(&o, "option --mode: '%s' is not exact, invariant or fast", o.value);
-            co.mode = o.value;
-        } else if (kvv_opts_value(&o, "--threads")) {
-            if (kvv_opts_int(&o, "--threads", o.value, 1, 256, &lv))
-                co.n_threads = (int)lv;
-        } else if (kvv_opts_value(&o, "--perturb")) {
-            int l, p, k = 0;
-            if (o.value && strcmp(o.value, "weight") == 0)
-                co.control |= KVV_CTL_PERTURB_WEIGHT;
-            else if (o.value && sscanf(o.value, "resid:%d:%d%n", &l, &p, &k) == 2 &&
-                     o.value[k] == '\0' && l >= 0 && p >= 0) {
-                co.perturb_layer = l;
-                co.perturb_pos = p;
-            } else if (o.value)
-                kvv_opts_error(&o, "option --perturb: '%s' is not weight or resid:LAYER:POS", o.value);
-        } else if (kvv_opts_flag(&o, "--json")) {
-            json = true;
-        } else if (kvv_opts_positional(&o) && !model) {
-            model = o.arg;
-        } else if (kvv_opts_positional(&o) && !vec) {
-            vec = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (!o.failed && (!model || !vec))
-        kvv_opts_error(&o, "needs MODEL and FILE");
-    if (o.failed)
-        return KVV_EXIT_BAD_INPUT;
+    kvv_engine_cli eng;
+    check_engine(&eng);
+    kvv_output_cli out;
+    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON_STDOUT);
+    check_args a = {.co = &co};
+    const kvv_opt_group g[] = {kvv_engine_cli_group(&eng), kvv_output_cli_group(&out),
+                               {check_option, check_finish, &a}};
+    int code = kvv_opts_parse(&o, usage, g, 3);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const char *model = a.model, *vec = a.vec;
+    const bool json = out.json_stdout;
+    co.engine = eng.engine;
+    co.mode = eng.mode;
+    if (eng.n_threads > 0)
+        co.n_threads = eng.n_threads;
     kvv_vectors_result r;
     kvv_error err = {0};
     if (kvv_vectors_check(model, vec, &co, &r, &err)) {
@@ -323,28 +348,33 @@ static int cmd_check(int argc, char **argv)
 
 /* ============================================================ show */
 
+static bool show_option(void *state, kvv_opts *o)
+{
+    const char **path = state;
+    if (!kvv_opts_positional(o) || *path)
+        return false;
+    *path = o->arg;
+    return true;
+}
+
+static void show_finish(void *state, kvv_opts *o)
+{
+    if (!*(const char **)state)
+        kvv_opts_error(o, "needs FILE");
+}
+
 static int cmd_show(int argc, char **argv)
 {
     kvv_opts o;
     kvv_opts_init(&o, "vectors show", argc, argv);
     const char *path = NULL;
-    bool json = false;
-    while (kvv_opts_next(&o)) {
-        if (kvv_opts_flag(&o, "--help") || kvv_opts_flag(&o, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (kvv_opts_flag(&o, "--json")) {
-            json = true;
-        } else if (kvv_opts_positional(&o) && !path) {
-            path = o.arg;
-        } else {
-            kvv_opts_unknown(&o);
-        }
-    }
-    if (!o.failed && !path)
-        kvv_opts_error(&o, "needs FILE");
-    if (o.failed)
-        return KVV_EXIT_BAD_INPUT;
+    kvv_output_cli out;
+    kvv_output_cli_init(&out, "vectors show", KVV_OUT_JSON_STDOUT);
+    const kvv_opt_group g[] = {kvv_output_cli_group(&out), {show_option, show_finish, &path}};
+    int code = kvv_opts_parse(&o, usage, g, 2);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    const bool json = out.json_stdout;
     kvv_error err = {0};
     kvv_file *f = NULL;
     kvv_meta mt;

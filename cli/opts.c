@@ -154,6 +154,25 @@ bool kvv_opts_int_list(kvv_opts *o, const char *name, const char *s, int32_t **o
     return true;
 }
 
+int kvv_opts_parse(kvv_opts *o, void (*help)(FILE *f), const kvv_opt_group *groups, int n)
+{
+    while (kvv_opts_next(o)) {
+        if (kvv_opts_flag(o, "--help") || kvv_opts_flag(o, "-h")) {
+            help(stdout);
+            return 0;
+        }
+        int i = 0;
+        while (i < n && !groups[i].parse(groups[i].state, o))
+            i++;
+        if (i == n)
+            kvv_opts_unknown(o);
+    }
+    for (int i = 0; i < n && !o->failed; i++)
+        if (groups[i].finish)
+            groups[i].finish(groups[i].state, o);
+    return o->failed ? KVV_EXIT_BAD_INPUT : KVV_OPTS_RUN;
+}
+
 int kvv_cli_fail(const kvv_error *err)
 {
     fprintf(stderr, "kvverify: %s\n", err->msg[0] ? err->msg : kvv_strerror(err->status));

@@ -1,15 +1,41 @@
 /*
- * opts.h — small helpers every subcommand uses to parse options the same way.
+ * opts.h — how every subcommand reads its command line: one option loop
+ * (kvv_opts_parse) over groups of options, and the small parsers the groups
+ * are written with.
  *
  * Conventions: options may come before or after positional arguments;
  * `--opt VALUE` and `--opt=VALUE` are both accepted; every bad value is a
  * one-line message "kvverify CMD: option --opt: ..." and exit code 2.
+ *
+ * A command's options are groups, each a parse function over its own state:
+ * the shared ones (cli/engine_opts.h: --engine --mode --threads
+ * --cache-type; cli/output_opts.h: --json --junit --quiet;
+ * cli/prompt_opts.h: -p --tokens --random --seed; cli/check_cli.h: what
+ * every check command shares) and the command's own:
+ *
+ *   static bool own(void *state, kvv_opts *o)       // the command's options
+ *   {
+ *       my_args *a = state;
+ *       if (kvv_opts_value(o, "--chunk")) { ...; return true; }
+ *       return false;                               // not one of mine
+ *   }
+ *   kvv_opts o;
+ *   kvv_opts_init(&o, "kv", argc, argv);
+ *   kvv_opt_group g[] = {kvv_engine_cli_group(&eng), {own, NULL, &args}};
+ *   int code = kvv_opts_parse(&o, help, g, 2);
+ *   if (code != KVV_OPTS_RUN) return code;          // 0 after --help, else 2
+ *
+ * So an option every command shares is added once, to its group (parse,
+ * help line, and the field it fills); `--` ending the options, or a new
+ * convention for every command, is one edit to kvv_opts_next /
+ * kvv_opts_parse.
  */
 #ifndef KVV_OPTS_H
 #define KVV_OPTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/error.h"
 
@@ -47,6 +73,28 @@ bool kvv_opts_int_list(kvv_opts *o, const char *name, const char *s, int32_t **o
 void kvv_opts_unknown(kvv_opts *o);
 /* printf-style usage error: "kvverify CMD: ...", sets failed. */
 void kvv_opts_error(kvv_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One group of a command's options. parse consumes o->arg when it is one
+ * of the group's (a bad value prints a message and sets o->failed) and
+ * returns true; false leaves it to the next group. finish (optional) runs
+ * once after the last argument, for checks that need every option (one of
+ * -p/--tokens/--random, a bound that depends on another option). */
+typedef struct {
+    bool (*parse)(void *state, kvv_opts *o);
+    void (*finish)(void *state, kvv_opts *o);
+    void *state;
+} kvv_opt_group;
+
+/* kvv_opts_parse's answer when the command should go on and run. */
+#define KVV_OPTS_RUN (-1)
+
+/* The one option loop every command runs: -h / --help prints help(stdout)
+ * and stops; every other argument is offered to the groups in order until
+ * one takes it, else it is an unknown option (or an unexpected positional);
+ * then each group's finish. The first bad argument stops the loop.
+ * @return KVV_OPTS_RUN, 0 after --help, or KVV_EXIT_BAD_INPUT after the
+ * message. */
+int kvv_opts_parse(kvv_opts *o, void (*help)(FILE *f), const kvv_opt_group *groups, int n);
 
 /* Print "kvverify: MSG" for a library error and return its exit code. */
 int kvv_cli_fail(const kvv_error *err);

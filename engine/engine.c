@@ -49,6 +49,11 @@ int kvv_mode_from_name(const char *s, kvv_mode *out)
     return 0;
 }
 
+kvv_mode kvv_engine_default_mode(const char *name)
+{
+    return name && strcmp(name, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
+}
+
 kvv_engine_opts kvv_engine_opts_default(void)
 {
     kvv_engine_opts o;
@@ -67,8 +72,7 @@ kvv_engine_opts kvv_engine_opts_default(void)
     return o;
 }
 
-/* "ref, cpu, ..." into buf. */
-static void engine_list(char *buf, size_t size)
+void kvv_engine_list(char *buf, size_t size)
 {
     size_t off = 0;
     buf[0] = '\0';
@@ -132,7 +136,7 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
     if (!o->ggml && kvv_engine_open_plugin_by_name(m, o, name, out, &s, err))
         return s;
     char list[128];
-    engine_list(list, sizeof list);
+    kvv_engine_list(list, sizeof list);
     return kvv_error_set(err, KVV_ERR_USAGE,
                          "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
                          "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "

@@ -18,9 +18,8 @@
 
 #include "model/arch.h"
 #include "model/error.h"
-#include "reference/kv_cache.h"
-#include "reference/ref.h"      /* KVV_CTL_* control flags */
-#include "reference/runtime.h"
+#include "runtime/kv_cache.h"
+#include "runtime/runtime.h" /* cache types, hooks, KVV_CTL_* and KVV_GGML_* flags */
 
 typedef enum {
     KVV_MODE_EXACT = 0,     /* the reference engine's only mode */
@@ -30,6 +29,14 @@ typedef enum {
 
 const char *kvv_mode_name(kvv_mode m);                 /* "exact", "fast", "invariant" */
 int kvv_mode_from_name(const char *s, kvv_mode *out);  /* 1 on success */
+/* The mode an engine runs in when none is asked for: exact for "ref",
+ * invariant for the others (the one place this default is decided). */
+kvv_mode kvv_engine_default_mode(const char *name);
+
+/* The most threads an engine may be asked for: the cpu engine refuses more
+ * (its pool's bound), the reference runs one whatever it is given, and the
+ * command line rejects more before any engine opens (cli/engine_opts.c). */
+#define KVV_ENGINE_MAX_THREADS 256
 
 /* Negative controls the engine layer plants on kvverify's side, for engines
  * whose kernels kvverify cannot change (plugins). Set in
@@ -51,7 +58,7 @@ enum {
 typedef struct {
     const char *name;           /* "ref" (default), "cpu", "llama.cpp" or "plugin:PATH.so" */
     kvv_mode mode;              /* ref: EXACT; cpu: FAST or INVARIANT (default INVARIANT) */
-    int n_threads;              /* cpu only; default 1 */
+    int n_threads;              /* cpu only; default 1; at most KVV_ENGINE_MAX_THREADS */
     kvv_cache_type cache_type;  /* default f32 */
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
@@ -139,6 +146,8 @@ struct kvv_engine {
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err);
 void kvv_engine_close(kvv_engine *e); /* accepts NULL */
+/* The registered engine names, "ref, cpu", into buf (for messages, help). */
+void kvv_engine_list(char *buf, size_t size);
 
 /* Thin wrappers over the vtable (see reference/ref.h for the semantics). */
 kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,

@@ -19,11 +19,11 @@
 typedef kvv_status (*kvv_engine_open_fn)(const kvv_model *m, const kvv_engine_opts *o,
                                          kvv_engine **out, kvv_error *err);
 
-/* The reference engine (engine/engine_ref.c): mode must be KVV_MODE_EXACT. */
+/* The reference engine (engine/ref/engine_ref.c): mode must be KVV_MODE_EXACT. */
 kvv_status kvv_engine_open_ref(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err);
 
-/* The optimized CPU engine (engine/cpu/): FAST or INVARIANT. */
+/* The optimized CPU engine (engine/cpu/engine_cpu.c): FAST or INVARIANT. */
 kvv_status kvv_engine_open_cpu(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err);
 

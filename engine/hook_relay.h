@@ -11,7 +11,7 @@
 #ifndef KVV_HOOK_RELAY_H
 #define KVV_HOOK_RELAY_H
 
-#include "reference/runtime.h"
+#include "runtime/runtime.h"
 
 typedef struct kvv_hook_relay kvv_hook_relay;
 struct kvv_hook_relay {

@@ -1,11 +1,11 @@
 /*
- * dequant_k.c — dequantizers of the K-quants (Q2_K..Q6_K, Q8_K), the
- * non-linear IQ4_NL / IQ4_XS, MXFP4, TQ1_0 and TQ2_0, exactly as ggml's
- * dequantize_row_* (fp32, same order of operations; -ffp-contract=off).
- * Block layouts as OFFSET SIZE TYPE tables; multi-byte fields read
- * little-endian byte by byte. See docs/tensor-types.md. Q2_K..Q6_K are
- * unpacked by quant_groups.c (one place for each layout) and rebuilt as
- * y = s*q - m, which is ggml's formula with its scale and offset.
+ * dequant_k.c — dequantizers of the super-block and non-linear types that
+ * are not scaled-integer groups: Q8_K, IQ4_NL / IQ4_XS, MXFP4, TQ1_0 and
+ * TQ2_0, exactly as ggml's dequantize_row_* (fp32, same order of
+ * operations; -ffp-contract=off). Block layouts as OFFSET SIZE TYPE tables;
+ * multi-byte fields read little-endian byte by byte. See
+ * docs/tensor-types.md. Q2_K..Q6_K are decoded through quant_groups.c (one
+ * place for each layout); dequant.c's switch sends them there.
  */
 #include "model/tensor_types_impl.h"
 
@@ -133,11 +133,6 @@ static void deq_tq1_0(const uint8_t *x, float *y, int64_t nb)
 bool kvv_dequantize_blocks_ext(kvv_type t, const uint8_t *x, float *y, int64_t nb)
 {
     switch (t) {
-    case KVV_TYPE_Q2_K:
-    case KVV_TYPE_Q3_K:
-    case KVV_TYPE_Q4_K:
-    case KVV_TYPE_Q5_K:
-    case KVV_TYPE_Q6_K:   kvv_dequantize_groups(t, x, y, nb); return true;
     case KVV_TYPE_Q8_K:   deq_q8_k(x, y, nb); return true;
     case KVV_TYPE_IQ4_NL: deq_iq4_nl(x, y, nb); return true;
     case KVV_TYPE_IQ4_XS: deq_iq4_xs(x, y, nb); return true;

@@ -1,7 +1,8 @@
 /*
- * gguf_get.c — typed access to a parsed GGUF file (see gguf.h): value type
- * names, numeric array elements, and the getters that coerce an integer or
- * float kv to the type a caller wants only when no information is lost.
+ * gguf_get.c — typed access to a parsed GGUF file (see gguf.h): numeric
+ * array elements, and the getters that coerce an integer or float kv to the
+ * type a caller wants only when no information is lost. Lookups by key go
+ * through gguf_read.c's index (kvv_gguf_find_kv).
  */
 #include "model/gguf.h"
 #include "model/gguf_internal.h"
@@ -12,15 +13,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-const char *kvv_gguf_type_name(uint32_t type)
-{
-    static const char *const names[KVV_GGUF_TYPE_COUNT] = {
-        "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-        "bool", "string", "array", "uint64", "int64", "float64",
-    };
-    return type < KVV_GGUF_TYPE_COUNT ? names[type] : "unknown";
-}
 
 /* Element i of a numeric array, widened. */
 static bool arr_elem(const kvv_gguf_kv *kv, uint64_t i, int64_t *iv, double *fv)

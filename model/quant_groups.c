@@ -4,7 +4,7 @@
  *     y = s * q - m      (fp32, each operation rounded, in this order)
  * with an integer q (-32..31 or 0..31) and one (s, m) per group of 16
  * weights, s and m computed exactly as ggml's dequantize_row_* computes its
- * scale and offset. The K-quant dequantizers (dequant_k.c) are built on
+ * scale and offset. The decoder of these types (dequant.c) is built on
  * this, so the unpacking of each block layout lives here once; engines use
  * it to keep such weights as 8-bit integers instead of fp32.
  * Block layouts: the OFFSET SIZE TYPE tables below and docs/tensor-types.md.

@@ -1,7 +1,8 @@
 /*
- * tensor_types_impl.h — private to model/tensor_types.c and model/dequant_k.c:
- * little-endian field access, float bits, and the dequantizers of the
- * K-quant, IQ4, MXFP4, TQ1_0 and TQ2_0 types (dequant_k.c).
+ * tensor_types_impl.h — private to the tensor-type files of model/
+ * (tensor_types.c, dequant.c, dequant_k.c, quant_groups.c, quantize.c):
+ * little-endian field access, float bits, and the two block decoders that
+ * dequant.c's switch calls.
  */
 #ifndef KVV_TENSOR_TYPES_IMPL_H
 #define KVV_TENSOR_TYPES_IMPL_H
@@ -51,8 +52,8 @@ static inline void wr32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)((v >> (8 * i)) & 0xff);
 }
 
-/* Dequantize nb blocks of t (Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4,
- * TQ1_0, TQ2_0) from x into y. Returns false if t is not one of those. */
+/* Dequantize nb blocks of t (Q8_K, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0)
+ * from x into y (dequant_k.c). Returns false if t is not one of those. */
 bool kvv_dequantize_blocks_ext(kvv_type t, const uint8_t *x, float *y, int64_t nb);
 
 /* nb blocks of a kvv_quant_groups_type through kvv_quant_groups

@@ -22,30 +22,14 @@
 
 #include "model/arch.h"
 #include "model/error.h"
-#include "reference/kv_cache.h"
-#include "reference/runtime.h"
-
-/* Negative-control switches (bit flags) a check may turn on to prove it can
- * fail. Never set in normal runs; recorded in the engine description. */
-enum {
-    KVV_CTL_KV_REVERSED_SUM = 1u << 0, /* kv_from_residual sums its dot products in reverse order */
-    KVV_CTL_PERTURB_WEIGHT  = 1u << 1, /* flip the lowest mantissa bit of one weight (output_norm[0]) */
-};
-
-/* Optional emulation of llama.cpp's CPU shortcuts (bit flags, kvv_ref_opts.ggml;
- * 0 by default = plain fp32 on exactly dequantized weights). Still
- * deterministic and batch-invariant; see reference/ref_ggml.c. */
-enum {
-    KVV_GGML_GELU_FP16 = 1u << 0, /* GELU through ggml's fp16 lookup table */
-    KVV_GGML_ACT_QUANT = 1u << 1, /* activations rounded to fp16 before F16 matmuls and
-                                     quantized to Q8_0 before Q8_0 matmuls (vec_dot_type) */
-};
+#include "runtime/kv_cache.h"
+#include "runtime/runtime.h" /* also KVV_CTL_* and KVV_GGML_* flags */
 
 typedef struct {
     kvv_cache_type cache_type;  /* default f32 */
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
-    unsigned control;           /* KVV_CTL_* flags, 0 normally */
-    unsigned ggml;              /* KVV_GGML_* emulation flags, 0 normally */
+    unsigned control;           /* KVV_CTL_* flags (runtime/runtime.h), 0 normally */
+    unsigned ggml;              /* KVV_GGML_* emulation flags (runtime/runtime.h, ref_ggml.c), 0 normally */
 } kvv_ref_opts;
 
 kvv_ref_opts kvv_ref_opts_default(void);

@@ -1,7 +1,7 @@
 /*
  * ref_internal.h — private to reference/: the reference engine's state and
  * the scalar kernels its forward pass is built from. Not a public header;
- * engine/ops_ref.c (per-op comparisons) also calls the kernels, so keep
+ * engine/ref/ops_ref.c (per-op comparisons) also calls the kernels, so keep
  * their signatures stable.
  *
  * State is split by lifetime, like llama2.c's run.c:

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/sha256.h"
 #include "reference/ref_trace.h"
 
 enum { TAG_RESID = 1, TAG_K = 2, TAG_V = 3, TAG_LOGITS = 4 };
@@ -188,10 +189,5 @@ void kvv_trace_sha256_hex(const kvv_trace *t, char hex[65])
     }
     uint8_t d[SHA256_DIGEST_SIZE];
     sha256_digest(&ctx, sizeof d, d);
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[64] = '\0';
+    kvv_sha256_hex(d, hex);
 }

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "model/arch.h"
-#include "reference/runtime.h"
+#include "runtime/runtime.h"
 
 typedef struct kvv_trace kvv_trace;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"
 
@@ -266,7 +267,7 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
     }
     kvv_model *m = NULL;
     kvv_vset set = {.n = 0};
-    st = kvv_vectors_sha256_file(model_path, res->model_sha256, err);
+    st = kvv_sha256_file(model_path, res->model_sha256, err);
     if (!st && strcmp(res->model_sha256, mt.model_sha256) != 0)
         st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record meta at byte %llu: field model.sha256: "
                            "the vector is for %s (sha256 %.16s...), but %s has sha256 %.16s...: "

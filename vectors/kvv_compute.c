@@ -160,14 +160,24 @@ static int32_t argmax(const float *x, int n)
 
 /* ============================================================ compute */
 
-kvv_status kvv_vectors_compute(const kvv_model *m, const kvv_vectors_opts *o, kvv_vset *out,
-                               kvv_engine_desc *d, kvv_error *err)
+/* One computation's state: the engine, the captures, the buffers. */
+typedef struct {
+    const kvv_vectors_opts *o;
+    int L, E, V, kdim, vdim, np, ng, n_pos;
+    kvv_engine *e;
+    capture_state c;
+    kvv_hooks hooks;
+    float *logits;             /* [ng][V] logits of each greedy step */
+    int32_t *greedy;           /* [ng] the greedy tokens (handed to the set) */
+    int32_t *posv;             /* [n_pos] 0..n_pos-1 */
+    float *k2, *v2;            /* [n_pos][kdim | vdim] recompute scratch */
+    int32_t *prompt;           /* a copy of the prompt (handed to the set) */
+} compute;
+
+/* Prompt, steps and perturbation inside what the model and a vector hold. */
+static kvv_status check_inputs(const kvv_model *m, const kvv_vectors_opts *o, kvv_error *err)
 {
-    memset(out, 0, sizeof *out);
-    const kvv_hparams *hp = &m->hp;
-    const int L = hp->n_layer, E = hp->n_embd, V = hp->n_vocab;
-    const int kdim = hp->n_head_kv * hp->head_dim, vdim = hp->n_head_kv * hp->head_dim_v;
-    const int np = o->n_tokens, ng = o->n_gen;
+    const int L = m->hp.n_layer, V = m->hp.n_vocab, np = o->n_tokens, ng = o->n_gen;
     if (np < 1 || ng < 1 || np > (1 << 20) || ng > (1 << 20))
         return kvv_error_set(err, KVV_ERR_USAGE, "prompt length %d and -n %d must both be >= 1", np, ng);
     for (int i = 0; i < np; i++)
@@ -178,85 +188,65 @@ kvv_status kvv_vectors_compute(const kvv_model *m, const kvv_vectors_opts *o, kv
     if (o->perturb_layer > L || (o->perturb_layer >= 0 && (o->perturb_pos < 0 || o->perturb_pos >= n_pos)))
         return kvv_error_set(err, KVV_ERR_USAGE, "perturbation at layer %d position %d is outside "
                              "layers 0..%d, positions 0..%d", o->perturb_layer, o->perturb_pos, L, n_pos - 1);
+    return KVV_OK;
+}
 
-    kvv_engine_opts eo = o->engine;
-    eo.n_ctx = n_pos;
-    kvv_engine *e = NULL;
-    kvv_status st = kvv_engine_open(m, &eo, &e, err);
-    if (st)
-        return st;
-    kvv_engine_describe(e, d);
-
-    capture_state c = {L, E, kdim, vdim, n_pos, NULL, NULL, NULL, true, -1, NULL,
-                       o->perturb_layer, o->perturb_pos, false};
-    const size_t n_res = (size_t)(L + 1) * n_pos * E;
-    const size_t n_k = (size_t)L * n_pos * kdim, n_v = (size_t)L * n_pos * vdim;
-    c.resid = calloc(n_res, sizeof(float));
-    c.k = calloc(n_k, sizeof(float));
-    c.v = calloc(n_v, sizeof(float));
-    float *logits = calloc((size_t)ng * V, sizeof(float));
-    int32_t *greedy = calloc((size_t)ng, sizeof(int32_t));
-    int32_t *posv = calloc((size_t)n_pos, sizeof(int32_t));
-    float *k2 = calloc((size_t)n_pos * kdim, sizeof(float));
-    float *v2 = calloc((size_t)n_pos * vdim, sizeof(float));
-    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)np);
-    if (!c.resid || !c.k || !c.v || !logits || !greedy || !posv || !k2 || !v2 || !prompt) {
-        st = kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for a vector of %d positions", n_pos);
-        goto done;
-    }
-    for (int i = 0; i < n_pos; i++)
-        posv[i] = i;
-    memcpy(prompt, o->tokens, sizeof(int32_t) * (size_t)np);
-    kvv_hooks hooks = {.user = &c, .residual = on_residual, .kv = on_kv};
-
-    /* 1. prefill + greedy decode */
-    kvv_engine_reset(e);
-    st = kvv_engine_forward(e, np, o->tokens, posv, &hooks, KVV_LOGITS_LAST, logits, err);
+/* 1. prefill + greedy decode, captured through the hooks. */
+static kvv_status decode(compute *x, const kvv_engine_desc *d, kvv_error *err)
+{
+    const int np = x->np, ng = x->ng, V = x->V;
+    kvv_engine_reset(x->e);
+    kvv_status st = kvv_engine_forward(x->e, np, x->o->tokens, x->posv, &x->hooks,
+                                       KVV_LOGITS_LAST, x->logits, err);
     for (int s = 0; !st && s < ng; s++) {
-        greedy[s] = argmax(logits + (size_t)s * V, V);
+        x->greedy[s] = argmax(x->logits + (size_t)s * V, V);
         if (s + 1 < ng) {
             int32_t p = np + s;
-            st = kvv_engine_forward(e, 1, &greedy[s], &p, &hooks, KVV_LOGITS_LAST,
-                                    logits + (size_t)(s + 1) * V, err);
+            st = kvv_engine_forward(x->e, 1, &x->greedy[s], &p, &x->hooks, KVV_LOGITS_LAST,
+                                    x->logits + (size_t)(s + 1) * V, err);
         }
     }
-    if (st)
-        goto done;
-    if (c.bad_pos) {
+    if (!st && x->c.bad_pos)
         st = kvv_error_set(err, KVV_ERR_INTERNAL, "engine %s: a hook reported a layer or position "
                            "outside the run", d->name);
-        goto done;
-    }
+    return st;
+}
 
-    /* 2. hashes */
+/* 2. the run's records: prompt, greedy tokens, logits (or their hashes),
+ * the hash of every residual, K and V row, and with --full the rows. */
+static kvv_status add_run_records(compute *x, kvv_vset *out, kvv_error *err)
+{
+    const int L = x->L, E = x->E, V = x->V, np = x->np, ng = x->ng, n_pos = x->n_pos;
+    const int kdim = x->kdim, vdim = x->vdim;
+    const kvv_vectors_opts *o = x->o;
+    capture_state *c = &x->c;
     uint64_t *hr = malloc(sizeof(uint64_t) * (size_t)(L + 1) * n_pos);
     uint64_t *hk = malloc(sizeof(uint64_t) * (size_t)L * n_pos);
     uint64_t *hv = malloc(sizeof(uint64_t) * (size_t)L * n_pos);
     if (!hr || !hk || !hv) {
         free(hr), free(hk), free(hv);
-        st = kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for hashes");
-        goto done;
+        return kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for hashes");
     }
     for (size_t r = 0; r < (size_t)(L + 1) * n_pos; r++)
-        hr[r] = kvv_vectors_hash_f32(c.resid + r * E, (uint64_t)E);
+        hr[r] = kvv_vectors_hash_f32(c->resid + r * E, (uint64_t)E);
     for (size_t r = 0; r < (size_t)L * n_pos; r++) {
-        hk[r] = kvv_vectors_hash_f32(c.k + r * kdim, (uint64_t)kdim);
-        hv[r] = kvv_vectors_hash_f32(c.v + r * vdim, (uint64_t)vdim);
+        hk[r] = kvv_vectors_hash_f32(c->k + r * kdim, (uint64_t)kdim);
+        hv[r] = kvv_vectors_hash_f32(c->v + r * vdim, (uint64_t)vdim);
     }
-    vset_add(out, "prompt", KVV_REC_I32, 1, (uint64_t)np, 0, 0, prompt, sizeof(int32_t) * (size_t)np);
-    prompt = NULL;
-    vset_add(out, "greedy", KVV_REC_I32, 1, (uint64_t)ng, 0, 0, greedy, sizeof(int32_t) * (size_t)ng);
-    greedy = NULL;
+    vset_add(out, "prompt", KVV_REC_I32, 1, (uint64_t)np, 0, 0, x->prompt, sizeof(int32_t) * (size_t)np);
+    x->prompt = NULL;
+    vset_add(out, "greedy", KVV_REC_I32, 1, (uint64_t)ng, 0, 0, x->greedy, sizeof(int32_t) * (size_t)ng);
+    x->greedy = NULL;
     if (o->logits_full) {
         float *lg = malloc(sizeof(float) * (size_t)ng * V);
         if (lg)
-            memcpy(lg, logits, sizeof(float) * (size_t)ng * V);
+            memcpy(lg, x->logits, sizeof(float) * (size_t)ng * V);
         vset_add(out, "logits", KVV_REC_F32, 2, (uint64_t)ng, (uint64_t)V, 0, lg,
                  sizeof(float) * (size_t)ng * V);
     } else {
         uint64_t *lh = malloc(sizeof(uint64_t) * (size_t)ng);
         for (int s = 0; lh && s < ng; s++)
-            lh[s] = kvv_vectors_hash_f32(logits + (size_t)s * V, (uint64_t)V);
+            lh[s] = kvv_vectors_hash_f32(x->logits + (size_t)s * V, (uint64_t)V);
         vset_add(out, "logits.hash", KVV_REC_U64, 1, (uint64_t)ng, 0, 0, lh, sizeof(uint64_t) * (size_t)ng);
     }
     vset_add(out, "hash.resid", KVV_REC_U64, 2, (uint64_t)L + 1, (uint64_t)n_pos, 0, hr,
@@ -267,90 +257,162 @@ kvv_status kvv_vectors_compute(const kvv_model *m, const kvv_vectors_opts *o, kv
              sizeof(uint64_t) * (size_t)L * n_pos);
     if (o->full) {
         vset_add(out, "full.resid", KVV_REC_F32, 3, (uint64_t)L + 1, (uint64_t)n_pos, (uint64_t)E,
-                 c.resid, sizeof(float) * n_res);
-        vset_add(out, "full.k", KVV_REC_F32, 3, (uint64_t)L, (uint64_t)n_pos, (uint64_t)kdim, c.k,
-                 sizeof(float) * n_k);
-        vset_add(out, "full.v", KVV_REC_F32, 3, (uint64_t)L, (uint64_t)n_pos, (uint64_t)vdim, c.v,
-                 sizeof(float) * n_v);
+                 c->resid, sizeof(float) * (size_t)(L + 1) * n_pos * E);
+        vset_add(out, "full.k", KVV_REC_F32, 3, (uint64_t)L, (uint64_t)n_pos, (uint64_t)kdim, c->k,
+                 sizeof(float) * (size_t)L * n_pos * kdim);
+        vset_add(out, "full.v", KVV_REC_F32, 3, (uint64_t)L, (uint64_t)n_pos, (uint64_t)vdim, c->v,
+                 sizeof(float) * (size_t)L * n_pos * vdim);
     }
     for (int i = 0; i < out->n; i++)
-        if (!out->recs[i].data && out->recs[i].size) {
-            st = kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for record %s", out->recs[i].name);
-            goto done;
-        }
+        if (!out->recs[i].data && out->recs[i].size)
+            return kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for record %s", out->recs[i].name);
+    return KVV_OK;
+}
 
-    if (o->patch) {
-        /* 3. kv: recompute from residuals, all at once and one at a time */
-        uint64_t *kv = calloc((size_t)L * 5, sizeof(uint64_t));
-        int32_t *donor = malloc(sizeof(int32_t) * (size_t)np);
-        uint64_t *pr = calloc((size_t)L * 2, sizeof(uint64_t));
-        float *row = malloc(sizeof(float) * (size_t)V);
-        if (!kv || !donor || !pr || !row) {
-            free(kv), free(donor), free(pr), free(row);
-            st = kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for the kv/patch records");
-            goto done;
-        }
-        for (int l = 0; !st && l < L; l++) {
-            const float *h = c.resid + (size_t)l * n_pos * E;
-            const float *ck = c.k + (size_t)l * n_pos * kdim, *cv = c.v + (size_t)l * n_pos * vdim;
-            uint64_t *row5 = kv + (size_t)l * 5;
-            row5[0] = (uint64_t)n_pos * (uint64_t)(kdim + vdim);
-            st = kvv_engine_kv_from_residual(e, l, n_pos, h, posv, k2, v2, err);
-            for (size_t i = 0; !st && i < (size_t)n_pos * kdim; i++)
-                row5[1] += !same_bits(&k2[i], &ck[i]);
-            for (size_t i = 0; !st && i < (size_t)n_pos * vdim; i++)
-                row5[2] += !same_bits(&v2[i], &cv[i]);
-            for (int t = 0; !st && t < n_pos; t++) {
-                st = kvv_engine_kv_from_residual(e, l, 1, h + (size_t)t * E, &posv[t], k2, v2, err);
-                for (int i = 0; !st && i < kdim; i++)
-                    row5[3] += !same_bits(&k2[i], &ck[(size_t)t * kdim + i]);
-                for (int i = 0; !st && i < vdim; i++)
-                    row5[4] += !same_bits(&v2[i], &cv[(size_t)t * vdim + i]);
-            }
-        }
-        /* 4. patch: B's layer-l residual := A's, every layer */
-        kvv_vectors_random_tokens(o->seed + 1, V, donor, np);
-        c.capture = false;
-        for (int l = 0; !st && l < L; l++) {
-            c.patch_layer = l;
-            c.patch_src = c.resid + (size_t)l * n_pos * E;
-            kvv_engine_reset(e);
-            st = kvv_engine_forward(e, np, donor, posv, &hooks, KVV_LOGITS_LAST, row, err);
-            if (st)
-                break;
-            for (int i = 0; i < V; i++)
-                pr[(size_t)l * 2] += !same_bits(&row[i], &logits[i]);
-            pr[(size_t)l * 2 + 1] = kvv_vectors_hash_f32(row, (uint64_t)V);
-        }
-        free(row);
-        if (st) {
-            free(kv), free(donor), free(pr);
-            goto done;
-        }
-        vset_add(out, "kv", KVV_REC_U64, 2, (uint64_t)L, 5, 0, kv, sizeof(uint64_t) * (size_t)L * 5);
-        vset_add(out, "patch.donor", KVV_REC_I32, 1, (uint64_t)np, 0, 0, donor, sizeof(int32_t) * (size_t)np);
-        vset_add(out, "patch", KVV_REC_U64, 2, (uint64_t)L, 2, 0, pr, sizeof(uint64_t) * (size_t)L * 2);
-    }
-
-done:
-    if (!o->full || st) {
-        /* when full, the captures were handed to records (freed with the set) */
-        bool owned = false;
-        for (int i = 0; i < out->n; i++)
-            owned |= out->recs[i].data == c.resid;
-        if (!owned) {
-            free(c.resid);
-            free(c.k);
-            free(c.v);
+/* 3. kv: per layer [compared, K and V differing all at once, K and V
+ * differing one position at a time], recomputed from the captured residuals. */
+static kvv_status kv_counts(compute *x, uint64_t *kv, kvv_error *err)
+{
+    const int E = x->E, n_pos = x->n_pos, kdim = x->kdim, vdim = x->vdim;
+    const capture_state *c = &x->c;
+    float *k2 = x->k2, *v2 = x->v2;
+    kvv_status st = KVV_OK;
+    for (int l = 0; !st && l < x->L; l++) {
+        const float *h = c->resid + (size_t)l * n_pos * E;
+        const float *ck = c->k + (size_t)l * n_pos * kdim, *cv = c->v + (size_t)l * n_pos * vdim;
+        uint64_t *row5 = kv + (size_t)l * 5;
+        row5[0] = (uint64_t)n_pos * (uint64_t)(kdim + vdim);
+        st = kvv_engine_kv_from_residual(x->e, l, n_pos, h, x->posv, k2, v2, err);
+        for (size_t i = 0; !st && i < (size_t)n_pos * kdim; i++)
+            row5[1] += !same_bits(&k2[i], &ck[i]);
+        for (size_t i = 0; !st && i < (size_t)n_pos * vdim; i++)
+            row5[2] += !same_bits(&v2[i], &cv[i]);
+        for (int t = 0; !st && t < n_pos; t++) {
+            st = kvv_engine_kv_from_residual(x->e, l, 1, h + (size_t)t * E, &x->posv[t], k2, v2, err);
+            for (int i = 0; !st && i < kdim; i++)
+                row5[3] += !same_bits(&k2[i], &ck[(size_t)t * kdim + i]);
+            for (int i = 0; !st && i < vdim; i++)
+                row5[4] += !same_bits(&v2[i], &cv[(size_t)t * vdim + i]);
         }
     }
-    free(logits);
-    free(greedy);
-    free(posv);
-    free(k2);
-    free(v2);
-    free(prompt);
-    kvv_engine_close(e);
+    return st;
+}
+
+/* 4. patch: per layer l, a donor prompt B with its layer-l residual
+ * overwritten by A's: [last logits differing from A's, their hash]. */
+static kvv_status patch_counts(compute *x, const int32_t *donor, uint64_t *pr, float *row,
+                               kvv_error *err)
+{
+    const int V = x->V;
+    capture_state *c = &x->c;
+    kvv_status st = KVV_OK;
+    c->capture = false;
+    for (int l = 0; !st && l < x->L; l++) {
+        c->patch_layer = l;
+        c->patch_src = c->resid + (size_t)l * x->n_pos * x->E;
+        kvv_engine_reset(x->e);
+        st = kvv_engine_forward(x->e, x->np, donor, x->posv, &x->hooks, KVV_LOGITS_LAST, row, err);
+        if (st)
+            break;
+        for (int i = 0; i < V; i++)
+            pr[(size_t)l * 2] += !same_bits(&row[i], &x->logits[i]);
+        pr[(size_t)l * 2 + 1] = kvv_vectors_hash_f32(row, (uint64_t)V);
+    }
+    return st;
+}
+
+/* 3.-4. the kv, patch.donor and patch records. */
+static kvv_status add_kv_patch_records(compute *x, kvv_vset *out, kvv_error *err)
+{
+    const int L = x->L, np = x->np;
+    uint64_t *kv = calloc((size_t)L * 5, sizeof(uint64_t));
+    int32_t *donor = malloc(sizeof(int32_t) * (size_t)np);
+    uint64_t *pr = calloc((size_t)L * 2, sizeof(uint64_t));
+    float *row = malloc(sizeof(float) * (size_t)x->V);
+    kvv_status st = KVV_OK;
+    if (!kv || !donor || !pr || !row)
+        st = kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for the kv/patch records");
+    if (!st)
+        st = kv_counts(x, kv, err);
+    if (!st) {
+        kvv_vectors_random_tokens(x->o->seed + 1, x->V, donor, np);
+        st = patch_counts(x, donor, pr, row, err);
+    }
+    free(row);
+    if (st) {
+        free(kv), free(donor), free(pr);
+        return st;
+    }
+    vset_add(out, "kv", KVV_REC_U64, 2, (uint64_t)L, 5, 0, kv, sizeof(uint64_t) * (size_t)L * 5);
+    vset_add(out, "patch.donor", KVV_REC_I32, 1, (uint64_t)np, 0, 0, donor, sizeof(int32_t) * (size_t)np);
+    vset_add(out, "patch", KVV_REC_U64, 2, (uint64_t)L, 2, 0, pr, sizeof(uint64_t) * (size_t)L * 2);
+    return KVV_OK;
+}
+
+/* Free what the set did not take: with --full the captures belong to it. */
+static void compute_free(compute *x, const kvv_vset *out)
+{
+    bool owned = false;
+    for (int i = 0; i < out->n; i++)
+        owned |= out->recs[i].data == x->c.resid;
+    if (!owned) {
+        free(x->c.resid);
+        free(x->c.k);
+        free(x->c.v);
+    }
+    free(x->logits);
+    free(x->greedy);
+    free(x->posv);
+    free(x->k2);
+    free(x->v2);
+    free(x->prompt);
+    kvv_engine_close(x->e);
+}
+
+kvv_status kvv_vectors_compute(const kvv_model *m, const kvv_vectors_opts *o, kvv_vset *out,
+                               kvv_engine_desc *d, kvv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    kvv_status st = check_inputs(m, o, err);
+    if (st)
+        return st;
+    const kvv_hparams *hp = &m->hp;
+    compute x = {.o = o, .L = hp->n_layer, .E = hp->n_embd, .V = hp->n_vocab,
+                 .kdim = hp->n_head_kv * hp->head_dim, .vdim = hp->n_head_kv * hp->head_dim_v,
+                 .np = o->n_tokens, .ng = o->n_gen, .n_pos = o->n_tokens + o->n_gen - 1};
+    kvv_engine_opts eo = o->engine;
+    eo.n_ctx = x.n_pos;
+    if ((st = kvv_engine_open(m, &eo, &x.e, err)))
+        return st;
+    kvv_engine_describe(x.e, d);
+
+    const int n_pos = x.n_pos;
+    x.c = (capture_state){x.L, x.E, x.kdim, x.vdim, n_pos, NULL, NULL, NULL, true, -1, NULL,
+                          o->perturb_layer, o->perturb_pos, false};
+    x.c.resid = calloc((size_t)(x.L + 1) * n_pos * x.E, sizeof(float));
+    x.c.k = calloc((size_t)x.L * n_pos * x.kdim, sizeof(float));
+    x.c.v = calloc((size_t)x.L * n_pos * x.vdim, sizeof(float));
+    x.logits = calloc((size_t)x.ng * x.V, sizeof(float));
+    x.greedy = calloc((size_t)x.ng, sizeof(int32_t));
+    x.posv = calloc((size_t)n_pos, sizeof(int32_t));
+    x.k2 = calloc((size_t)n_pos * x.kdim, sizeof(float));
+    x.v2 = calloc((size_t)n_pos * x.vdim, sizeof(float));
+    x.prompt = malloc(sizeof(int32_t) * (size_t)x.np);
+    if (!x.c.resid || !x.c.k || !x.c.v || !x.logits || !x.greedy || !x.posv || !x.k2 || !x.v2 ||
+        !x.prompt)
+        st = kvv_error_set(err, KVV_ERR_NOMEM, "out of memory for a vector of %d positions", n_pos);
+    if (!st) {
+        for (int i = 0; i < n_pos; i++)
+            x.posv[i] = i;
+        memcpy(x.prompt, o->tokens, sizeof(int32_t) * (size_t)x.np);
+        x.hooks = (kvv_hooks){.user = &x.c, .residual = on_residual, .kv = on_kv};
+        st = decode(&x, d, err);
+    }
+    if (!st)
+        st = add_run_records(&x, out, err);
+    if (!st && o->patch)
+        st = add_kv_patch_records(&x, out, err);
+    compute_free(&x, out);
     if (st)
         kvv_vset_free(out);
     return st;

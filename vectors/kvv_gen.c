@@ -1,11 +1,10 @@
 /* kvv_gen.c — kvverify vectors gen: model identity, meta, records, write.
  * See kvv_vectors.h. */
-#include <errno.h>
-#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"
 
@@ -21,28 +20,6 @@ kvv_vectors_opts kvv_vectors_opts_default(void)
     o.perturb_layer = -1;
     o.perturb_pos = -1;
     return o;
-}
-
-kvv_status kvv_vectors_sha256_file(const char *path, char hex[65], kvv_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct sha256_ctx ctx;
-    sha256_init(&ctx);
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sha256_update(&ctx, n, buf);
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    if (bad)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: read error while hashing", path);
-    uint8_t dig[SHA256_DIGEST_SIZE];
-    sha256_digest(&ctx, sizeof dig, dig);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
-    return KVV_OK;
 }
 
 /* Meta fields that describe the model. */
@@ -72,7 +49,7 @@ kvv_status kvv_vectors_gen(const char *model_path, const kvv_vectors_opts *o,
         return kvv_error_set(err, KVV_ERR_USAGE, "a golden vector cannot be made with a negative "
                              "control switched on");
     char sha[65];
-    kvv_status st = kvv_vectors_sha256_file(model_path, sha, err);
+    kvv_status st = kvv_sha256_file(model_path, sha, err);
     if (st)
         return st;
     kvv_model *m = NULL;

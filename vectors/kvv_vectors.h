@@ -49,10 +49,6 @@
  * hash.* record). Defined so any implementation can recompute it. */
 uint64_t kvv_vectors_hash_f32(const float *x, uint64_t n);
 
-/* sha256 of a file as 64 lower-case hex digits (nettle). KVV_ERR_IO naming
- * the file on a read error. */
-kvv_status kvv_vectors_sha256_file(const char *path, char hex[65], kvv_error *err);
-
 /* Deterministic random prompt: n ids uniform in [0, n_vocab) from splitmix64
  * (same seed -> same tokens everywhere). */
 void kvv_vectors_random_tokens(uint64_t seed, int n_vocab, int32_t *out, int n);

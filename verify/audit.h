@@ -1,7 +1,7 @@
 /*
  * audit.h — the one-shot audit (`kvverify MODEL`, `kvverify audit MODEL`):
  * the table of checks it runs, defaults sized to the model, and the run
- * itself, filling a kvv_report (verify/report.h).
+ * itself, filling a kvv_report (verify/report/report.h).
  *
  *   kvv_check_opts o = kvv_check_opts_default();
  *   o.model = m;
@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "verify/check.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 typedef struct {
     const char *name;      /* "kv", "patch", ... */

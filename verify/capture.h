@@ -27,7 +27,7 @@
 
 #include "model/arch.h"
 #include "model/error.h"
-#include "reference/runtime.h"
+#include "runtime/runtime.h"
 
 enum {
     KVV_CAPTURE_RESID = 1u << 0,

@@ -46,6 +46,35 @@ kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions)
     return e;
 }
 
+kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_positions,
+                           kvv_check_body body, void *ctx, kvv_error *err)
+{
+    double t0 = kvv_now_seconds();
+    kvv_status s = kvv_check_opts_validate(o, n_positions, err);
+    if (!s)
+        s = body(ctx, err);
+    if (s)
+        kvv_check_set_error(r, err);
+    r->seconds = kvv_now_seconds() - t0;
+    return s;
+}
+
+void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
+                        const char *fail_key, const char *clean)
+{
+    int missed = kvv_check_controls_missed(r);
+    if (differs) {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s", fail_key);
+    } else if (missed) {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s, but %d control(s) NOT detected", clean,
+                              missed);
+        kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
+                                 "trusted to fail");
+    } else {
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%s", pass_key);
+    }
+}
+
 /* splitmix64: a tiny, well-mixed generator with explicit state. */
 static uint64_t splitmix64(uint64_t *s)
 {

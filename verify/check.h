@@ -7,7 +7,7 @@
  *                             kvv_error *err);
  *
  * that opens its own engine(s) through engine/engine.h from o->engine, runs,
- * and fills r (verify/report.h). It returns KVV_OK whenever r holds a
+ * and fills r (verify/report/report.h). It returns KVV_OK whenever r holds a
  * verdict — PASS or FAIL alike; a non-OK status (bad options, engine cannot
  * open the model, out of memory) also sets r->verdict = ERROR (or SKIPPED
  * for KVV_ERR_UNSUPPORTED) with the message.
@@ -32,7 +32,7 @@
 
 #include "engine/engine.h"
 #include "model/arch.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 /* Progress callback: label, done of total (called from the checking thread). */
 typedef void (*kvv_progress_fn)(void *user, const char *label, long done, long total);
@@ -69,6 +69,39 @@ kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions);
 /* Signature shared by every check (the audit's table holds these). */
 typedef kvv_status (*kvv_check_fn)(const kvv_check_opts *o, kvv_check_result *r,
                                    kvv_error *err);
+
+/* ---------------------------------------------------------------- the skeleton
+ *
+ * Every comparison check (kv, patch, greedy, invariance) has the same
+ * beginning and end, written once here:
+ *
+ *   kvv_status kvv_check_kv(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+ *   {
+ *       kv_ctx c = {.o = o, .r = r};
+ *       return kvv_check_frame(o, r, o->n_tokens, kv_body, &c, err);
+ *   }
+ *   // kv_body: its own option checks, buffers, engines, comparisons, then
+ *   kvv_check_conclude(r, n_diff > 0, pass_key, fail_key, "0 K/V differ");
+ */
+
+/* A check's work between validation and timing: ctx is the check's own. */
+typedef kvv_status (*kvv_check_body)(void *ctx, kvv_error *err);
+
+/* Run body the one way every check runs: validate o for n_positions
+ * (kvv_check_opts_validate), call body(ctx, err), record a failing status
+ * in r (kvv_check_set_error: ERROR, or SKIPPED for KVV_ERR_UNSUPPORTED), and
+ * set r->seconds to the wall time of the whole call. A validation failure
+ * skips body. @return the status: KVV_OK whenever r holds a verdict. */
+kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_positions,
+                           kvv_check_body body, void *ctx, kvv_error *err);
+
+/* The verdict rule every comparison check ends with, in this order: FAIL
+ * with key figure fail_key when the comparison found differences (differs);
+ * else FAIL when a negative control went undetected — the check could not
+ * be trusted to fail (`clean` says what the comparison found, e.g.
+ * "KL = 0"; the message says why); else PASS with pass_key. */
+void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
+                        const char *fail_key, const char *clean);
 
 /* Deterministic pseudo-random prompt: n tokens uniform in [0, n_vocab),
  * from seed (splitmix64; same seed -> same tokens on every machine). When

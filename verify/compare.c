@@ -154,66 +154,22 @@ static kvv_status compare_tables(const kvv_hparams *hp, int n, const recorder *a
     return st;
 }
 
-kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
-{
-    double t0 = kvv_now_seconds();
-    kvv_status st;
-    if (!o->model || !o->tokens || o->n_tokens < 1) {
-        st = kvv_error_set(err, KVV_ERR_USAGE, "compare: a model and at least one token are "
-                                               "required");
-        kvv_check_set_error(r, err);
-        return st;
-    }
-    const kvv_hparams *hp = &o->model->hp;
-    int n = o->n_tokens, V = hp->n_vocab;
-    for (int i = 0; i < n; i++)
-        if (o->tokens[i] < 0 || o->tokens[i] >= V) {
-            st = kvv_error_set(err, KVV_ERR_USAGE,
-                               "compare: token %d at index %d outside the vocabulary of %d",
-                               (int)o->tokens[i], i, V);
-            kvv_check_set_error(r, err);
-            return st;
-        }
-    recorder ra, rb;
-    memset(&ra, 0, sizeof ra);
-    memset(&rb, 0, sizeof rb);
-    float *la = malloc((size_t)n * V * sizeof(float));
-    float *lb = malloc((size_t)n * V * sizeof(float));
-    float *lc = NULL;
-    kvv_engine_desc da, db;
-    if (!la || !lb) {
-        st = kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n, V);
-        goto fail;
-    }
-    if ((st = rec_init(&ra, hp, n, err)) || (st = rec_init(&rb, hp, n, err)) ||
-        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &ra, la, &da, err)) ||
-        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &rb, lb, &db, err)))
-        goto fail;
-    kvv_check_set_engine(r, &db);
-    int planted = -1;
-    float planted_val = 0.0f;
-    if (o->force_fail) {
-        planted = kvv_argmax_f32(lb, V);
-        planted_val = lb[planted];
-        lb[planted] = -planted_val - 1.0f;
-    }
-    if ((st = compare_tables(hp, n, &ra, &rb, r)))
-        goto fail_nomem;
+/* What the logits of A and B say, position by position. */
+typedef struct {
+    double kl_sum, kl_max, rel_max;   /* KL(p_A || p_B) sum and max; max|dlogit|/max|logit| */
+    int agree, required_miss;         /* top-1 equal; top-1 differs beyond the error margin */
+    int worst_pos, nonfinite;         /* where rel_max is; non-finite logits skipped */
+} logit_figures;
 
-    /* logits: bits, per-position error, KL, top-1 */
-    kvv_cmp_stats ls;
-    kvv_cmp_init(&ls);
-    kvv_cmp_update(&ls, la, lb, (size_t)n * V);
-    if ((st = kvv_check_add_row(r, -1, "logits", &ls)))
-        goto fail_nomem;
-    double kl_sum = 0, kl_max = 0, rel_max = 0;
-    int agree = 0, required_miss = 0, worst_pos = 0, nonfinite = 0;
+static void compare_logits(const float *la, const float *lb, int n, int V, logit_figures *f)
+{
+    memset(f, 0, sizeof *f);
     for (int t = 0; t < n; t++) {
         const float *pa = la + (size_t)t * V, *pb = lb + (size_t)t * V;
         double mabs = 0, mref = 0;
         for (int i = 0; i < V; i++) {
             if (!isfinite(pa[i]) || !isfinite(pb[i])) {
-                nonfinite++;
+                f->nonfinite++;
                 continue;
             }
             double d = fabs((double)pa[i] - (double)pb[i]);
@@ -221,99 +177,168 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
             mref = fabs(pa[i]) > mref ? fabs(pa[i]) : mref;
         }
         double rel = mref > 0 ? mabs / mref : mabs;
-        if (rel > rel_max) {
-            rel_max = rel;
-            worst_pos = t;
+        if (rel > f->rel_max) {
+            f->rel_max = rel;
+            f->worst_pos = t;
         }
         double kl = kvv_kl_logits(pa, pb, V);
-        kl_sum += kl;
-        kl_max = kl > kl_max ? kl : kl_max;
+        f->kl_sum += kl;
+        f->kl_max = kl > f->kl_max ? kl : f->kl_max;
         int a1, a2, b1, b2;
         float av1, av2, bv1, bv2;
         kvv_top2_f32(pa, V, &a1, &av1, &a2, &av2);
         kvv_top2_f32(pb, V, &b1, &bv1, &b2, &bv2);
         if (a1 == b1)
-            agree++;
+            f->agree++;
         else if (a2 < 0 || (double)av1 - (double)av2 > 2.0 * mabs)
-            required_miss++;
+            f->required_miss++;
     }
+}
+
+static void set_details(json_t *d, const kvv_compare_opts *o, const kvv_engine_desc *da,
+                        const kvv_engine_desc *db, const logit_figures *f)
+{
+    if (!d)
+        return;
+    const int n = o->n_tokens;
+    char klm[64], klx[64];
+    fmt_g_hex(klm, sizeof klm, f->kl_sum / n);
+    fmt_g_hex(klx, sizeof klx, f->kl_max);
+    json_object_set_new(d, "engine_a", kvv_engine_desc_to_json(da));
+    json_object_set_new(d, "engine_b", kvv_engine_desc_to_json(db));
+    json_object_set_new(d, "n_tokens", json_integer(n));
+    json_object_set_new(d, "rel_tol", json_real(o->rel_tol));
+    json_object_set_new(d, "logits_max_rel", json_real(f->rel_max));
+    json_object_set_new(d, "logits_worst_position", json_integer(f->worst_pos));
+    json_object_set_new(d, "kl_mean", json_string(klm));
+    json_object_set_new(d, "kl_max", json_string(klx));
+    json_object_set_new(d, "kl_mean_value", json_real(f->kl_sum / n));
+    json_object_set_new(d, "kl_max_value", json_real(f->kl_max));
+    json_object_set_new(d, "top1_agree", json_integer(f->agree));
+    json_object_set_new(d, "top1_required_misses", json_integer(f->required_miss));
+    json_object_set_new(d, "nonfinite", json_integer(f->nonfinite));
+}
+
+/* One compare run's buffers and the two engines' records. */
+typedef struct {
+    recorder ra, rb;
+    float *la, *lb, *lc;          /* [n][V] logits of A, B, B with the control */
+    kvv_engine_desc da, db;
+    int planted;                  /* --force-fail: B's logit changed (-1: none) */
+    float planted_val;
+} cmp_run;
+
+/* Control: one flipped weight bit in B must show in the logits (against
+ * B's true logits, not the planted one). */
+static kvv_status control(const kvv_compare_opts *o, cmp_run *c, kvv_check_result *r,
+                          kvv_error *err)
+{
+    const int n = o->n_tokens, V = o->model->hp.n_vocab;
+    c->lc = malloc((size_t)n * V * sizeof(float));
+    if (!c->lc)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    kvv_status st = run_engine(o->model, &o->b, KVV_CTL_PERTURB_WEIGHT, o->tokens, n, NULL,
+                               c->lc, NULL, err);
+    if (st)
+        return st;
+    if (c->planted >= 0)
+        c->lb[c->planted] = c->planted_val;
+    kvv_cmp_stats cs;
+    kvv_cmp_init(&cs);
+    kvv_cmp_update(&cs, c->lb, c->lc, (size_t)n * V);
+    kvv_check_add_control(r, "engine B with one flipped bit in output_norm[0]", cs.n_diff > 0,
+                          "%llu of %llu logits differ, max ULP %llu",
+                          (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
+                          (unsigned long long)cs.max_ulp);
+    return KVV_OK;
+}
+
+/* Both engines over the tokens, the tables, the logits, the control. */
+static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_result *r,
+                          logit_figures *f, kvv_error *err)
+{
+    const kvv_hparams *hp = &o->model->hp;
+    const int n = o->n_tokens, V = hp->n_vocab;
+    kvv_status st;
+    c->la = malloc((size_t)n * V * sizeof(float));
+    c->lb = malloc((size_t)n * V * sizeof(float));
+    if (!c->la || !c->lb)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n,
+                             V);
+    if ((st = rec_init(&c->ra, hp, n, err)) || (st = rec_init(&c->rb, hp, n, err)) ||
+        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)) ||
+        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        return st;
+    kvv_check_set_engine(r, &c->db);
+    if (o->force_fail) {
+        c->planted = kvv_argmax_f32(c->lb, V);
+        c->planted_val = c->lb[c->planted];
+        c->lb[c->planted] = -c->planted_val - 1.0f;
+    }
+    if (compare_tables(hp, n, &c->ra, &c->rb, r))
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    kvv_cmp_stats ls;
+    kvv_cmp_init(&ls);
+    kvv_cmp_update(&ls, c->la, c->lb, (size_t)n * V);
+    if (kvv_check_add_row(r, -1, "logits", &ls))
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    compare_logits(c->la, c->lb, n, V, f);
     if (ls.first >= 0) {
         kvv_mismatch mm = {.tensor = "logits", .variant = "", .layer = -1,
                            .token = (int)(ls.first / V), .head = -1, .index = (int)(ls.first % V),
                            .expected = ls.first_ref, .actual = ls.first_test};
-        snprintf(mm.variant, sizeof mm.variant, "%s vs %s", da.name, db.name);
+        snprintf(mm.variant, sizeof mm.variant, "%s vs %s", c->da.name, c->db.name);
         kvv_check_note_mismatch(r, &mm);
     }
-    char klm[64], klx[64];
-    fmt_g_hex(klm, sizeof klm, kl_sum / n);
-    fmt_g_hex(klx, sizeof klx, kl_max);
-    json_t *d = r->details;
-    if (d) {
-        json_object_set_new(d, "engine_a", kvv_engine_desc_to_json(&da));
-        json_object_set_new(d, "engine_b", kvv_engine_desc_to_json(&db));
-        json_object_set_new(d, "n_tokens", json_integer(n));
-        json_object_set_new(d, "rel_tol", json_real(o->rel_tol));
-        json_object_set_new(d, "logits_max_rel", json_real(rel_max));
-        json_object_set_new(d, "logits_worst_position", json_integer(worst_pos));
-        json_object_set_new(d, "kl_mean", json_string(klm));
-        json_object_set_new(d, "kl_max", json_string(klx));
-        json_object_set_new(d, "kl_mean_value", json_real(kl_sum / n));
-        json_object_set_new(d, "kl_max_value", json_real(kl_max));
-        json_object_set_new(d, "top1_agree", json_integer(agree));
-        json_object_set_new(d, "top1_required_misses", json_integer(required_miss));
-        json_object_set_new(d, "nonfinite", json_integer(nonfinite));
+    set_details(r->details, o, &c->da, &c->db, f);
+    return o->controls ? control(o, c, r, err) : KVV_OK;
+}
+
+kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    double t0 = kvv_now_seconds();
+    kvv_status st = KVV_OK;
+    if (!o->model || !o->tokens || o->n_tokens < 1)
+        st = kvv_error_set(err, KVV_ERR_USAGE, "compare: a model and at least one token are "
+                                               "required");
+    for (int i = 0; !st && i < o->n_tokens; i++)
+        if (o->tokens[i] < 0 || o->tokens[i] >= o->model->hp.n_vocab)
+            st = kvv_error_set(err, KVV_ERR_USAGE,
+                               "compare: token %d at index %d outside the vocabulary of %d",
+                               (int)o->tokens[i], i, o->model->hp.n_vocab);
+    if (st) {
+        kvv_check_set_error(r, err);
+        return st;
     }
-
-    /* control: one flipped weight bit in B must show in the logits */
-    if (o->controls) {
-        lc = malloc((size_t)n * V * sizeof(float));
-        if (!lc) {
-            st = kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
-            goto fail;
-        }
-        if ((st = run_engine(o->model, &o->b, KVV_CTL_PERTURB_WEIGHT, o->tokens, n, NULL, lc,
-                             NULL, err)))
-            goto fail;
-        kvv_cmp_stats cs;
-        kvv_cmp_init(&cs);
-        if (planted >= 0) /* against B's true logits, not the planted one */
-            lb[planted] = planted_val;
-        kvv_cmp_update(&cs, lb, lc, (size_t)n * V);
-        kvv_check_add_control(r, "engine B with one flipped bit in output_norm[0]",
-                              cs.n_diff > 0, "%llu of %llu logits differ, max ULP %llu",
-                              (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
-                              (unsigned long long)cs.max_ulp);
+    cmp_run c;
+    memset(&c, 0, sizeof c);
+    c.planted = -1;
+    logit_figures f;
+    st = compare(o, &c, r, &f, err);
+    if (st) {
+        kvv_check_set_error(r, err);
+    } else {
+        const int n = o->n_tokens;
+        bool pass = f.nonfinite == 0 && f.rel_max <= o->rel_tol && f.required_miss == 0 &&
+                    kvv_check_controls_missed(r) == 0;
+        kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
+                              "%s vs %s: logits rel %.2g (tol %.2g), KL mean %.3g max %.3g, "
+                              "top-1 %d/%d",
+                              c.da.name, c.db.name, f.rel_max, o->rel_tol, f.kl_sum / n,
+                              f.kl_max, f.agree, n);
+        if (!pass)
+            kvv_check_set_message(r,
+                                  "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d "
+                                  "top-1 flips outside the error margin, %d non-finite logits",
+                                  f.rel_max, f.worst_pos, o->rel_tol, f.required_miss,
+                                  f.nonfinite);
     }
-
-    bool pass = nonfinite == 0 && rel_max <= o->rel_tol && required_miss == 0 &&
-                kvv_check_controls_missed(r) == 0;
-    kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
-                          "%s vs %s: logits rel %.2g (tol %.2g), KL mean %.3g max %.3g, top-1 "
-                          "%d/%d",
-                          da.name, db.name, rel_max, o->rel_tol, kl_sum / n, kl_max, agree, n);
-    if (!pass)
-        kvv_check_set_message(r,
-                              "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d top-1 "
-                              "flips outside the error margin, %d non-finite logits",
-                              rel_max, worst_pos, o->rel_tol, required_miss, nonfinite);
     r->seconds = kvv_now_seconds() - t0;
-    rec_free(&ra);
-    rec_free(&rb);
-    free(la);
-    free(lb);
-    free(lc);
-    return KVV_OK;
-
-fail_nomem:
-    st = kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
-fail:
-    kvv_check_set_error(r, err);
-    r->seconds = kvv_now_seconds() - t0;
-    rec_free(&ra);
-    rec_free(&rb);
-    free(la);
-    free(lb);
-    free(lc);
+    rec_free(&c.ra);
+    rec_free(&c.rb);
+    free(c.la);
+    free(c.lb);
+    free(c.lc);
     return st;
 }
 

@@ -6,7 +6,7 @@
  * Both engines run the same tokens in one batch with every logit row
  * requested, while hooks record, per layer l, the residual entering l, the
  * K and V stored in the cache and the attention output (before the output
- * projection), plus the final residual. Rows of the table (verify/report.h):
+ * projection), plus the final residual. Rows of the table (verify/report/report.h):
  *   layer l: "residual", "K", "V", "attn_out"      (kvv_cmp_stats of B vs A)
  *   layer n_layer: "residual" (final, before the output norm)
  *   layer -1: "logits"

@@ -310,28 +310,20 @@ void kvv_evict_print(FILE *f, const kvv_evict_result *res)
 
 kvv_status kvv_evict_write_csv(const kvv_evict_result *res, const char *path, kvv_error *err)
 {
-    size_t cap = 256 + (size_t)(res->n_rows + res->n_eq_rows) * 256, len = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        return kvv_error_set(err, KVV_ERR_NOMEM, "evict: out of memory");
-    len += (size_t)snprintf(buf + len, cap - len,
-                            "table,policy,budget,bytes_of_budget,fits,greedy_match,prefix_match,"
-                            "teacher_top1,kl_mean,kl_max,bit_equal,bytes_peak,recompute_flops\n");
+    kvv_sbuf b = {0};
+    kvv_sbuf_str(&b, "table,policy,budget,bytes_of_budget,fits,greedy_match,prefix_match,"
+                     "teacher_top1,kl_mean,kl_max,bit_equal,bytes_peak,recompute_flops\n");
     for (int t = 0; t < 2; t++) {
         const kvv_evict_row *rows = t ? res->eq_rows : res->rows;
         int n = t ? res->n_eq_rows : res->n_rows;
         for (int i = 0; i < n; i++) {
             const kvv_evict_row *w = &rows[i];
-            len += (size_t)snprintf(buf + len, cap - len,
-                                    "%s,%s,%d,%d,%d,%.6f,%d,%.6f,%.9g,%.9g,%d,%llu,%.6g\n",
-                                    t ? "equal_bytes" : "by_budget", kvv_policy_name(w->kind),
-                                    w->budget, w->byte_budget_of, w->fits, w->greedy_match,
-                                    w->prefix_match, w->tf_top1, w->kl_mean, w->kl_max,
-                                    w->bit_equal, (unsigned long long)w->bytes_peak,
-                                    w->recompute_flops);
+            kvv_sbuf_fmt(&b, "%s,%s,%d,%d,%d,%.6f,%d,%.6f,%.9g,%.9g,%d,%llu,%.6g\n",
+                         t ? "equal_bytes" : "by_budget", kvv_policy_name(w->kind), w->budget,
+                         w->byte_budget_of, w->fits, w->greedy_match, w->prefix_match,
+                         w->tf_top1, w->kl_mean, w->kl_max, w->bit_equal,
+                         (unsigned long long)w->bytes_peak, w->recompute_flops);
         }
     }
-    kvv_status s = kvv_write_file_atomic(path, buf, len, err);
-    free(buf);
-    return s;
+    return kvv_sbuf_write_file(&b, path, err);
 }

@@ -207,20 +207,15 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     json_object_set_new(r->details, "tokens_nocache", tokens_json(c->tok_n, c->N));
     json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
 
-    int missed = kvv_check_controls_missed(r);
-    if (m.first_token_diff < 0 && m.st.n_diff == 0 && missed == 0)
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "%d of %d tokens identical; logits bit-equal at every step", c->N,
-                              c->N);
-    else if (m.first_token_diff >= 0 || m.st.n_diff) {
-        int match = m.first_token_diff >= 0 ? m.first_token_diff : c->N;
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
-                              "%d of %d tokens match before divergence; logits differ from step "
-                              "%d (%llu values)",
-                              match, c->N, m.first_logit_diff, (unsigned long long)m.st.n_diff);
-    } else {
-        kvv_check_fail_controls_missed(r, "tokens and logits identical", missed);
-    }
+    char pass[160], fail[160];
+    snprintf(pass, sizeof pass, "%d of %d tokens identical; logits bit-equal at every step", c->N,
+             c->N);
+    snprintf(fail, sizeof fail,
+             "%d of %d tokens match before divergence; logits differ from step %d (%llu values)",
+             m.first_token_diff >= 0 ? m.first_token_diff : c->N, c->N, m.first_logit_diff,
+             (unsigned long long)m.st.n_diff);
+    kvv_check_conclude(r, m.first_token_diff >= 0 || m.st.n_diff, pass, fail,
+                       "tokens and logits identical");
     goto out;
 nomem:
     s = kvv_error_set(err, KVV_ERR_NOMEM, "greedy: out of memory");
@@ -230,51 +225,47 @@ out:
     return s;
 }
 
+/* Its own option check (-n), the buffers, run, free. */
+static kvv_status body(void *ctx, kvv_error *err)
+{
+    greedy_ctx *c = ctx;
+    const kvv_check_opts *o = c->o;
+    c->N = o->n_gen;
+    if (c->N < 1)
+        return kvv_error_set(err, KVV_ERR_USAGE, "greedy: -n %d: need at least 1 token", c->N);
+    c->T = o->n_tokens;
+    c->V = o->model->hp.n_vocab;
+    size_t nl = (size_t)c->N * c->V;
+    c->seq = malloc((size_t)(c->T + c->N) * sizeof *c->seq);
+    c->pos = malloc((size_t)(c->T + c->N) * sizeof *c->pos);
+    c->tok_c = calloc((size_t)c->N, sizeof *c->tok_c);
+    c->tok_n = calloc((size_t)c->N, sizeof *c->tok_n);
+    c->tok_x = calloc((size_t)c->N, sizeof *c->tok_x);
+    c->lc = malloc(nl * sizeof(float));
+    c->ln = malloc(nl * sizeof(float));
+    c->lx = malloc(nl * sizeof(float));
+    kvv_status s = KVV_OK;
+    if (!c->seq || !c->pos || !c->tok_c || !c->tok_n || !c->tok_x || !c->lc || !c->ln || !c->lx)
+        s = kvv_error_set(err, KVV_ERR_NOMEM, "greedy: out of memory for %d steps", c->N);
+    if (!s) {
+        for (int i = 0; i < c->T + c->N; i++)
+            c->pos[i] = i;
+        s = run(c, err);
+    }
+    free(c->seq);
+    free(c->pos);
+    free(c->tok_c);
+    free(c->tok_n);
+    free(c->tok_x);
+    free(c->lc);
+    free(c->ln);
+    free(c->lx);
+    return s;
+}
+
 kvv_status kvv_check_greedy(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
 {
-    double t0 = kvv_now_seconds();
-    greedy_ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = o;
-    c.r = r;
-    c.N = o->n_gen;
-    kvv_status s = KVV_OK;
-    if (c.N < 1)
-        s = kvv_error_set(err, KVV_ERR_USAGE, "greedy: -n %d: need at least 1 token", c.N);
-    if (!s)
-        s = kvv_check_opts_validate(o, o->n_tokens + (c.N > 0 ? c.N - 1 : 0), err);
-    if (s) {
-        kvv_check_set_error(r, err);
-        return s;
-    }
-    c.T = o->n_tokens;
-    c.V = o->model->hp.n_vocab;
-    size_t nl = (size_t)c.N * c.V;
-    c.seq = malloc((size_t)(c.T + c.N) * sizeof *c.seq);
-    c.pos = malloc((size_t)(c.T + c.N) * sizeof *c.pos);
-    c.tok_c = calloc((size_t)c.N, sizeof *c.tok_c);
-    c.tok_n = calloc((size_t)c.N, sizeof *c.tok_n);
-    c.tok_x = calloc((size_t)c.N, sizeof *c.tok_x);
-    c.lc = malloc(nl * sizeof(float));
-    c.ln = malloc(nl * sizeof(float));
-    c.lx = malloc(nl * sizeof(float));
-    if (!c.seq || !c.pos || !c.tok_c || !c.tok_n || !c.tok_x || !c.lc || !c.ln || !c.lx)
-        s = kvv_error_set(err, KVV_ERR_NOMEM, "greedy: out of memory for %d steps", c.N);
-    if (!s) {
-        for (int i = 0; i < c.T + c.N; i++)
-            c.pos[i] = i;
-        s = run(&c, err);
-    }
-    if (s)
-        kvv_check_set_error(r, err);
-    free(c.seq);
-    free(c.pos);
-    free(c.tok_c);
-    free(c.tok_n);
-    free(c.tok_x);
-    free(c.lc);
-    free(c.ln);
-    free(c.lx);
-    r->seconds = kvv_now_seconds() - t0;
-    return s;
+    greedy_ctx c = {.o = o, .r = r};
+    int n = o->n_gen > 0 ? o->n_gen : 1; /* positions evaluated: n_tokens + n_gen - 1 */
+    return kvv_check_frame(o, r, o->n_tokens + n - 1, body, &c, err);
 }

@@ -265,19 +265,13 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     json_object_set_new(r->details, "n_tokens", json_integer(c->T));
     json_object_set_new(r->details, "variants", json_integer(nv));
     json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
-    int missed = kvv_check_controls_missed(r);
-    if (c->total.n_diff == 0 && missed == 0)
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "0 of %llu K/V/residual/logit values differ over %d variants",
-                              (unsigned long long)c->total.n, r->n_rows / 4);
-    else if (c->total.n_diff)
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%llu of %llu values differ, max ULP %llu",
-                              (unsigned long long)c->total.n_diff,
-                              (unsigned long long)c->total.n,
-                              (unsigned long long)c->total.max_ulp);
-    else {
-        kvv_check_fail_controls_missed(r, "0 differ", missed);
-    }
+    char pass[160], fail[160];
+    snprintf(pass, sizeof pass, "0 of %llu K/V/residual/logit values differ over %d variants",
+             (unsigned long long)c->total.n, r->n_rows / 4);
+    snprintf(fail, sizeof fail, "%llu of %llu values differ, max ULP %llu",
+             (unsigned long long)c->total.n_diff, (unsigned long long)c->total.n,
+             (unsigned long long)c->total.max_ulp);
+    kvv_check_conclude(r, c->total.n_diff > 0, pass, fail, "0 differ");
     goto out;
 nomem:
     s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory");
@@ -287,56 +281,53 @@ out:
     return s;
 }
 
-kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+/* The buffers and captures, run, free. */
+static kvv_status body(void *ctx, kvv_error *err)
 {
-    double t0 = kvv_now_seconds();
-    inv_ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = o;
-    c.r = r;
-    kvv_cmp_init(&c.total);
-    kvv_status s = kvv_check_opts_validate(o, o->n_tokens, err);
-    if (s) {
-        kvv_check_set_error(r, err);
-        return s;
-    }
+    inv_ctx *c = ctx;
+    const kvv_check_opts *o = c->o;
+    kvv_cmp_init(&c->total);
     const kvv_hparams *hp = &o->model->hp;
-    c.L = hp->n_layer;
-    c.T = o->n_tokens;
-    c.V = hp->n_vocab;
-    c.n_embd = hp->n_embd;
-    c.kd = hp->n_head_kv * hp->head_dim;
-    c.vd = hp->n_head_kv * hp->head_dim_v;
-    size_t nl = (size_t)c.T * c.V;
-    c.pos = malloc((size_t)c.T * sizeof *c.pos);
-    c.lbase = malloc(nl * sizeof(float));
-    c.lvar = malloc(nl * sizeof(float));
-    c.lalt = malloc(nl * sizeof(float));
-    c.have = malloc((size_t)c.T);
-    if (!c.pos || !c.lbase || !c.lvar || !c.lalt || !c.have)
-        s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory for %d tokens", c.T);
+    c->L = hp->n_layer;
+    c->T = o->n_tokens;
+    c->V = hp->n_vocab;
+    c->n_embd = hp->n_embd;
+    c->kd = hp->n_head_kv * hp->head_dim;
+    c->vd = hp->n_head_kv * hp->head_dim_v;
+    size_t nl = (size_t)c->T * c->V;
+    c->pos = malloc((size_t)c->T * sizeof *c->pos);
+    c->lbase = malloc(nl * sizeof(float));
+    c->lvar = malloc(nl * sizeof(float));
+    c->lalt = malloc(nl * sizeof(float));
+    c->have = malloc((size_t)c->T);
+    kvv_status s = KVV_OK;
+    if (!c->pos || !c->lbase || !c->lvar || !c->lalt || !c->have)
+        s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory for %d tokens", c->T);
     unsigned what = KVV_CAPTURE_RESID | KVV_CAPTURE_KV;
     if (!s)
-        s = kvv_capture_init(&c.base, hp, c.T, what, err);
+        s = kvv_capture_init(&c->base, hp, c->T, what, err);
     if (!s)
-        s = kvv_capture_init(&c.cap, hp, c.T, what, err);
+        s = kvv_capture_init(&c->cap, hp, c->T, what, err);
     if (!s && o->controls)
-        s = kvv_capture_init(&c.alt, hp, c.T, what, err);
+        s = kvv_capture_init(&c->alt, hp, c->T, what, err);
     if (!s) {
-        for (int t = 0; t < c.T; t++)
-            c.pos[t] = t;
-        s = run(&c, err);
+        for (int t = 0; t < c->T; t++)
+            c->pos[t] = t;
+        s = run(c, err);
     }
-    if (s)
-        kvv_check_set_error(r, err);
-    kvv_capture_free(&c.base);
-    kvv_capture_free(&c.cap);
-    kvv_capture_free(&c.alt);
-    free(c.lalt);
-    free(c.pos);
-    free(c.lbase);
-    free(c.lvar);
-    free(c.have);
-    r->seconds = kvv_now_seconds() - t0;
+    kvv_capture_free(&c->base);
+    kvv_capture_free(&c->cap);
+    kvv_capture_free(&c->alt);
+    free(c->lalt);
+    free(c->pos);
+    free(c->lbase);
+    free(c->lvar);
+    free(c->have);
     return s;
+}
+
+kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    inv_ctx c = {.o = o, .r = r};
+    return kvv_check_frame(o, r, o->n_tokens, body, &c, err);
 }

@@ -305,27 +305,19 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
     json_object_set_new(r->details, "hook_vs_cache", kvv_cmp_stats_to_json(&hook));
     json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
 
-    int missed = kvv_check_controls_missed(r);
-    uint64_t ndiff = tot.n_diff + hook.n_diff;
-    if (ndiff == 0 && missed == 0) {
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "0 of %llu K/V elements differ (3 recomputes x %d layers)",
-                              (unsigned long long)tot.n, c->L);
-    } else if (ndiff) {
-        char hook_note[64] = "";
-        if (hook.n_diff)
-            snprintf(hook_note, sizeof hook_note, "; kv hook != cache in %llu",
-                     (unsigned long long)hook.n_diff);
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
-                              "%llu of %llu recomputed K/V elements differ, max ULP %llu%s",
-                              (unsigned long long)tot.n_diff, (unsigned long long)tot.n,
-                              (unsigned long long)tot.max_ulp, hook_note);
-        if (hook.n_diff)
-            kvv_check_set_message(r, "the kv hook's K/V differ from the cache in %llu elements",
-                                  (unsigned long long)hook.n_diff);
-    } else {
-        kvv_check_fail_controls_missed(r, "0 K/V differ", missed);
-    }
+    char pass[160], fail[160], hook_note[64] = "";
+    snprintf(pass, sizeof pass, "0 of %llu K/V elements differ (3 recomputes x %d layers)",
+             (unsigned long long)tot.n, c->L);
+    if (hook.n_diff)
+        snprintf(hook_note, sizeof hook_note, "; kv hook != cache in %llu",
+                 (unsigned long long)hook.n_diff);
+    snprintf(fail, sizeof fail, "%llu of %llu recomputed K/V elements differ, max ULP %llu%s",
+             (unsigned long long)tot.n_diff, (unsigned long long)tot.n,
+             (unsigned long long)tot.max_ulp, hook_note);
+    kvv_check_conclude(r, tot.n_diff + hook.n_diff > 0, pass, fail, "0 K/V differ");
+    if (hook.n_diff)
+        kvv_check_set_message(r, "the kv hook's K/V differ from the cache in %llu elements",
+                              (unsigned long long)hook.n_diff);
     goto out;
 nomem:
     s = kvv_error_set(err, KVV_ERR_NOMEM, "kv: out of memory");
@@ -334,50 +326,47 @@ out:
     return s;
 }
 
+/* Its own option check, the buffers, run, free. */
+static kvv_status body(void *ctx, kvv_error *err)
+{
+    kv_ctx *c = ctx;
+    const kvv_check_opts *o = c->o;
+    if (o->chunk < 0)
+        return kvv_error_set(err, KVV_ERR_USAGE, "kv: chunk %d must be positive", o->chunk);
+    const kvv_hparams *hp = &o->model->hp;
+    c->L = hp->n_layer;
+    c->T = o->n_tokens;
+    c->hd = hp->head_dim;
+    c->hdv = hp->head_dim_v;
+    c->kd = hp->n_head_kv * hp->head_dim;
+    c->vd = hp->n_head_kv * hp->head_dim_v;
+    size_t nk = (size_t)c->L * c->T * c->kd, nv = (size_t)c->L * c->T * c->vd;
+    c->pos = malloc((size_t)c->T * sizeof *c->pos);
+    c->ck = malloc(nk * sizeof(float));
+    c->cv = malloc(nv * sizeof(float));
+    c->rk = malloc((size_t)c->T * c->kd * sizeof(float));
+    c->rv = malloc((size_t)c->T * c->vd * sizeof(float));
+    kvv_status s = KVV_OK;
+    if (!c->pos || !c->ck || !c->cv || !c->rk || !c->rv)
+        s = kvv_error_set(err, KVV_ERR_NOMEM, "kv: out of memory for %d tokens", c->T);
+    if (!s)
+        s = kvv_capture_init(&c->cap, hp, c->T, KVV_CAPTURE_RESID | KVV_CAPTURE_KV, err);
+    if (!s) {
+        for (int t = 0; t < c->T; t++)
+            c->pos[t] = t;
+        s = run(c, err);
+    }
+    kvv_capture_free(&c->cap);
+    free(c->pos);
+    free(c->ck);
+    free(c->cv);
+    free(c->rk);
+    free(c->rv);
+    return s;
+}
+
 kvv_status kvv_check_kv(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
 {
-    double t0 = kvv_now_seconds();
-    kv_ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = o;
-    c.r = r;
-    kvv_status s = kvv_check_opts_validate(o, o->n_tokens, err);
-    if (!s && o->chunk < 0)
-        s = kvv_error_set(err, KVV_ERR_USAGE, "kv: chunk %d must be positive", o->chunk);
-    if (s) {
-        kvv_check_set_error(r, err);
-        return s;
-    }
-    const kvv_hparams *hp = &o->model->hp;
-    c.L = hp->n_layer;
-    c.T = o->n_tokens;
-    c.hd = hp->head_dim;
-    c.hdv = hp->head_dim_v;
-    c.kd = hp->n_head_kv * hp->head_dim;
-    c.vd = hp->n_head_kv * hp->head_dim_v;
-    size_t nk = (size_t)c.L * c.T * c.kd, nv = (size_t)c.L * c.T * c.vd;
-    c.pos = malloc((size_t)c.T * sizeof *c.pos);
-    c.ck = malloc(nk * sizeof(float));
-    c.cv = malloc(nv * sizeof(float));
-    c.rk = malloc((size_t)c.T * c.kd * sizeof(float));
-    c.rv = malloc((size_t)c.T * c.vd * sizeof(float));
-    if (!c.pos || !c.ck || !c.cv || !c.rk || !c.rv)
-        s = kvv_error_set(err, KVV_ERR_NOMEM, "kv: out of memory for %d tokens", c.T);
-    if (!s)
-        s = kvv_capture_init(&c.cap, hp, c.T, KVV_CAPTURE_RESID | KVV_CAPTURE_KV, err);
-    if (!s) {
-        for (int t = 0; t < c.T; t++)
-            c.pos[t] = t;
-        s = run(&c, err);
-    }
-    if (s)
-        kvv_check_set_error(r, err);
-    kvv_capture_free(&c.cap);
-    free(c.pos);
-    free(c.ck);
-    free(c.cv);
-    free(c.rk);
-    free(c.rv);
-    r->seconds = kvv_now_seconds() - t0;
-    return s;
+    kv_ctx c = {.o = o, .r = r};
+    return kvv_check_frame(o, r, o->n_tokens, body, &c, err);
 }

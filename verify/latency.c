@@ -85,138 +85,135 @@ static double layer_weight_bytes(const kvv_model *m, int l)
     return b;
 }
 
-kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
-                           kvv_check_result *r, kvv_error *err)
+/* The run's shape: batch sizes, layers measured, buffers (one batch of the
+ * largest size). */
+typedef struct {
+    const int *batches;
+    int nb, max_b, reps;
+    int layers[KVV_MAX_LAYERS], nl;
+    size_t dk, dv, ne;           /* K, V and residual widths */
+    float *h, *k, *v;            /* [max_b][ne | dk | dv] */
+    int32_t *pos;                /* [max_b] 0.. */
+    double *tr, *tc;             /* [reps] read and recompute times */
+} lat_run;
+
+/* Batch sizes (checked), repeats and the layers to measure. */
+static kvv_status plan(const kvv_latency_opts *o, lat_run *p, kvv_error *err)
 {
-    memset(res, 0, sizeof *res);
-    const kvv_check_opts *c = &o->check;
-    const kvv_hparams *hp = &c->model->hp;
-    double t0 = kvv_now_seconds();
-    const int *batches = o->batches ? o->batches : default_batches;
-    int nb = o->batches ? o->n_batches : (int)(sizeof default_batches / sizeof default_batches[0]);
-    int max_b = 1;
-    for (int i = 0; i < nb; i++) {
-        if (batches[i] < 1 || batches[i] > 65536) {
-            kvv_error_set(err, KVV_ERR_USAGE, "latency: batch size %d outside 1..65536", batches[i]);
-            kvv_check_set_error(r, err);
-            return KVV_ERR_USAGE;
-        }
-        if (batches[i] > max_b)
-            max_b = batches[i];
+    const kvv_hparams *hp = &o->check.model->hp;
+    p->batches = o->batches ? o->batches : default_batches;
+    p->nb = o->batches ? o->n_batches : (int)(sizeof default_batches / sizeof default_batches[0]);
+    p->max_b = 1;
+    for (int i = 0; i < p->nb; i++) {
+        if (p->batches[i] < 1 || p->batches[i] > 65536)
+            return kvv_error_set(err, KVV_ERR_USAGE, "latency: batch size %d outside 1..65536",
+                                 p->batches[i]);
+        if (p->batches[i] > p->max_b)
+            p->max_b = p->batches[i];
     }
-    int reps = o->repeats > 0 ? o->repeats : 5;
-    int layers[KVV_MAX_LAYERS], nl = 0;
+    p->reps = o->repeats > 0 ? o->repeats : 5;
     if (o->all_layers || hp->n_layer <= 3)
         for (int l = 0; l < hp->n_layer; l++)
-            layers[nl++] = l;
+            p->layers[p->nl++] = l;
     else {
-        layers[nl++] = 0;
-        layers[nl++] = hp->n_layer / 2;
-        layers[nl++] = hp->n_layer - 1;
+        p->layers[p->nl++] = 0;
+        p->layers[p->nl++] = hp->n_layer / 2;
+        p->layers[p->nl++] = hp->n_layer - 1;
     }
-    kvv_engine_opts eo = c->engine;
-    eo.n_ctx = max_b;
-    kvv_engine *e = NULL;
-    kvv_status s = kvv_engine_open(c->model, &eo, &e, err);
-    if (s != KVV_OK) {
-        kvv_check_set_error(r, err);
-        return s;
-    }
-    kvv_engine_desc desc;
-    kvv_engine_describe(e, &desc);
-    kvv_check_set_engine(r, &desc);
-    kvv_kv_cache *cache = kvv_engine_cache(e);
-    size_t dk = (size_t)hp->n_head_kv * hp->head_dim, dv = (size_t)hp->n_head_kv * hp->head_dim_v;
-    size_t ne = (size_t)hp->n_embd;
-    float *h = malloc((size_t)max_b * ne * sizeof *h);
-    float *k = malloc((size_t)max_b * dk * sizeof *k), *v = malloc((size_t)max_b * dv * sizeof *v);
-    int32_t *pos = malloc((size_t)max_b * sizeof *pos);
-    res->rows = calloc((size_t)nb * (size_t)(nl + 1), sizeof *res->rows);
-    double *tr = malloc((size_t)reps * sizeof *tr), *tc = malloc((size_t)reps * sizeof *tc);
-    if (!cache || !h || !k || !v || !pos || !res->rows || !tr || !tc) {
-        s = kvv_error_set(err, cache ? KVV_ERR_NOMEM : KVV_ERR_UNSUPPORTED,
-                          cache ? "latency: out of memory" : "latency: engine has no host KV cache");
-        goto done;
-    }
-    /* Seeded contents: residuals of unit scale; the cache from the same values. */
-    {
-        int32_t *ids = malloc(ne * (size_t)max_b * sizeof *ids);
-        if (!ids) {
-            s = kvv_error_set(err, KVV_ERR_NOMEM, "latency: out of memory");
-            goto done;
-        }
-        kvv_prompt_random(c->seed, 2001, -1, ids, (int)(ne * (size_t)max_b));
-        for (size_t i = 0; i < ne * (size_t)max_b; i++)
-            h[i] = (float)(ids[i] - 1000) / 1000.0f;
-        free(ids);
-        for (int i = 0; i < max_b; i++)
-            pos[i] = i;
-        size_t nh = ne * (size_t)max_b;
-        for (size_t i = 0; i < (size_t)max_b * dk; i++)
-            k[i] = h[i % nh];
-        for (size_t i = 0; i < (size_t)max_b * dv; i++)
-            v[i] = h[(i + 1) % nh];
-        for (int l = 0; l < hp->n_layer; l++)
-            for (int i = 0; i < max_b; i++)
-                kvv_kv_cache_store(cache, l, i, k + (size_t)i * dk, v + (size_t)i * dv);
-    }
-    double elem = cache->type == KVV_CACHE_F32 ? 4 : 2;
-    long total = (long)nb * nl, done_n = 0;
-    for (int bi = 0; bi < nb && s == KVV_OK; bi++) {
-        int n = batches[bi];
-        kvv_latency_row *mean = &res->rows[res->n_rows + nl];
-        memset(mean, 0, sizeof *mean);
-        mean->layer = -1;
-        mean->batch = n;
-        for (int li = 0; li < nl && s == KVV_OK; li++) {
-            int l = layers[li];
-            for (int rep = 0; rep < reps && s == KVV_OK; rep++) {
-                double a = kvv_now_seconds();
-                for (int i = 0; i < n; i++) {
-                    kvv_kv_cache_load_k(cache, l, i, k + (size_t)i * dk);
-                    kvv_kv_cache_load_v(cache, l, i, v + (size_t)i * dv);
-                }
-                tr[rep] = kvv_now_seconds() - a;
-                a = kvv_now_seconds();
-                s = kvv_engine_kv_from_residual(e, l, n, h, pos, k, v, err);
-                tc[rep] = kvv_now_seconds() - a;
+    p->dk = (size_t)hp->n_head_kv * hp->head_dim;
+    p->dv = (size_t)hp->n_head_kv * hp->head_dim_v;
+    p->ne = (size_t)hp->n_embd;
+    return KVV_OK;
+}
+
+static void lat_free(lat_run *p)
+{
+    free(p->h);
+    free(p->k);
+    free(p->v);
+    free(p->pos);
+    free(p->tr);
+    free(p->tc);
+}
+
+/* Seeded contents: residuals of unit scale; the cache from the same values
+ * (timing does not depend on them). */
+static kvv_status fill(const kvv_check_opts *c, kvv_kv_cache *cache, lat_run *p,
+                       kvv_error *err)
+{
+    const size_t nh = p->ne * (size_t)p->max_b;
+    int32_t *ids = malloc(nh * sizeof *ids);
+    if (!ids)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "latency: out of memory");
+    kvv_prompt_random(c->seed, 2001, -1, ids, (int)nh);
+    for (size_t i = 0; i < nh; i++)
+        p->h[i] = (float)(ids[i] - 1000) / 1000.0f;
+    free(ids);
+    for (int i = 0; i < p->max_b; i++)
+        p->pos[i] = i;
+    for (size_t i = 0; i < (size_t)p->max_b * p->dk; i++)
+        p->k[i] = p->h[i % nh];
+    for (size_t i = 0; i < (size_t)p->max_b * p->dv; i++)
+        p->v[i] = p->h[(i + 1) % nh];
+    for (int l = 0; l < c->model->hp.n_layer; l++)
+        for (int i = 0; i < p->max_b; i++)
+            kvv_kv_cache_store(cache, l, i, p->k + (size_t)i * p->dk, p->v + (size_t)i * p->dv);
+    return KVV_OK;
+}
+
+/* Batch size n over the layers: one row per layer and their mean (rows
+ * appended to res). */
+static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_cache *cache,
+                                lat_run *p, int n, kvv_latency_result *res, long *done_n,
+                                kvv_error *err)
+{
+    const double elem = cache->type == KVV_CACHE_F32 ? 4 : 2;
+    const size_t dk = p->dk, dv = p->dv, ne = p->ne;
+    const int nl = p->nl;
+    kvv_latency_row *mean = &res->rows[res->n_rows + nl];
+    memset(mean, 0, sizeof *mean);
+    mean->layer = -1;
+    mean->batch = n;
+    kvv_status s = KVV_OK;
+    for (int li = 0; li < nl && s == KVV_OK; li++) {
+        int l = p->layers[li];
+        for (int rep = 0; rep < p->reps && s == KVV_OK; rep++) {
+            double a = kvv_now_seconds();
+            for (int i = 0; i < n; i++) {
+                kvv_kv_cache_load_k(cache, l, i, p->k + (size_t)i * dk);
+                kvv_kv_cache_load_v(cache, l, i, p->v + (size_t)i * dv);
             }
-            kvv_latency_row *row = &res->rows[res->n_rows + li];
-            row->layer = l;
-            row->batch = n;
-            row->read_s = median(tr, reps);
-            row->recompute_s = median(tc, reps);
-            row->read_bytes = (double)n * (double)(dk + dv) * (elem + 4.0);
-            row->recompute_bytes = (double)n * (double)(ne * 4 + (dk + dv) * 4) +
-                                   layer_weight_bytes(c->model, l);
-            row->recompute_flops = (double)n * (4.0 * ne + 2.0 * ne * (double)(dk + dv) + 3.0 * dk);
-            mean->read_s += row->read_s / nl;
-            mean->recompute_s += row->recompute_s / nl;
-            mean->read_bytes += row->read_bytes / nl;
-            mean->recompute_bytes += row->recompute_bytes / nl;
-            mean->recompute_flops += row->recompute_flops / nl;
-            if (c->progress)
-                c->progress(c->progress_user, "latency", ++done_n, total);
+            p->tr[rep] = kvv_now_seconds() - a;
+            a = kvv_now_seconds();
+            s = kvv_engine_kv_from_residual(e, l, n, p->h, p->pos, p->k, p->v, err);
+            p->tc[rep] = kvv_now_seconds() - a;
         }
-        res->n_rows += nl + 1;
-        if (!res->crossover && mean->recompute_s < mean->read_s)
-            res->crossover = n;
+        kvv_latency_row *row = &res->rows[res->n_rows + li];
+        row->layer = l;
+        row->batch = n;
+        row->read_s = median(p->tr, p->reps);
+        row->recompute_s = median(p->tc, p->reps);
+        row->read_bytes = (double)n * (double)(dk + dv) * (elem + 4.0);
+        row->recompute_bytes = (double)n * (double)(ne * 4 + (dk + dv) * 4) +
+                               layer_weight_bytes(c->model, l);
+        row->recompute_flops = (double)n * (4.0 * ne + 2.0 * ne * (double)(dk + dv) + 3.0 * dk);
+        mean->read_s += row->read_s / nl;
+        mean->recompute_s += row->recompute_s / nl;
+        mean->read_bytes += row->read_bytes / nl;
+        mean->recompute_bytes += row->recompute_bytes / nl;
+        mean->recompute_flops += row->recompute_flops / nl;
+        if (c->progress)
+            c->progress(c->progress_user, "latency", ++*done_n, (long)p->nb * nl);
     }
-    if (s == KVV_OK)
-        kvv_roofline_probe(&res->roof);
-done:
-    free(h);
-    free(k);
-    free(v);
-    free(pos);
-    free(tr);
-    free(tc);
-    kvv_engine_close(e);
-    if (s != KVV_OK) {
-        kvv_latency_result_free(res);
-        kvv_check_set_error(r, err);
-        return s;
-    }
+    res->n_rows += nl + 1;
+    if (!res->crossover && mean->recompute_s < mean->read_s)
+        res->crossover = n;
+    return s;
+}
+
+/* The rows and the roofline into r's details; the verdict (a table: PASS). */
+static void conclude(const kvv_latency_result *res, kvv_check_result *r)
+{
     json_t *arr = json_array();
     for (int i = 0; i < res->n_rows; i++) {
         const kvv_latency_row *w = &res->rows[i];
@@ -234,12 +231,61 @@ done:
     json_object_set_new(r->details, "stream_gbs", json_real(res->roof.stream_gbs));
     json_object_set_new(r->details, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
     json_object_set_new(r->details, "crossover_batch", json_integer(res->crossover));
-    r->seconds = kvv_now_seconds() - t0;
     if (res->crossover)
         kvv_check_set_verdict(r, KVV_VERDICT_PASS, "recompute beats reading from batch %d",
                               res->crossover);
     else
         kvv_check_set_verdict(r, KVV_VERDICT_PASS, "reading beats recompute at every batch size");
+}
+
+kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
+                           kvv_check_result *r, kvv_error *err)
+{
+    memset(res, 0, sizeof *res);
+    const kvv_check_opts *c = &o->check;
+    double t0 = kvv_now_seconds();
+    lat_run p = {0};
+    kvv_engine *e = NULL;
+    kvv_status s = plan(o, &p, err);
+    if (s == KVV_OK) {
+        kvv_engine_opts eo = c->engine;
+        eo.n_ctx = p.max_b;
+        s = kvv_engine_open(c->model, &eo, &e, err);
+    }
+    if (s != KVV_OK) {
+        kvv_check_set_error(r, err);
+        return s;
+    }
+    kvv_engine_desc desc;
+    kvv_engine_describe(e, &desc);
+    kvv_check_set_engine(r, &desc);
+    kvv_kv_cache *cache = kvv_engine_cache(e);
+    p.h = malloc((size_t)p.max_b * p.ne * sizeof *p.h);
+    p.k = malloc((size_t)p.max_b * p.dk * sizeof *p.k);
+    p.v = malloc((size_t)p.max_b * p.dv * sizeof *p.v);
+    p.pos = malloc((size_t)p.max_b * sizeof *p.pos);
+    p.tr = malloc((size_t)p.reps * sizeof *p.tr);
+    p.tc = malloc((size_t)p.reps * sizeof *p.tc);
+    res->rows = calloc((size_t)p.nb * (size_t)(p.nl + 1), sizeof *res->rows);
+    if (!cache || !p.h || !p.k || !p.v || !p.pos || !res->rows || !p.tr || !p.tc)
+        s = kvv_error_set(err, cache ? KVV_ERR_NOMEM : KVV_ERR_UNSUPPORTED,
+                          cache ? "latency: out of memory" : "latency: engine has no host KV cache");
+    if (s == KVV_OK)
+        s = fill(c, cache, &p, err);
+    long done_n = 0;
+    for (int bi = 0; bi < p.nb && s == KVV_OK; bi++)
+        s = measure_batch(c, e, cache, &p, p.batches[bi], res, &done_n, err);
+    if (s == KVV_OK)
+        kvv_roofline_probe(&res->roof);
+    lat_free(&p);
+    kvv_engine_close(e);
+    if (s != KVV_OK) {
+        kvv_latency_result_free(res);
+        kvv_check_set_error(r, err);
+        return s;
+    }
+    r->seconds = kvv_now_seconds() - t0;
+    conclude(res, r);
     return KVV_OK;
 }
 

@@ -47,10 +47,29 @@ typedef struct {
     int crossover;         /* smallest batch where recompute < read (mean rows), 0 if none */
 } kvv_latency_result;
 
+/* Measure this machine's roofline: memcpy of 64 MiB (median of 5) and a
+ * 1024^3 OpenBLAS sgemm (median of 3), about a second. A figure is 0 when
+ * its buffers cannot be allocated. Never fails. */
 void kvv_roofline_probe(kvv_roofline *out);
+
+/* Time reading against recomputing K/V for every batch size of o on the
+ * layers measured, with the engine of o->check (opened here with a cache of
+ * the largest batch), then probe the roofline. res gets, per batch size,
+ * one row per layer and their mean (layer -1), and the crossover; r gets
+ * the engine, the rows as JSON details and a PASS verdict (a table, not a
+ * check). @return KVV_OK, or KVV_ERR_USAGE (a batch size outside
+ * 1..65536), KVV_ERR_UNSUPPORTED (an engine without a host KV cache),
+ * KVV_ERR_NOMEM or the engine's error — then r is ERROR/SKIPPED and res
+ * holds nothing. Free res with kvv_latency_result_free. */
 kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
                            kvv_check_result *r, kvv_error *err);
+
+/* Free res's rows; accepts NULL and a result that holds nothing. */
 void kvv_latency_result_free(kvv_latency_result *res);
+
+/* The table to f: the roofline line, then per batch size the mean row (and
+ * every layer's row when per_layer): read and recompute times in us, GB/s,
+ * GFLOP/s, % of the sgemm peak, which is faster. */
 void kvv_latency_print(FILE *f, const kvv_latency_result *res, bool per_layer);
 
 #endif

@@ -203,18 +203,12 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
     json_object_set_new(r->details, "prompt_b", jb);
 
     fmt_kl(kl_all, txt, sizeof txt, hex, sizeof hex);
-    int missed = kvv_check_controls_missed(r);
-    if (tot.n_diff == 0 && n_nonzero == 0 && missed == 0)
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "KL = %s (%s) at %d positions x %d layers; logits bit-equal", txt,
-                              hex, c->T, c->L + 1);
-    else if (tot.n_diff || n_nonzero)
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL,
-                              "max KL = %s (%s) at %d of %d layers; %llu logits differ", txt, hex,
-                              n_nonzero, c->L + 1, (unsigned long long)tot.n_diff);
-    else {
-        kvv_check_fail_controls_missed(r, "KL = 0", missed);
-    }
+    char pass[160], fail[160];
+    snprintf(pass, sizeof pass, "KL = %s (%s) at %d positions x %d layers; logits bit-equal", txt,
+             hex, c->T, c->L + 1);
+    snprintf(fail, sizeof fail, "max KL = %s (%s) at %d of %d layers; %llu logits differ", txt,
+             hex, n_nonzero, c->L + 1, (unsigned long long)tot.n_diff);
+    kvv_check_conclude(r, tot.n_diff || n_nonzero, pass, fail, "KL = 0");
     goto out;
 nomem:
     s = kvv_error_set(err, KVV_ERR_NOMEM, "patch: out of memory");
@@ -223,71 +217,68 @@ out:
     return s;
 }
 
-kvv_status kvv_check_patch(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+/* Its own option checks (prompt B), the buffers, run, free. */
+static kvv_status body(void *ctx, kvv_error *err)
 {
-    double t0 = kvv_now_seconds();
-    patch_ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = o;
-    c.r = r;
-    kvv_status s = kvv_check_opts_validate(o, o->n_tokens, err);
-    if (!s && o->n_tokens < 2)
-        s = kvv_error_set(err, KVV_ERR_USAGE, "patch: needs a prompt of at least 2 tokens");
-    if (s) {
-        kvv_check_set_error(r, err);
-        return s;
-    }
+    patch_ctx *c = ctx;
+    const kvv_check_opts *o = c->o;
+    if (o->n_tokens < 2)
+        return kvv_error_set(err, KVV_ERR_USAGE, "patch: needs a prompt of at least 2 tokens");
     const kvv_hparams *hp = &o->model->hp;
-    c.L = hp->n_layer;
-    c.T = o->n_tokens;
-    c.V = hp->n_vocab;
-    size_t nl = (size_t)c.T * c.V;
-    c.pos = malloc((size_t)c.T * sizeof *c.pos);
-    c.tok_b = malloc((size_t)c.T * sizeof *c.tok_b);
-    c.la = malloc(nl * sizeof(float));
-    c.lb = malloc(nl * sizeof(float));
-    c.lp = malloc(nl * sizeof(float));
-    if (!c.pos || !c.tok_b || !c.la || !c.lb || !c.lp)
-        s = kvv_error_set(err, KVV_ERR_NOMEM, "patch: out of memory for %d x %d logits", c.T,
-                          c.V);
+    c->L = hp->n_layer;
+    c->T = o->n_tokens;
+    c->V = hp->n_vocab;
+    size_t nl = (size_t)c->T * c->V;
+    c->pos = malloc((size_t)c->T * sizeof *c->pos);
+    c->tok_b = malloc((size_t)c->T * sizeof *c->tok_b);
+    c->la = malloc(nl * sizeof(float));
+    c->lb = malloc(nl * sizeof(float));
+    c->lp = malloc(nl * sizeof(float));
+    kvv_status s = KVV_OK;
+    if (!c->pos || !c->tok_b || !c->la || !c->lb || !c->lp)
+        s = kvv_error_set(err, KVV_ERR_NOMEM, "patch: out of memory for %d x %d logits", c->T,
+                          c->V);
     if (!s) {
-        for (int t = 0; t < c.T; t++)
-            c.pos[t] = t;
+        for (int t = 0; t < c->T; t++)
+            c->pos[t] = t;
         if (o->tokens_b)
-            memcpy(c.tok_b, o->tokens_b, (size_t)c.T * sizeof *c.tok_b);
+            memcpy(c->tok_b, o->tokens_b, (size_t)c->T * sizeof *c->tok_b);
         else
-            kvv_patch_prompt_b(o->tokens, c.T, c.V, o->seed, c.tok_b);
+            kvv_patch_prompt_b(o->tokens, c->T, c->V, o->seed, c->tok_b);
         bool differ = false;
-        for (int t = 0; t < c.T; t++) {
-            if (c.tok_b[t] < 0 || c.tok_b[t] >= c.V) {
+        for (int t = 0; t < c->T; t++) {
+            if (c->tok_b[t] < 0 || c->tok_b[t] >= c->V) {
                 s = kvv_error_set(err, KVV_ERR_USAGE,
                                   "patch: prompt B token %d (index %d) is outside the "
                                   "vocabulary 0..%d",
-                                  (int)c.tok_b[t], t, c.V - 1);
+                                  (int)c->tok_b[t], t, c->V - 1);
                 break;
             }
-            if (t + 1 < c.T)
-                differ |= c.tok_b[t] != o->tokens[t];
+            if (t + 1 < c->T)
+                differ |= c->tok_b[t] != o->tokens[t];
         }
         if (!s && !differ)
             s = kvv_error_set(err, KVV_ERR_USAGE,
                               "patch: prompts A and B must differ before the last position");
     }
     if (!s)
-        s = kvv_capture_init(&c.cap_a, hp, c.T, KVV_CAPTURE_RESID, err);
+        s = kvv_capture_init(&c->cap_a, hp, c->T, KVV_CAPTURE_RESID, err);
     if (!s)
-        s = kvv_capture_init(&c.cap_p, hp, c.T, 0, err);
+        s = kvv_capture_init(&c->cap_p, hp, c->T, 0, err);
     if (!s)
-        s = run(&c, err);
-    if (s)
-        kvv_check_set_error(r, err);
-    kvv_capture_free(&c.cap_a);
-    kvv_capture_free(&c.cap_p);
-    free(c.pos);
-    free(c.tok_b);
-    free(c.la);
-    free(c.lb);
-    free(c.lp);
-    r->seconds = kvv_now_seconds() - t0;
+        s = run(c, err);
+    kvv_capture_free(&c->cap_a);
+    kvv_capture_free(&c->cap_p);
+    free(c->pos);
+    free(c->tok_b);
+    free(c->la);
+    free(c->lb);
+    free(c->lp);
     return s;
+}
+
+kvv_status kvv_check_patch(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
+{
+    patch_ctx c = {.o = o, .r = r};
+    return kvv_check_frame(o, r, o->n_tokens, body, &c, err);
 }

@@ -87,7 +87,7 @@ static void score_run(const attn_job *j, int ith, int kh, const float *q, int gr
     c->k->gemm_f32(D, K, ldk, b - a + 1, q, (size_t)D, grp, sc + (a - p0), (size_t)nk);
 }
 
-/* The per-query select hook (reference/runtime.h): for each query head of
+/* The per-query select hook (runtime/runtime.h): for each query head of
  * the group, offer the visible present keys (finite scores, ascending) and
  * exclude the ones it drops, exactly as if they were absent. The attention
  * runs single-threaded when the hook is set (kvv_cpu_attention), so the

@@ -101,9 +101,9 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
 {
     *out = NULL;
     const kvv_hparams *hp = &m->hp;
-    if (o->n_threads < 0 || o->n_threads > 256)
-        return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: --threads %d outside 1..256",
-                             o->n_threads);
+    if (o->n_threads < 0 || o->n_threads > KVV_ENGINE_MAX_THREADS)
+        return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: --threads %d outside 1..%d",
+                             o->n_threads, KVV_ENGINE_MAX_THREADS);
     if (o->n_ctx < 0)
         return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: n_ctx %d is negative", o->n_ctx);
     const kvv_cpu_kernels *k = kvv_cpu_kernels_select(co->isa);

@@ -3,7 +3,7 @@
  * multi-token products in fast mode, SIMD kernels (AVX-512 / AVX2+FMA /
  * portable C, chosen once at open from cpuid), a pthread pool, and a
  * batch-invariant mode. Architecture semantics, hooks, the shared host KV
- * cache (reference/kv_cache.h), kv_from_residual and the KVV_CTL_* controls
+ * cache (runtime/kv_cache.h), kv_from_residual and the KVV_CTL_* controls
  * are those of the reference engine (reference/ref.h). docs/cpu-engine.md
  * describes the kernels, the modes and the measured trade-offs.
  *

@@ -37,7 +37,7 @@
  *               top ceil(budget/page_size) pages of page_size positions ranked by
  *               the per-page upper bound sum_d max(q_d*kmin_d, q_d*kmax_d)
  *               (per query head), plus the query's own page. Needs the
- *               engine's `select` hook (reference/runtime.h)
+ *               engine's `select` hook (runtime/runtime.h)
  *   kvdirect-layer  live K/V for the last `budget` positions; every evicted
  *               position keeps its residual h_l(t) for every layer; before
  *               each forward the evicted K/V are recomputed with

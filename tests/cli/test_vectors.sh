@@ -48,7 +48,7 @@ expect 2 "unknown subcommand" "$KVV" vectors frobnicate
 expect 2 "needs MODEL and -o FILE" "$KVV" vectors gen "$M"
 expect 2 "option --logits" "$KVV" vectors gen "$M" -o "$T/x.kvv" --logits maybe
 expect 2 "option --perturb" "$KVV" vectors check "$M" "$T/x.kvv" --perturb elsewhere
-expect 2 "give one of" "$KVV" vectors gen "$M" -o "$T/x.kvv" --random 4 --tokens 1,2
+expect 2 "exclude each other" "$KVV" vectors gen "$M" -o "$T/x.kvv" --random 4 --tokens 1,2
 expect 2 "outside the vocabulary" "$KVV" vectors gen "$M" -o "$T/x.kvv" --tokens 1,99999
 [ -e "$T/x.kvv" ] && fail "a failed gen left $T/x.kvv behind"
 

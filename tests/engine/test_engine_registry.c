@@ -1,6 +1,6 @@
 /*
  * test_engine_registry.c — engine/engine.c and the reference adapter
- * engine/engine_ref.c: opening by name, an unknown name (KVV_ERR_USAGE
+ * engine/ref/engine_ref.c: opening by name, an unknown name (KVV_ERR_USAGE
  * naming the engines available), modes, option checks, the vtable wrappers
  * (forward, kv_from_residual, cache, describe, reset) giving exactly what the
  * reference engine gives, and mode/cache-type names.
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "reference/ref.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-/* test_suite_manifest.c — verify/suite.h without running engines: manifest
+/* test_suite_manifest.c — verify/suite/suite.h without running engines: manifest
  * parsing (text and JSON, every key, relative paths, errors that name line
  * and key) and the shard rule (N shards cover every case exactly once). */
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tests/test_util.h"
-#include "verify/suite.h"
+#include "verify/suite/suite.h"
 
 static kvv_suite *parse_ok(const char *text, const char *base)
 {
@@ -47,7 +47,7 @@ static void test_text_manifest(void **state)
     assert_string_equal(a->model, "base/m.gguf");
     assert_string_equal(a->engine, "ref");
     assert_string_equal(a->cache, "f32");
-    assert_int_equal(a->checks, KVV_SUITE_KV | KVV_SUITE_PATCH);
+    assert_int_equal(a->checks, kvv_suite_check_bit("kv") | kvv_suite_check_bit("patch"));
     assert_int_equal(a->threads, 1);
     assert_int_equal(a->n_tokens, 16);
     assert_false(a->optional);
@@ -56,7 +56,8 @@ static void test_text_manifest(void **state)
     assert_string_equal(b->mode, "fast");
     assert_string_equal(b->cache, "bf16");
     assert_int_equal(b->threads, 4);
-    assert_int_equal(b->checks, KVV_SUITE_GREEDY | KVV_SUITE_INVARIANCE | KVV_SUITE_KVDIRECT);
+    assert_int_equal(b->checks, kvv_suite_check_bit("greedy") | kvv_suite_check_bit("invariance") |
+                                 kvv_suite_check_bit("kvdirect"));
     assert_int_equal(b->n_tokens, 7);
     assert_true(b->seed == 9);
     assert_int_equal(b->n_gen, 3);
@@ -81,11 +82,11 @@ static void test_json_manifest(void **state)
                             " \"vector\": \"v.kvv\", \"cache\": \"f16\"}]}",
                             ".");
     assert_int_equal(s->n_cases, 2);
-    assert_int_equal(s->cases[0].checks, KVV_SUITE_KV | KVV_SUITE_GREEDY);
+    assert_int_equal(s->cases[0].checks, kvv_suite_check_bit("kv") | kvv_suite_check_bit("greedy"));
     assert_int_equal(s->cases[0].n_tokens, 5);
     assert_true(s->cases[0].optional);
     assert_string_equal(s->cases[0].model, "m.gguf");
-    assert_int_equal(s->cases[1].checks, KVV_SUITE_PATCH);
+    assert_int_equal(s->cases[1].checks, kvv_suite_check_bit("patch"));
     assert_string_equal(s->cases[1].vector, "v.kvv");
     assert_string_equal(s->cases[1].cache, "f16");
     assert_int_equal(s->cases[1].line, 2);

@@ -1,5 +1,5 @@
 /*
- * test_numerics.c — kvverify numerics (verify/numerics.h) and the op sets
+ * test_numerics.c — kvverify numerics (verify/numerics/numerics.h) and the op sets
  * (engine/engine_ops.h) on stories260K (skipped without ../shared):
  *   - the run rebuilds the op inputs bit for bit (0 mismatches) and gives
  *     finite statistics for every op and layer, for ref and cpu fast and
@@ -18,7 +18,7 @@
 
 #include "engine/engine_ops.h"
 #include "tests/test_util.h"
-#include "verify/numerics.h"
+#include "verify/numerics/numerics.h"
 
 #define MODEL "models/stories260K-f32.gguf"
 

@@ -1,5 +1,5 @@
 /*
- * test_report.c — the result model and the writers (verify/report.h):
+ * test_report.c — the result model and the writers (verify/report/report.h):
  * a real audit's JSON validates against docs/report-schema.json (checked by
  * a small JSON-Schema validator below, for the keywords that schema uses:
  * $ref, allOf, type, enum, required, properties, items, minimum), the JUnit
@@ -12,10 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "model/sha256.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
 #include "verify/audit.h"
-#include "verify/report.h"
+#include "verify/report/report.h"
 
 /* ------------------------------------------------ a small schema validator */
 

@@ -1,15 +1,13 @@
-/* report.c — the result model (see report.h): check results, runs, exit
- * codes, sha256 of the model, atomic file writes. The writers are in
- * report_console.c, report_json.c and report_junit.c. */
-#include "verify/report.h"
+/* result.c — the result model (see report.h): check results, runs, exit
+ * codes. The writers are console.c, json.c and junit.c beside it, built on
+ * sbuf.c. */
+#include "verify/report/report.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <nettle/sha2.h>
 
 const char *kvv_verdict_name(kvv_verdict v)
 {
@@ -232,62 +230,4 @@ int kvv_report_exit_code(const kvv_report *rep)
     if (skipped)
         return KVV_EXIT_NOTHING;
     return KVV_EXIT_PASS;
-}
-
-kvv_status kvv_sha256_file(const char *path, char hex[65], kvv_error *err)
-{
-    hex[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct sha256_ctx ctx;
-    sha256_init(&ctx);
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sha256_update(&ctx, n, buf);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: read error", path);
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_digest(&ctx, SHA256_DIGEST_SIZE, d);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    return KVV_OK;
-}
-
-kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len, kvv_error *err)
-{
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp)
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, pl + 16, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        kvv_status s = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path,
-                                     strerror(errno));
-        free(tmp);
-        return s;
-    }
-    int bad = fwrite(data, 1, len, f) != len;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        kvv_status s = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path,
-                                     strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return s;
-    }
-    free(tmp);
-    return KVV_OK;
-}
-
-void kvv_check_fail_controls_missed(kvv_check_result *r, const char *clean, int missed)
-{
-    kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s, but %d control(s) NOT detected", clean,
-                          missed);
-    kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
-                             "trusted to fail");
 }

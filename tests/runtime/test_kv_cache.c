@@ -1,6 +1,6 @@
 /*
- * test_ref_kv_cache.c — reference/kv_cache.c and the cache type names of
- * reference/runtime.c: storage and rounding per dtype (f16/bf16 round to
+ * test_kv_cache.c — runtime/kv_cache.c and the cache type names of
+ * runtime/runtime.c: storage and rounding per dtype (f16/bf16 round to
  * nearest even at store and read back the rounded value), presence flags,
  * per-head and whole-position eviction, live counts and exact byte
  * accounting, truncate and clear, raw element pointers, bad sizes.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "model/tensor_types.h"
-#include "reference/kv_cache.h"
+#include "runtime/kv_cache.h"
 #include "tests/test_util.h"
 
 static void test_names(void **state)

@@ -1,9 +1,9 @@
 /*
- * runtime.c — names of the KV cache storage types (reference/runtime.h).
+ * runtime.c — names of the KV cache storage types (runtime/runtime.h).
  */
 #include <string.h>
 
-#include "reference/runtime.h"
+#include "runtime/runtime.h"
 
 static const char *const cache_type_names[] = {"f32", "f16", "bf16"};
 #define N_CACHE_TYPES (sizeof cache_type_names / sizeof cache_type_names[0])

@@ -1,5 +1,5 @@
-/* report_console.c — the human-readable report (see report.h). */
-#include "verify/report.h"
+/* console.c — the human-readable report (see report.h). */
+#include "verify/report/report.h"
 
 #include <ctype.h>
 #include <string.h>

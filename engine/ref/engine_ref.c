@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "engine/engine_impl.h"
+#include "reference/ref.h"
 
 static kvv_ref *ref_of(kvv_engine *e)
 {

@@ -1,7 +1,11 @@
 /*
- * runtime.h — types every engine shares: KV cache storage types, forward-pass
- * hooks, which logits to return. The engine interface (engine/engine.h) and
- * the reference engine (reference/ref.h) both use these.
+ * runtime.h — what every engine shares, whichever engine it is: KV cache
+ * storage types, forward-pass hooks, which logits to return, and the flags
+ * an engine's options carry (negative controls, llama.cpp emulation). The
+ * engine interface (engine/engine.h), the reference engine (reference/ref.h)
+ * and the cpu engine (engine/cpu/) all build on this layer and on the host
+ * KV cache beside it (runtime/kv_cache.h); it sits between model/ and
+ * reference/, so no engine needs the reference folder for its types.
  */
 #ifndef KVV_RUNTIME_H
 #define KVV_RUNTIME_H
@@ -18,6 +22,24 @@ typedef enum {
 
 const char *kvv_cache_type_name(kvv_cache_type t);          /* "f32" ... */
 int kvv_cache_type_from_name(const char *s, kvv_cache_type *out); /* 1 on success */
+
+/* Negative-control switches (bit flags) a check may turn on to prove it can
+ * fail. Never set in normal runs; recorded in the engine description. */
+enum {
+    KVV_CTL_KV_REVERSED_SUM = 1u << 0, /* kv_from_residual sums its dot products in reverse order */
+    KVV_CTL_PERTURB_WEIGHT  = 1u << 1, /* flip the lowest mantissa bit of one weight (output_norm[0]) */
+};
+
+/* Optional emulation of llama.cpp's CPU shortcuts (bit flags, kvv_engine_opts.ggml;
+ * 0 by default = plain fp32 on exactly dequantized weights). Still
+ * deterministic and batch-invariant; see reference/ref_ggml.c. Only an engine
+ * that emulates llama.cpp honours them (the reference); the registry
+ * (engine/engine.c) refuses them for the others. */
+enum {
+    KVV_GGML_GELU_FP16 = 1u << 0, /* GELU through ggml's fp16 lookup table */
+    KVV_GGML_ACT_QUANT = 1u << 1, /* activations rounded to fp16 before F16 matmuls and
+                                     quantized to Q8_0 before Q8_0 matmuls (vec_dot_type) */
+};
 
 /* Which rows of logits forward() writes. */
 typedef enum {

@@ -1,5 +1,5 @@
 /*
- * kv_cache.c — the host KV cache (reference/kv_cache.h).
+ * kv_cache.c — the host KV cache (runtime/kv_cache.h).
  *
  * Layout per layer: K rows [n_ctx][n_kv_head*head_dim_k] and V rows
  * [n_ctx][n_kv_head*head_dim_v], elements of the cache dtype (4 bytes for
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "model/tensor_types.h"
-#include "reference/kv_cache.h"
+#include "runtime/kv_cache.h"
 
 static size_t elem_size(kvv_cache_type t)
 {

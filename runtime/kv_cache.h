@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "reference/runtime.h"
+#include "runtime/runtime.h"
 
 typedef struct {
     kvv_cache_type type;

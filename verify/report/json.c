@@ -1,5 +1,6 @@
-/* report_json.c — the machine-readable report (docs/report-schema.md). */
-#include "verify/report.h"
+/* json.c — the machine-readable report (docs/report-schema.md), and the one
+ * way a JSON document becomes a file (kvv_json_write_file). */
+#include "verify/report/report.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -125,23 +126,22 @@ json_t *kvv_report_to_json(const kvv_report *rep)
     return o;
 }
 
+kvv_status kvv_json_write_file(const json_t *j, size_t flags, const char *path, kvv_error *err)
+{
+    char *s = j ? json_dumps(j, flags) : NULL;
+    if (!s)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory building the JSON", path);
+    kvv_sbuf b = {0};
+    kvv_sbuf_str(&b, s);
+    kvv_sbuf_put(&b, "\n", 1);
+    free(s);
+    return kvv_sbuf_write_file(&b, path, err);
+}
+
 kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err)
 {
     json_t *o = kvv_report_to_json(rep);
-    char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    kvv_status st = kvv_json_write_file(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER, path, err);
     json_decref(o);
-    if (!s)
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory building the JSON report",
-                             path);
-    size_t n = strlen(s);
-    char *buf = realloc(s, n + 2);
-    if (!buf) {
-        free(s);
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    buf[n] = '\n';
-    buf[n + 1] = 0;
-    kvv_status st = kvv_write_file_atomic(path, buf, n + 1, err);
-    free(buf);
     return st;
 }

@@ -1,7 +1,9 @@
 /*
- * report.h — the result model every check fills, and the report writers
- * (console table, JSON, JUnit XML). DESIGN.md §5 "Reports"; the JSON layout
- * is written down in docs/report-schema.md (+ docs/report-schema.json).
+ * report.h — the reports room (verify/report/): the result model every
+ * check fills (result.c) and the report writers, one file each (console.c,
+ * json.c, junit.c, on the string buffer of sbuf.h). DESIGN.md §5 "Reports";
+ * the JSON layout is written down in docs/report-schema.md (+
+ * docs/report-schema.json).
  *
  * A check (verify/kv.h, patch.h, greedy.h, invariance.h, and later compare,
  * kvdirect, evict, ...) fills one kvv_check_result:
@@ -51,6 +53,7 @@
 #include "engine/engine.h"
 #include "model/error.h"
 #include "verify/compare_stats.h"
+#include "verify/report/sbuf.h"
 
 typedef enum {
     KVV_VERDICT_PASS = 0,
@@ -139,10 +142,6 @@ void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
 /* Number of controls not detected. */
 int kvv_check_controls_missed(const kvv_check_result *r);
-/* FAIL because `missed` controls went undetected although the comparison
- * itself found nothing (`clean` says what, e.g. "KL = 0"): such a check
- * cannot be trusted to fail. */
-void kvv_check_fail_controls_missed(kvv_check_result *r, const char *clean, int missed);
 /* Record the engine description. */
 void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
 
@@ -177,9 +176,12 @@ kvv_check_result *kvv_report_add(kvv_report *rep, const char *name);
 /* Exit code per the rule at the top of this file. */
 int kvv_report_exit_code(const kvv_report *rep);
 
-/* sha256 of a file (nettle), 64 lowercase hex digits + NUL into hex.
- * KVV_ERR_IO naming the file on a read error. */
-kvv_status kvv_sha256_file(const char *path, char hex[65], kvv_error *err);
+/* ------------------------------------------------------------ the writers
+ *
+ * One file each, beside this header: console.c, json.c, junit.c, all
+ * building text with sbuf.h. A new output format (HTML) is one more file
+ * here with its kvv_report_write_* declared below; suite results
+ * (verify/suite/) are written with the same pieces. */
 
 /* Console: the summary table (check, verdict, key figure, time), then one
  * line per control and per failure. flags: KVV_CONSOLE_* bits. */
@@ -202,15 +204,41 @@ json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s);
 /* Write the JSON report atomically (temp file + rename; an existing file is
  * untouched on failure). KVV_ERR_IO naming the file. */
 kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err);
+/* Any JSON document to path, the one way every command writes a JSON file:
+ * json_dumps(j, flags), a final newline, written atomically. j is borrowed.
+ * KVV_ERR_NOMEM, or KVV_ERR_IO naming the file. */
+kvv_status kvv_json_write_file(const json_t *j, size_t flags, const char *path, kvv_error *err);
 
 /* JUnit XML: one <testsuite>, one <testcase> per check; FAIL -> <failure>
  * whose message is the first mismatch (or the reason), ERROR -> <error>,
  * SKIPPED -> <skipped/>. Written atomically like the JSON. */
 kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_error *err);
 
-/* Helper for writers elsewhere: write len bytes to path via path.tmp +
- * rename. KVV_ERR_IO naming the file. */
-kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len,
-                                 kvv_error *err);
+/* The JUnit document in pieces, for writers of other runs (suite): begin,
+ * optional properties, one testcase per result, end; then
+ * kvv_sbuf_write_file. Every testcase is written by kvv_junit_testcase, so
+ * a check's failure reads the same in every JUnit file kvverify writes. */
+typedef struct {
+    int tests, failures, errors, skipped;
+    double seconds;
+} kvv_junit_totals;
+
+/* Count r into t (its verdict; not the seconds). */
+void kvv_junit_count(kvv_junit_totals *t, const kvv_check_result *r);
+/* <?xml?>, <testsuites> and the opening <testsuite name=...> with t's
+ * counts; timestamp (ISO 8601) may be NULL. */
+void kvv_junit_begin(kvv_sbuf *b, const char *suite_name, const char *timestamp,
+                     const kvv_junit_totals *t);
+/* <properties> from n (name, value) pairs: kv[2*i], kv[2*i+1]. */
+void kvv_junit_properties(kvv_sbuf *b, const char *const *kv, int n);
+/* One <testcase classname= name=r->name>: <failure>/<error>/<skipped> by
+ * verdict (message: the first mismatch, else the message, else the key
+ * figure), then <system-out> with `context` (a line saying where the
+ * testcase ran, e.g. the suite case's model and engine; NULL = none), the
+ * key figure and every control. */
+void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_result *r,
+                        const char *context);
+/* </testsuite></testsuites>. */
+void kvv_junit_end(kvv_sbuf *b);
 
 #endif

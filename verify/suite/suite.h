@@ -2,7 +2,9 @@
  * suite.h — nightly suites: a manifest of cases (model × engine × mode ×
  * cache type × checks or golden vector), run in deterministic shards so a
  * CI matrix or a Slurm array spreads one night's run over many machines.
- * Manifest syntax and examples: docs/nightly.md.
+ * Manifest syntax and examples: docs/nightly.md. Three files: manifest.c
+ * (parse, shards), run.c (run a shard), write.c (JUnit and JSON, with the
+ * report room's writers, verify/report/report.h).
  *
  * Text manifest, one case per line ('#' starts a comment, blank lines skip):
  *
@@ -15,7 +17,8 @@
  *                    invariant otherwise)
  *   threads=N        engine threads (default 1)
  *   cache=T          f32 (default), f16, bf16
- *   checks=LIST      comma list of kv, patch, greedy, invariance, kvdirect
+ *   checks=LIST      comma list of the audit's checks (verify/audit.h: kv,
+ *                    patch, greedy, invariance, kvdirect, compare)
  *   vector=PATH      a .kvv golden vector to check the engine against
  *   tokens=N         prompt length for checks (random ids, default 16)
  *   seed=S           prompt seed (default 1)
@@ -40,6 +43,7 @@
  *   kvv_suite_results res;
  *   kvv_suite_run(s, 1, 4, &res, &err);     // shard 1 of 4
  *   kvv_suite_write_junit(&res, "shard1.xml", &err);
+ *   kvv_suite_write_json(&res, "shard1.json", &err);
  *   int code = kvv_suite_exit_code(&res);
  *   kvv_suite_results_free(&res);
  *   kvv_suite_free(s);
@@ -53,17 +57,9 @@
 
 #include <jansson.h>
 
+#include "engine/engine.h"
 #include "model/error.h"
-#include "verify/report.h"
-
-/* Check bits of kvv_suite_case.checks. */
-enum {
-    KVV_SUITE_KV = 1u << 0,
-    KVV_SUITE_PATCH = 1u << 1,
-    KVV_SUITE_GREEDY = 1u << 2,
-    KVV_SUITE_INVARIANCE = 1u << 3,
-    KVV_SUITE_KVDIRECT = 1u << 4
-};
+#include "verify/report/report.h"
 
 typedef struct {
     char name[64];           /* unique in the manifest */
@@ -73,7 +69,7 @@ typedef struct {
     char mode[16];           /* "" = engine default */
     int threads;
     char cache[8];
-    unsigned checks;         /* KVV_SUITE_* bits */
+    unsigned checks;         /* bit i: entry i of the audit's check table (kvv_suite_check_bit) */
     char vector[1024];       /* resolved path, "" = none */
     int n_tokens;
     uint64_t seed;
@@ -99,6 +95,13 @@ kvv_status kvv_suite_load(const char *path, kvv_suite **out, kvv_error *err);
 kvv_status kvv_suite_parse(const char *text, size_t len, const char *name, const char *base_dir,
                            kvv_suite **out, kvv_error *err);
 void kvv_suite_free(kvv_suite *s); /* accepts NULL */
+
+/* The bit of kvv_suite_case.checks for the check called name (an entry of
+ * the audit's table, verify/audit.h); 0 if there is no such check. */
+unsigned kvv_suite_check_bit(const char *name);
+
+/* The engine options a case asks for (mode defaulted per engine). */
+kvv_engine_opts kvv_suite_case_engine(const kvv_suite_case *c);
 
 /* Is 0-based case index i in shard shard_i of shard_n (1 <= shard_i <= shard_n)? */
 bool kvv_suite_in_shard(int i, int shard_i, int shard_n);
@@ -138,11 +141,17 @@ void kvv_suite_results_free(kvv_suite_results *res); /* accepts NULL */
 int kvv_suite_exit_code(const kvv_suite_results *res);
 
 /* JUnit XML: <testsuites><testsuite name="kvverify suite MANIFEST shard I/N">
- * one <testcase classname="kvverify.suite.CASE" name="CHECK"> per outcome.
- * Shards' files merge by concatenating their <testsuite> elements
+ * one <testcase classname="kvverify.suite.CASE" name="CHECK"> per outcome,
+ * written by the report room's kvv_junit_testcase (its <system-out> starts
+ * with the case's model, engine, mode, cache, threads and vector). Shards'
+ * files merge by concatenating their <testsuite> elements
  * (docs/nightly.md). Written atomically. */
 kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path, kvv_error *err);
-/* JSON: {"manifest", "shard", "cases": [...], "summary": {...}} (new reference). */
+/* JSON: {"manifest", "shard", "cases_run", "seconds", "results": [...],
+ * "summary": {...}, "exit_code"}; each result is kvv_check_to_json's object
+ * (new reference, NULL on OOM). */
 json_t *kvv_suite_results_to_json(const kvv_suite_results *res);
+/* That JSON written to path (kvv_json_write_file: sorted keys, atomic). */
+kvv_status kvv_suite_write_json(const kvv_suite_results *res, const char *path, kvv_error *err);
 
 #endif

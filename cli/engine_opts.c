@@ -1,0 +1,138 @@
+/* engine_opts.c — the engine options every command shares (see engine_opts.h). */
+#include "cli/engine_opts.h"
+
+#include <string.h>
+
+void kvv_engine_cli_init(kvv_engine_cli *e, const char *cmd, const char *default_engine,
+                         unsigned accepts)
+{
+    memset(e, 0, sizeof *e);
+    e->cmd = cmd;
+    e->accepts = accepts;
+    e->default_engine = default_engine;
+    e->engine = default_engine;
+    e->cache_type = KVV_CACHE_F32;
+}
+
+/* Is o->arg the engine option `name` (bit) taking a value? One this
+ * command does not take is consumed with an error. */
+static bool option(kvv_engine_cli *e, kvv_opts *o, const char *name, unsigned bit)
+{
+    if (!kvv_opts_value(o, name))
+        return false;
+    if (!(e->accepts & bit))
+        kvv_opts_error(o, "option %s: not used by %s", name, e->cmd);
+    return true;
+}
+
+/* --engine-opt KEY=VALUE: appended in order (the plugin sees them so). */
+static void engine_opt(kvv_engine_cli *e, kvv_opts *o)
+{
+    if (!o->value || o->failed)
+        return;
+    const char *eq = strchr(o->value, '=');
+    if (!eq || eq == o->value)
+        kvv_opts_error(o, "option --engine-opt: '%s' is not KEY=VALUE", o->value);
+    else if (e->n_engine_opts >= KVV_ENGINE_CLI_MAX_EOPTS)
+        kvv_opts_error(o, "option --engine-opt: more than %d given", KVV_ENGINE_CLI_MAX_EOPTS);
+    else
+        e->engine_opts[e->n_engine_opts++] = o->value;
+}
+
+bool kvv_engine_cli_parse(void *state, kvv_opts *o)
+{
+    kvv_engine_cli *e = state;
+    long v;
+    kvv_mode m;
+    if (option(e, o, "--engine", KVV_ENGINE_OPT_ENGINE)) {
+        if (o->value && !o->failed) {
+            if (strcmp(o->value, "all") == 0 && !e->allow_all)
+                kvv_opts_error(o, "option --engine: 'all' is for kvverify numerics");
+            e->engine = o->value;
+        }
+    } else if (option(e, o, "--mode", KVV_ENGINE_OPT_MODE)) {
+        if (o->value && !o->failed && !kvv_mode_from_name(o->value, &m))
+            kvv_opts_error(o, "option --mode: '%s' is not exact, fast or invariant", o->value);
+        e->mode = o->value;
+    } else if (option(e, o, "--threads", KVV_ENGINE_OPT_THREADS)) {
+        if (o->value && !o->failed &&
+            kvv_opts_int(o, "--threads", o->value, 1, KVV_ENGINE_MAX_THREADS, &v))
+            e->n_threads = (int)v;
+    } else if (option(e, o, "--cache-type", KVV_ENGINE_OPT_CACHE)) {
+        if (o->value && !o->failed && !kvv_cache_type_from_name(o->value, &e->cache_type))
+            kvv_opts_error(o, "option --cache-type: '%s' is not f32, f16 or bf16", o->value);
+        e->cache_given = true;
+    } else if (option(e, o, "--device", KVV_ENGINE_OPT_DEVICE)) {
+        if (o->value && !o->failed && !o->value[0])
+            kvv_opts_error(o, "option --device: empty device name");
+        e->device = o->value;
+    } else if (option(e, o, "--ubatch", KVV_ENGINE_OPT_UBATCH)) {
+        if (o->value && !o->failed && kvv_opts_int(o, "--ubatch", o->value, 1, 1 << 20, &v))
+            e->n_ubatch = (int)v;
+    } else if (option(e, o, "--engine-opt", KVV_ENGINE_OPT_EOPT)) {
+        engine_opt(e, o);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+kvv_opt_group kvv_engine_cli_group(kvv_engine_cli *e)
+{
+    return (kvv_opt_group){kvv_engine_cli_parse, NULL, e};
+}
+
+void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)
+{
+    char names[128];
+    kvv_engine_list(names, sizeof names);
+    if (heading)
+        fprintf(f, "engine:\n");
+    if (e->accepts & KVV_ENGINE_OPT_ENGINE) {
+        if (e->engine_help)
+            fprintf(f, "  --engine NAME       %s\n", e->engine_help);
+        else
+            fprintf(f, "  --engine NAME       engine: %s (default %s)\n", names,
+                    e->default_engine ? e->default_engine : "ref");
+    }
+    if (e->accepts & KVV_ENGINE_OPT_MODE)
+        fprintf(f, "  --mode MODE         %s\n",
+                e->mode_help ? e->mode_help
+                : "exact (ref), fast or invariant (cpu; default invariant)");
+    if (e->accepts & KVV_ENGINE_OPT_THREADS)
+        fprintf(f, "  --threads N         engine threads, 1..%d (default 1)\n",
+                KVV_ENGINE_MAX_THREADS);
+    if (e->accepts & KVV_ENGINE_OPT_CACHE)
+        fprintf(f, "  --cache-type T      KV cache storage: f32 (default), f16, bf16\n");
+    if (e->accepts & KVV_ENGINE_OPT_DEVICE)
+        fprintf(f, "  --device D          where the engine runs (llama.cpp: cpu, vulkan, cuda;\n"
+                   "                      ref and cpu: cpu only)\n");
+    if (e->accepts & KVV_ENGINE_OPT_UBATCH)
+        fprintf(f, "  --ubatch N          micro-batch size of engines that have one (default: "
+                   "the engine's)\n");
+    if (e->accepts & KVV_ENGINE_OPT_EOPT)
+        fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (plugins: see\n"
+                   "                      docs/plugins.md, plugins/llama.cpp/README.md)\n");
+}
+
+kvv_mode kvv_engine_cli_mode(const kvv_engine_cli *e, const char *name)
+{
+    kvv_mode m = kvv_engine_default_mode(name);
+    if (e->mode)
+        kvv_mode_from_name(e->mode, &m);
+    return m;
+}
+
+kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e)
+{
+    kvv_engine_opts eo = kvv_engine_opts_default();
+    eo.name = e->engine ? e->engine : "ref";
+    eo.mode = kvv_engine_cli_mode(e, eo.name);
+    eo.n_threads = e->n_threads > 0 ? e->n_threads : 1;
+    eo.cache_type = e->cache_type;
+    eo.device = e->device;
+    eo.n_ubatch = e->n_ubatch;
+    eo.engine_opts = e->n_engine_opts ? e->engine_opts : NULL;
+    eo.n_engine_opts = e->n_engine_opts;
+    return eo;
+}

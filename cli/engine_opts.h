@@ -1,0 +1,107 @@
+/*
+ * engine_opts.h — the one parser of the engine options, shared by every
+ * command that opens an engine (run, the checks, compare, audit, evict,
+ * memory, latency, numerics, vectors gen/check, bench):
+ *
+ *   --engine NAME     which engine (the command's default, e.g. ref)
+ *   --mode MODE       exact, fast or invariant (default: the engine's, from
+ *                     kvv_engine_default_mode)
+ *   --threads N       1..KVV_ENGINE_MAX_THREADS, the engines' real bound,
+ *                     checked here before any engine opens
+ *   --cache-type T    f32, f16 or bf16
+ *   --device D        where the engine runs (plugins: llama.cpp cpu|vulkan|cuda;
+ *                     the built-in engines take only cpu)
+ *   --ubatch N        micro-batch size (plugins with one; 0 = the engine's)
+ *   --engine-opt K=V  an engine's own option, repeatable, passed in order
+ *                     (plugins; the built-in engines take none)
+ *
+ *   kvv_engine_cli e;
+ *   kvv_engine_cli_init(&e, "kv", "ref", KVV_ENGINE_OPT_ALL);
+ *   kvv_opt_group g[] = {kvv_engine_cli_group(&e), ...};   // cli/opts.h
+ *   ... kvv_opts_parse(&o, help, g, n) ...
+ *   kvv_engine_opts eo = kvv_engine_cli_opts(&e);
+ *
+ * A command that takes only some of them says which (accepts); the others
+ * are then "not used by CMD", not silently ignored.
+ *
+ * Adding an engine option (--isa, --engine-opt KEY=VALUE, --device) is one
+ * edit in this pair of files: a KVV_ENGINE_OPT_* bit (inside
+ * KVV_ENGINE_OPT_ALL), a field below, its case in kvv_engine_cli_parse, its
+ * line in kvv_engine_cli_help, and where it goes in kvv_engine_cli_opts (a
+ * kvv_engine_opts field); a check that needs another option as well (e.g.
+ * --isa only with --engine cpu) goes in a finish function of the group
+ * (kvv_engine_cli_group). Every command that takes KVV_ENGINE_OPT_ALL has
+ * the new option, in its parsing and its --help, at once.
+ */
+#ifndef KVV_ENGINE_OPTS_H
+#define KVV_ENGINE_OPTS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli/opts.h"
+#include "engine/engine.h"
+
+/* The engine options a command takes (kvv_engine_cli.accepts). */
+enum {
+    KVV_ENGINE_OPT_ENGINE = 1u << 0,   /* --engine */
+    KVV_ENGINE_OPT_MODE = 1u << 1,     /* --mode */
+    KVV_ENGINE_OPT_THREADS = 1u << 2,  /* --threads */
+    KVV_ENGINE_OPT_CACHE = 1u << 3,    /* --cache-type */
+    KVV_ENGINE_OPT_DEVICE = 1u << 4,   /* --device */
+    KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* --ubatch */
+    KVV_ENGINE_OPT_EOPT = 1u << 6,     /* --engine-opt KEY=VALUE (repeatable) */
+    /* what only a plugin engine uses: --device --ubatch --engine-opt */
+    KVV_ENGINE_OPT_PLUGIN = KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH | KVV_ENGINE_OPT_EOPT,
+    KVV_ENGINE_OPT_ALL = 0x7fu
+};
+
+/* --engine-opt may be given this many times. */
+#define KVV_ENGINE_CLI_MAX_EOPTS 32
+
+typedef struct {
+    /* what the command takes: set by kvv_engine_cli_init, then adjustable */
+    const char *cmd;             /* subcommand name, for messages */
+    unsigned accepts;            /* KVV_ENGINE_OPT_* */
+    const char *default_engine;  /* when --engine is not given; NULL: the command decides */
+    bool allow_all;              /* --engine all (numerics: every engine) */
+    const char *engine_help;     /* the --engine help text; NULL: the standard one */
+    const char *mode_help;       /* the --mode help text; NULL: the standard one */
+    /* what the command line said */
+    const char *engine;          /* --engine NAME, else default_engine (borrowed from argv) */
+    const char *mode;            /* --mode NAME (validated), NULL = the engine's default */
+    int n_threads;               /* --threads N, 0 = not given */
+    kvv_cache_type cache_type;   /* --cache-type T, default f32 */
+    bool cache_given;
+    const char *device;          /* --device D, NULL = the engine's first */
+    int n_ubatch;                /* --ubatch N, 0 = the engine's */
+    /* --engine-opt KEY=VALUE in the order given (borrowed from argv);
+     * kvv_engine_cli_opts points into this array, so e outlives the options */
+    const char *engine_opts[KVV_ENGINE_CLI_MAX_EOPTS];
+    int n_engine_opts;
+} kvv_engine_cli;
+
+/* Defaults: engine default_engine, no mode, threads and cache type not given. */
+void kvv_engine_cli_init(kvv_engine_cli *e, const char *cmd, const char *default_engine,
+                         unsigned accepts);
+
+/* The group for kvv_opts_parse (state: e, which must outlive the parse). */
+kvv_opt_group kvv_engine_cli_group(kvv_engine_cli *e);
+/* Consume o->arg if it is an engine option; one this command does not take
+ * is an error ("not used by CMD"). @return true when consumed. */
+bool kvv_engine_cli_parse(void *e, kvv_opts *o);
+
+/* The option lines of kvv_engine_cli_help, for the options e accepts, under
+ * a heading "engine:" when heading is true. */
+void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading);
+
+/* Engine options from what was given: kvv_engine_opts_default(), then the
+ * name (engine, or "ref" when there is none), the mode given or the
+ * engine's default, threads (1 when not given), cache type, device,
+ * micro-batch size and engine options (pointing into e: valid while e is). */
+kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e);
+
+/* The mode given for engine `name`, or that engine's default. */
+kvv_mode kvv_engine_cli_mode(const kvv_engine_cli *e, const char *name);
+
+#endif

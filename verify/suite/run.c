@@ -1,0 +1,240 @@
+/* run.c — running a suite's shard: each case's checks (the audit's table,
+ * verify/audit.h) on one opened model, its golden vector, optional models
+ * that are absent, and the exit code of the whole shard. See suite.h. */
+#include "verify/suite/suite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch.h"
+#include "vectors/kvv_vectors.h"
+#include "verify/audit.h"
+#include "verify/check.h"
+
+void kvv_suite_results_free(kvv_suite_results *res)
+{
+    if (!res)
+        return;
+    for (int i = 0; i < res->n_out; i++)
+        kvv_check_result_free(&res->out[i].r);
+    free(res->out);
+    res->out = NULL;
+    res->n_out = res->cap_out = 0;
+}
+
+static kvv_check_result *new_outcome(kvv_suite_results *res, int ci, const char *name)
+{
+    if (res->n_out == res->cap_out) {
+        int nc = res->cap_out ? res->cap_out * 2 : 16;
+        kvv_suite_outcome *n = realloc(res->out, (size_t)nc * sizeof *n);
+        if (!n)
+            return NULL;
+        res->out = n;
+        res->cap_out = nc;
+    }
+    kvv_suite_outcome *o = &res->out[res->n_out++];
+    o->case_index = ci;
+    kvv_check_result_init(&o->r, name);
+    return &o->r;
+}
+
+static void log_outcome(const kvv_suite_run_opts *ro, const kvv_suite_case *c, const kvv_check_result *r)
+{
+    if (!ro || !ro->log)
+        return;
+    fprintf(ro->log, "%-7s %s/%s  %s (%.2f s)%s%s\n", kvv_verdict_name(r->verdict), c->name, r->name,
+            r->key_figure, r->seconds, r->message[0] ? "  " : "", r->message);
+}
+
+kvv_engine_opts kvv_suite_case_engine(const kvv_suite_case *c)
+{
+    kvv_engine_opts e = kvv_engine_opts_default();
+    e.name = c->engine;
+    e.mode = kvv_engine_default_mode(c->engine);
+    if (c->mode[0])
+        kvv_mode_from_name(c->mode, &e.mode);
+    e.n_threads = c->threads;
+    kvv_cache_type_from_name(c->cache, &e.cache_type);
+    return e;
+}
+
+/* A golden-vector case: one testcase named "vector". */
+static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
+{
+    kvv_vectors_check_opts co = kvv_vectors_check_opts_default();
+    co.engine = c->engine;
+    co.mode = c->mode[0] ? c->mode : NULL;
+    co.n_threads = c->threads;
+    co.control = c->control;
+    co.perturb_layer = c->perturb_layer;
+    co.perturb_pos = c->perturb_pos;
+    kvv_vectors_result vr;
+    kvv_error err = {0};
+    double t0 = kvv_now_seconds();
+    kvv_status st = kvv_vectors_check(c->model, c->vector, &co, &vr, &err);
+    r->seconds = kvv_now_seconds() - t0;
+    if (st == KVV_ERR_NOMEM)
+        return st;
+    if (st) {
+        kvv_check_set_error(r, &err);
+        return KVV_OK;
+    }
+    kvv_check_set_engine(r, &vr.engine);
+    uint64_t n = 0;
+    for (int i = 0; i < vr.n_tally; i++)
+        n += vr.tally[i].compared;
+    if (r->details) {
+        json_object_set_new(r->details, "vector", json_string(c->vector));
+        json_object_set_new(r->details, "values_compared", json_integer((json_int_t)n));
+        json_object_set_new(r->details, "divergences", json_integer((json_int_t)vr.n_diverged));
+    }
+    const bool is_control = c->control || c->perturb_layer >= 0;
+    char line[512];
+    if (!vr.diverged) {
+        if (is_control) {
+            kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control NOT detected: %llu values still "
+                                  "bit-identical", (unsigned long long)n);
+            kvv_check_set_message(r, "negative control (perturbed %s) was not detected",
+                                  c->control ? "weight" : "residual");
+        } else {
+            kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%llu values bit-identical",
+                                  (unsigned long long)n);
+        }
+    } else if (is_control) {
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %llu of %llu values diverge; "
+                              "first divergence: %s", (unsigned long long)vr.n_diverged,
+                              (unsigned long long)n,
+                              kvv_divergence_format(&vr.first, line, sizeof line));
+    } else {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%llu of %llu values diverge",
+                              (unsigned long long)vr.n_diverged, (unsigned long long)n);
+        kvv_check_set_message(r, "first divergence: %s",
+                              kvv_divergence_format(&vr.first, line, sizeof line));
+    }
+    return KVV_OK;
+}
+
+/* The checks= part of a case, on one opened model. */
+static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_run_opts *ro,
+                             kvv_suite_results *res)
+{
+    kvv_model *m = NULL;
+    kvv_error err = {0};
+    kvv_status st = kvv_model_open(c->model, &m, &err);
+    int32_t *toks = NULL;
+    if (!st) {
+        toks = malloc(sizeof(int32_t) * (size_t)c->n_tokens);
+        if (!toks)
+            st = kvv_error_set(&err, KVV_ERR_NOMEM, "out of memory");
+        else
+            kvv_prompt_random(c->seed, m->hp.n_vocab, -1, toks, c->n_tokens);
+    }
+    int n_table;
+    const kvv_check_entry *table = kvv_audit_checks(&n_table);
+    for (int k = 0; k < n_table; k++) {
+        if (!(c->checks & (1u << k)))
+            continue;
+        kvv_check_result *r = new_outcome(res, ci, table[k].name);
+        if (!r) {
+            st = KVV_ERR_NOMEM;
+            break;
+        }
+        if (st) {
+            /* the model did not open: every requested check reports why */
+            kvv_check_set_error(r, &err);
+        } else {
+            kvv_check_opts o = kvv_check_opts_default();
+            o.model = m;
+            o.engine = kvv_suite_case_engine(c);
+            o.tokens = toks;
+            o.n_tokens = c->n_tokens;
+            o.n_gen = c->n_gen;
+            o.seed = c->seed;
+            o.force_fail = c->force_fail;
+            kvv_error e2 = {0};
+            double t0 = kvv_now_seconds();
+            kvv_status cs = table[k].run(&o, r, &e2);
+            if (r->seconds <= 0)
+                r->seconds = kvv_now_seconds() - t0;
+            if (cs == KVV_ERR_NOMEM) {
+                st = cs;
+                break;
+            }
+            if (cs && r->verdict != KVV_VERDICT_ERROR && r->verdict != KVV_VERDICT_SKIPPED)
+                kvv_check_set_error(r, &e2);
+            if (c->force_fail && r->verdict == KVV_VERDICT_FAIL) {
+                /* the planted difference was found: the control passes */
+                char key[sizeof r->key_figure];
+                snprintf(key, sizeof key, "%s", r->key_figure);
+                kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %s", key);
+            } else if (c->force_fail && r->verdict == KVV_VERDICT_PASS) {
+                kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control NOT detected");
+                kvv_check_set_message(r, "force-fail planted a difference the check did not find");
+            }
+        }
+        log_outcome(ro, c, r);
+    }
+    free(toks);
+    kvv_model_close(m);
+    return st == KVV_ERR_NOMEM ? st : KVV_OK;
+}
+
+kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
+                         const kvv_suite_run_opts *ro, kvv_suite_results *res, kvv_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->suite = s;
+    res->shard_i = shard_i;
+    res->shard_n = shard_n;
+    double t0 = kvv_now_seconds();
+    for (int i = 0; i < s->n_cases; i++) {
+        if (!kvv_suite_in_shard(i, shard_i, shard_n))
+            continue;
+        const kvv_suite_case *c = &s->cases[i];
+        res->n_cases_run++;
+        FILE *probe = fopen(c->model, "rb");
+        if (!probe && c->optional) {
+            /* an optional model that is absent (e.g. no ../shared): skipped */
+            int n_table;
+            const kvv_check_entry *table = kvv_audit_checks(&n_table);
+            for (int k = 0; k <= n_table; k++) {
+                bool vec = k == n_table;
+                if (vec ? !c->vector[0] : !(c->checks & (1u << k)))
+                    continue;
+                kvv_check_result *r = new_outcome(res, i, vec ? "vector" : table[k].name);
+                if (!r)
+                    return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
+                kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED, "model not present");
+                kvv_check_set_message(r, "SKIP: %s not found (optional=yes)", c->model);
+                log_outcome(ro, c, r);
+            }
+            continue;
+        }
+        if (probe)
+            fclose(probe);
+        if (c->checks && run_checks(c, i, ro, res) == KVV_ERR_NOMEM)
+            return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
+        if (c->vector[0]) {
+            kvv_check_result *r = new_outcome(res, i, "vector");
+            if (!r || run_vector(c, r) == KVV_ERR_NOMEM)
+                return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
+            log_outcome(ro, c, r);
+        }
+    }
+    res->seconds = kvv_now_seconds() - t0;
+    return KVV_OK;
+}
+
+int kvv_suite_exit_code(const kvv_suite_results *res)
+{
+    int n[4] = {0, 0, 0, 0};
+    for (int i = 0; i < res->n_out; i++)
+        n[res->out[i].r.verdict]++;
+    if (n[KVV_VERDICT_FAIL])
+        return KVV_EXIT_FAIL;
+    if (n[KVV_VERDICT_ERROR])
+        return KVV_EXIT_BAD_INPUT;
+    if (!n[KVV_VERDICT_PASS])
+        return KVV_EXIT_NOTHING;
+    return KVV_EXIT_PASS;
+}

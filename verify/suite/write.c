@@ -1,0 +1,68 @@
+/* write.c — a suite shard's results as JUnit XML and JSON, built with the
+ * report room's writers (verify/report/report.h): the same testcase element
+ * and the same check objects as a single run's reports. See suite.h. */
+#include "verify/suite/suite.h"
+
+#include <stdio.h>
+
+/* The line a testcase's <system-out> starts with: where it ran. */
+static void case_context(const kvv_suite_case *c, char *buf, size_t size)
+{
+    snprintf(buf, size, "model=%s engine=%s mode=%s cache=%s threads=%d%s%s", c->model,
+             c->engine, kvv_mode_name(kvv_suite_case_engine(c).mode), c->cache, c->threads,
+             c->vector[0] ? " vector=" : "", c->vector);
+}
+
+kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path, kvv_error *err)
+{
+    kvv_junit_totals t = {0};
+    for (int i = 0; i < res->n_out; i++)
+        kvv_junit_count(&t, &res->out[i].r);
+    t.seconds = res->seconds;
+    char name[1100];
+    snprintf(name, sizeof name, "kvverify suite %s shard %d/%d", res->suite->path, res->shard_i,
+             res->shard_n);
+    kvv_sbuf b = {0};
+    kvv_junit_begin(&b, name, NULL, &t);
+    for (int i = 0; i < res->n_out; i++) {
+        const kvv_suite_case *c = &res->suite->cases[res->out[i].case_index];
+        char classname[96], context[2200];
+        snprintf(classname, sizeof classname, "kvverify.suite.%s", c->name);
+        case_context(c, context, sizeof context);
+        kvv_junit_testcase(&b, classname, &res->out[i].r, context);
+    }
+    kvv_junit_end(&b);
+    return kvv_sbuf_write_file(&b, path, err);
+}
+
+json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
+{
+    json_t *cases = json_array();
+    int n[4] = {0, 0, 0, 0};
+    for (int i = 0; i < res->n_out; i++) {
+        const kvv_check_result *r = &res->out[i].r;
+        const kvv_suite_case *c = &res->suite->cases[res->out[i].case_index];
+        n[r->verdict]++;
+        json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:i, s:s, s:o}", "case", c->name,
+                              "case_index", res->out[i].case_index, "model", c->model, "engine",
+                              c->engine, "mode", kvv_mode_name(kvv_suite_case_engine(c).mode),
+                              "cache_type", c->cache, "threads", c->threads, "vector", c->vector,
+                              "result", kvv_check_to_json(r));
+        json_array_append_new(cases, j);
+    }
+    char shard[32];
+    snprintf(shard, sizeof shard, "%d/%d", res->shard_i, res->shard_n);
+    return json_pack("{s:s, s:s, s:i, s:f, s:o, s:{s:i, s:i, s:i, s:i}, s:i}", "manifest",
+                     res->suite->path, "shard", shard, "cases_run", res->n_cases_run, "seconds",
+                     res->seconds, "results", cases, "summary", "pass", n[KVV_VERDICT_PASS],
+                     "fail", n[KVV_VERDICT_FAIL], "error", n[KVV_VERDICT_ERROR], "skipped",
+                     n[KVV_VERDICT_SKIPPED], "exit_code", kvv_suite_exit_code(res));
+}
+
+kvv_status kvv_suite_write_json(const kvv_suite_results *res, const char *path, kvv_error *err)
+{
+    json_t *j = kvv_suite_results_to_json(res);
+    kvv_status st = kvv_json_write_file(j, JSON_INDENT(2) | JSON_SORT_KEYS, path, err);
+    json_decref(j);
+    return st;
+}
