@@ -23,7 +23,7 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wformat=2 $(WERROR)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -fno-math-errno \
            -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I. -MMD -MP
 LDFLAGS += $(SAN)
-LIBS     = -lopenblas -lmpfr -lgmp -lz -lnettle -ljansson -lpcre2-8 -lutf8proc -lpthread -lm
+LIBS     = -lopenblas -lmpfr -lgmp -lz -lnettle -ljansson -lpcre2-8 -lutf8proc -lpthread -ldl -lm
 TESTLIBS = -lcmocka
 
 # Per-ISA kernels of the cpu engine are compiled with their ISA flags and
@@ -64,8 +64,8 @@ TEST_SRC := $(wildcard tests/model/test_*.c tests/runtime/test_*.c tests/referen
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
 
-.PHONY: all kvverify test test-asan test-slow fuzz fuzz-one bench vectors-update clean
-all: $(BIN) kvverify
+.PHONY: all kvverify plugins test test-asan test-slow fuzz fuzz-one bench vectors-update clean
+all: $(BIN) kvverify plugins
 
 # Always re-pointed: `make test-asan` points it at the ASan build, and the
 # next plain `make` must point it back.
@@ -92,6 +92,59 @@ $(L_MODEL) $(L_RUNTIME) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY): | $(O)/em
 
 $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LAYERS_all) $(LIBS)
+
+# Plugins (include/kvverify/engine_plugin.h): shared objects that talk to
+# the host only through that header, each exporting one symbol
+# (plugins/plugin.map hides everything else, so what a plugin links cannot
+# clash with the host's own copy). The example plugin's implementation is
+# the reference engine: the model, runtime and reference layers compiled a second
+# time with -fPIC into $(O)/pic/ (the layer archives are position-dependent,
+# and stay so), same flags otherwise, so the bits are the reference's.
+PIC_OBJ = $(patsubst %.c,$(O)/pic/%.o,$(1))
+PLUGIN_CFLAGS = -fPIC -Iinclude
+PLUGIN_LDFLAGS = -shared -Wl,--version-script=plugins/plugin.map $(if $(SAN),,-Wl,-z,defs)
+$(O)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -c $< -o $@
+
+PIC_MODEL   := $(O)/pic/libkvv_model.a
+PIC_RUNTIME := $(O)/pic/libkvv_runtime.a
+PIC_REF     := $(O)/pic/libkvv_reference.a
+$(PIC_MODEL):   $(call PIC_OBJ,$(MODEL_SRC))
+$(PIC_RUNTIME): $(call PIC_OBJ,$(RUNTIME_SRC))
+$(PIC_REF):     $(call PIC_OBJ,$(REF_SRC))
+$(PIC_MODEL) $(PIC_RUNTIME) $(PIC_REF):
+	rm -f $@ && ar rcs $@ $^
+
+PLUGIN_EXAMPLE := $(O)/plugins/example.so
+PLUGINS := $(PLUGIN_EXAMPLE) $(O)/plugins/llama.cpp.so
+plugins: $(PLUGINS)
+$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) plugins/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
+
+# The llama.cpp plugin: built against llama.cpp's headers only; it dlopens
+# the prebuilt libraries at run time (plugins/llama.cpp/llama_lib.h). Both
+# come from deps/llama.cpp/ (scripts/install-deps.sh). -z nodelete: ggml
+# keeps pointers into the plugin (its log callback) for the process's life.
+LLAMA_DIR := deps/llama.cpp
+LLAMA_PLUGIN_SRC := $(wildcard plugins/llama.cpp/*.c)
+$(O)/pic/plugins/llama.cpp/%.o: plugins/llama.cpp/%.c $(LLAMA_DIR)/include/llama.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -isystem $(LLAMA_DIR)/include -isystem $(LLAMA_DIR)/ggml/include \
+	  -DKVV_LLAMA_CPP_DIR='"$(abspath $(LLAMA_DIR))"' -c $< -o $@
+$(O)/plugins/llama.cpp.so: $(call PIC_OBJ,$(LLAMA_PLUGIN_SRC)) plugins/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -Wl,-z,nodelete -o $@ $(filter %.o,$^) -ldl -lpthread
+$(LLAMA_DIR)/include/llama.h:
+	@echo "$(LLAMA_DIR) is missing: run scripts/install-deps.sh (it fetches llama.cpp's npm packages)" >&2
+	@exit 1
+
+# Plugins that break the ABI on purpose (tests/engine/plugin_bad.c).
+TEST_PLUGINS := $(foreach k,abi slot dims null nosym,$(O)/tests/plugins/bad_$(k).so)
+$(O)/tests/plugins/bad_%.so: tests/engine/plugin_bad.c include/kvverify/engine_plugin.h plugins/plugin.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -DBAD_$* $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<
 
 # tests/<layer>/test_x.c links the layers at and below <layer>.
 define test_rule
@@ -136,14 +189,14 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(LAYERS_all)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LAYERS_all) $(LIBS)
 
-test: $(BIN) kvverify $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN)
+test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN)
 	@O=$(O) sh tests/run_tests.sh
 
 test-asan:
 	$(MAKE) O=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
-test-slow: $(BIN) $(TEST_BIN)
+test-slow: $(BIN) plugins $(TEST_BIN)
 	@O=$(O) KVV_SLOW=1 sh tests/run_tests.sh
 
 FUZZ_CC ?= clang

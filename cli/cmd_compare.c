@@ -22,7 +22,8 @@ static void help(FILE *f)
             "Passes when max|dlogit|/max|logit| <= --tol at every position and the top-1\n"
             "tokens agree wherever A's top-1/top-2 margin exceeds twice the error.\n\n"
             "  --against NAME      engine B, the engine under test (default cpu); --mode,\n"
-            "                      --threads and --cache-type apply to it\n"
+            "                      --threads, --device, --ubatch and --engine-opt apply to\n"
+            "                      it, --cache-type to both\n"
             "  --mode-a MODE       mode of engine A (default: its own default)\n"
             "  --tol X             per-position relative logit tolerance (default %g)\n",
             KVV_COMPARE_REL_TOL);
@@ -85,6 +86,10 @@ int kvv_cmd_compare(int argc, char **argv)
     co.a.name = engine_a;
     co.a.mode = kvv_engine_default_mode(engine_a);
     co.a.n_threads = 1;
+    co.a.device = NULL; /* --device, --ubatch, --engine-opt: engine B's, like --threads */
+    co.a.n_ubatch = 0;
+    co.a.engine_opts = NULL;
+    co.a.n_engine_opts = 0;
     if (a.mode_a)
         kvv_mode_from_name(a.mode_a, &co.a.mode);
     co.b = run.opts.engine;

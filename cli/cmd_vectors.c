@@ -91,7 +91,8 @@ static void gen_engine(kvv_engine_cli *e)
 static void check_engine(kvv_engine_cli *e)
 {
     kvv_engine_cli_init(e, "vectors check", NULL,
-                        KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS);
+                        KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS |
+                            KVV_ENGINE_OPT_PLUGIN);
     e->engine_help = "engine to certify against the vector (default: the recorded one)";
     e->mode_help = "exact (ref), fast or invariant (cpu; default: the recorded one)";
 }

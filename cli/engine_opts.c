@@ -25,6 +25,20 @@ static bool option(kvv_engine_cli *e, kvv_opts *o, const char *name, unsigned bi
     return true;
 }
 
+/* --engine-opt KEY=VALUE: appended in order (the plugin sees them so). */
+static void engine_opt(kvv_engine_cli *e, kvv_opts *o)
+{
+    if (!o->value || o->failed)
+        return;
+    const char *eq = strchr(o->value, '=');
+    if (!eq || eq == o->value)
+        kvv_opts_error(o, "option --engine-opt: '%s' is not KEY=VALUE", o->value);
+    else if (e->n_engine_opts >= KVV_ENGINE_CLI_MAX_EOPTS)
+        kvv_opts_error(o, "option --engine-opt: more than %d given", KVV_ENGINE_CLI_MAX_EOPTS);
+    else
+        e->engine_opts[e->n_engine_opts++] = o->value;
+}
+
 bool kvv_engine_cli_parse(void *state, kvv_opts *o)
 {
     kvv_engine_cli *e = state;
@@ -48,6 +62,15 @@ bool kvv_engine_cli_parse(void *state, kvv_opts *o)
         if (o->value && !o->failed && !kvv_cache_type_from_name(o->value, &e->cache_type))
             kvv_opts_error(o, "option --cache-type: '%s' is not f32, f16 or bf16", o->value);
         e->cache_given = true;
+    } else if (option(e, o, "--device", KVV_ENGINE_OPT_DEVICE)) {
+        if (o->value && !o->failed && !o->value[0])
+            kvv_opts_error(o, "option --device: empty device name");
+        e->device = o->value;
+    } else if (option(e, o, "--ubatch", KVV_ENGINE_OPT_UBATCH)) {
+        if (o->value && !o->failed && kvv_opts_int(o, "--ubatch", o->value, 1, 1 << 20, &v))
+            e->n_ubatch = (int)v;
+    } else if (option(e, o, "--engine-opt", KVV_ENGINE_OPT_EOPT)) {
+        engine_opt(e, o);
     } else {
         return false;
     }
@@ -81,6 +104,15 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)
                 KVV_ENGINE_MAX_THREADS);
     if (e->accepts & KVV_ENGINE_OPT_CACHE)
         fprintf(f, "  --cache-type T      KV cache storage: f32 (default), f16, bf16\n");
+    if (e->accepts & KVV_ENGINE_OPT_DEVICE)
+        fprintf(f, "  --device D          where the engine runs (llama.cpp: cpu, vulkan, cuda;\n"
+                   "                      ref and cpu: cpu only)\n");
+    if (e->accepts & KVV_ENGINE_OPT_UBATCH)
+        fprintf(f, "  --ubatch N          micro-batch size of engines that have one (default: "
+                   "the engine's)\n");
+    if (e->accepts & KVV_ENGINE_OPT_EOPT)
+        fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (plugins: see\n"
+                   "                      docs/plugins.md, plugins/llama.cpp/README.md)\n");
 }
 
 kvv_mode kvv_engine_cli_mode(const kvv_engine_cli *e, const char *name)
@@ -98,5 +130,9 @@ kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e)
     eo.mode = kvv_engine_cli_mode(e, eo.name);
     eo.n_threads = e->n_threads > 0 ? e->n_threads : 1;
     eo.cache_type = e->cache_type;
+    eo.device = e->device;
+    eo.n_ubatch = e->n_ubatch;
+    eo.engine_opts = e->n_engine_opts ? e->engine_opts : NULL;
+    eo.n_engine_opts = e->n_engine_opts;
     return eo;
 }

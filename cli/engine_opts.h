@@ -9,6 +9,11 @@
  *   --threads N       1..KVV_ENGINE_MAX_THREADS, the engines' real bound,
  *                     checked here before any engine opens
  *   --cache-type T    f32, f16 or bf16
+ *   --device D        where the engine runs (plugins: llama.cpp cpu|vulkan|cuda;
+ *                     the built-in engines take only cpu)
+ *   --ubatch N        micro-batch size (plugins with one; 0 = the engine's)
+ *   --engine-opt K=V  an engine's own option, repeatable, passed in order
+ *                     (plugins; the built-in engines take none)
  *
  *   kvv_engine_cli e;
  *   kvv_engine_cli_init(&e, "kv", "ref", KVV_ENGINE_OPT_ALL);
@@ -43,8 +48,16 @@ enum {
     KVV_ENGINE_OPT_MODE = 1u << 1,     /* --mode */
     KVV_ENGINE_OPT_THREADS = 1u << 2,  /* --threads */
     KVV_ENGINE_OPT_CACHE = 1u << 3,    /* --cache-type */
-    KVV_ENGINE_OPT_ALL = 0xfu
+    KVV_ENGINE_OPT_DEVICE = 1u << 4,   /* --device */
+    KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* --ubatch */
+    KVV_ENGINE_OPT_EOPT = 1u << 6,     /* --engine-opt KEY=VALUE (repeatable) */
+    /* what only a plugin engine uses: --device --ubatch --engine-opt */
+    KVV_ENGINE_OPT_PLUGIN = KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH | KVV_ENGINE_OPT_EOPT,
+    KVV_ENGINE_OPT_ALL = 0x7fu
 };
+
+/* --engine-opt may be given this many times. */
+#define KVV_ENGINE_CLI_MAX_EOPTS 32
 
 typedef struct {
     /* what the command takes: set by kvv_engine_cli_init, then adjustable */
@@ -60,6 +73,12 @@ typedef struct {
     int n_threads;               /* --threads N, 0 = not given */
     kvv_cache_type cache_type;   /* --cache-type T, default f32 */
     bool cache_given;
+    const char *device;          /* --device D, NULL = the engine's first */
+    int n_ubatch;                /* --ubatch N, 0 = the engine's */
+    /* --engine-opt KEY=VALUE in the order given (borrowed from argv);
+     * kvv_engine_cli_opts points into this array, so e outlives the options */
+    const char *engine_opts[KVV_ENGINE_CLI_MAX_EOPTS];
+    int n_engine_opts;
 } kvv_engine_cli;
 
 /* Defaults: engine default_engine, no mode, threads and cache type not given. */
@@ -78,7 +97,8 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading);
 
 /* Engine options from what was given: kvv_engine_opts_default(), then the
  * name (engine, or "ref" when there is none), the mode given or the
- * engine's default, threads (1 when not given) and cache type. */
+ * engine's default, threads (1 when not given), cache type, device,
+ * micro-batch size and engine options (pointing into e: valid while e is). */
 kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e);
 
 /* The mode given for engine `name`, or that engine's default. */

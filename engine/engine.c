@@ -9,6 +9,8 @@
 
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
+#include "engine/host_control.h"
+#include "engine/plugin/plugin.h"
 
 /* ------------------------------------------------------------ registry */
 
@@ -19,10 +21,13 @@ typedef struct {
     bool isa;                /* honours kvv_engine_opts.isa (kernel tables) */
 } engine_entry;
 
-/* One line per engine, in the order `--engine` help lists them. */
+/* One line per engine, in the order `--engine` help lists them. Plugins
+ * ("llama.cpp", "plugin:PATH") take engine options and devices; the
+ * built-ins take neither. */
 static const engine_entry engines[] = {
     {"ref", kvv_engine_open_ref, true, false},
     {"cpu", kvv_engine_open_cpu, false, true},
+    {"llama.cpp", kvv_engine_open_llama_cpp, false, false},
 };
 #define N_ENGINES (sizeof engines / sizeof engines[0])
 
@@ -62,6 +67,10 @@ kvv_engine_opts kvv_engine_opts_default(void)
     o.control = 0;
     o.ggml = 0;
     o.isa = NULL;
+    o.device = NULL;
+    o.n_ubatch = 0;
+    o.engine_opts = NULL;
+    o.n_engine_opts = 0;
     return o;
 }
 
@@ -96,8 +105,19 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
     if (o->n_threads < 0)
         return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: n_threads %d is negative", name,
                              o->n_threads);
+    if (o->n_ubatch < 0 || o->n_engine_opts < 0 || (o->n_engine_opts > 0 && !o->engine_opts))
+        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: n_ubatch %d or engine options "
+                             "(%d) invalid", name, o->n_ubatch, o->n_engine_opts);
+    if (strncmp(name, KVV_PLUGIN_PREFIX, strlen(KVV_PLUGIN_PREFIX)) == 0) {
+        if (o->ggml)
+            return kvv_error_set(err, KVV_ERR_USAGE,
+                                 "engine %s has no llama.cpp emulation (ggml flags 0x%x)",
+                                 name, o->ggml);
+        return kvv_engine_open_plugin(m, o, name + strlen(KVV_PLUGIN_PREFIX), NULL, out, err);
+    }
     for (size_t i = 0; i < N_ENGINES; i++)
         if (strcmp(engines[i].name, name) == 0) {
+            bool plugin = engines[i].open == kvv_engine_open_llama_cpp;
             if (o->ggml && !engines[i].ggml)
                 return kvv_error_set(err, KVV_ERR_USAGE,
                                      "engine %s has no llama.cpp emulation (ggml flags 0x%x)",
@@ -106,13 +126,28 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
                 return kvv_error_set(err, KVV_ERR_USAGE,
                                      "engine %s has no kernel tables (--isa %s applies to "
                                      "--engine cpu)", name, o->isa);
+            if (!plugin && o->n_engine_opts > 0)
+                return kvv_error_set(err, KVV_ERR_USAGE,
+                                     "engine %s takes no engine options (got '%s')", name,
+                                     o->engine_opts[0]);
+            if (!plugin && o->device && strcmp(o->device, "cpu") != 0)
+                return kvv_error_set(err, KVV_ERR_USAGE,
+                                     "engine %s runs on the cpu only (asked for device '%s')",
+                                     name, o->device);
             kvv_engine_opts copy = *o;
             copy.name = engines[i].name; /* static: outlives the caller's string */
             return engines[i].open(m, &copy, out, err);
         }
+    kvv_status s;
+    if (!o->ggml && kvv_engine_open_plugin_by_name(m, o, name, out, &s, err))
+        return s;
     char list[128];
     kvv_engine_list(list, sizeof list);
-    return kvv_error_set(err, KVV_ERR_USAGE, "unknown engine '%s' (available: %s)", name, list);
+    return kvv_error_set(err, KVV_ERR_USAGE,
+                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
+                         "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "
+                         "plugins/ beside kvverify)",
+                         name, list);
 }
 
 void kvv_engine_close(kvv_engine *e)
@@ -129,6 +164,8 @@ kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const
 {
     if (!e)
         return kvv_error_set(err, KVV_ERR_USAGE, "forward: no engine");
+    if (e->opts.control & (KVV_CTL_HOST_RESIDUAL | KVV_CTL_HOST_REORDER))
+        return kvv_host_control_forward(e, n, tokens, pos, hooks, lm, logits, err);
     return e->vt->forward(e, n, tokens, pos, hooks, lm, logits, err);
 }
 
@@ -137,7 +174,11 @@ kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const fl
 {
     if (!e)
         return kvv_error_set(err, KVV_ERR_USAGE, "kv_from_residual: no engine");
-    return e->vt->kv_from_residual(e, layer, n, h, pos, k, v, err);
+    kvv_status s = e->vt->kv_from_residual(e, layer, n, h, pos, k, v, err);
+    if (s == KVV_OK && (e->opts.control & KVV_CTL_HOST_KV_ULP))
+        kvv_host_control_kv(e->opts.cache_type, n, e->model->hp.n_head_kv * e->model->hp.head_dim,
+                            k);
+    return s;
 }
 
 kvv_kv_cache *kvv_engine_cache(kvv_engine *e)
@@ -157,6 +198,12 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d)
     d->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : 1;
     d->control = e->opts.control;
     e->vt->describe(e, d);
+    if (e->opts.control & KVV_CTL_HOST_ALL) { /* say which kvverify-side control is in force */
+        char names[64];
+        size_t len = strlen(d->kernels);
+        snprintf(d->kernels + len, sizeof d->kernels - len, "%scontrol=%s", len ? " " : "",
+                 kvv_host_control_names(e->opts.control, names, sizeof names));
+    }
 }
 
 void kvv_engine_reset(kvv_engine *e)
@@ -164,4 +211,45 @@ void kvv_engine_reset(kvv_engine *e)
     kvv_kv_cache *c = kvv_engine_cache(e);
     if (c)
         kvv_kv_cache_clear(c);
+}
+
+/* ------------------------------------------------------------ capabilities */
+
+unsigned kvv_engine_caps(kvv_engine *e)
+{
+    if (!e)
+        return 0;
+    return e->vt->caps ? e->vt->caps(e) : KVV_ENGINE_CAP_ALL;
+}
+
+static const char *const cap_names[] = {
+    "logits-all", "residual-read", "residual-write", "kv-hook", "kv-read",
+    "kv-from-residual", "attn", "attn-out", "select", "kv-evict",
+    "kv-evict-head", "kv-write", "threads", "ubatch", "overwrite",
+};
+
+const char *kvv_engine_cap_names(unsigned caps, char *buf, size_t size)
+{
+    size_t off = 0;
+    if (size)
+        buf[0] = '\0';
+    for (unsigned i = 0; i < sizeof cap_names / sizeof cap_names[0]; i++)
+        if (caps & (1u << i)) {
+            int w = snprintf(buf + off, size - off, "%s%s", off ? "," : "", cap_names[i]);
+            if (w < 0 || (size_t)w >= size - off)
+                break;
+            off += (size_t)w;
+        }
+    return buf;
+}
+
+kvv_status kvv_engine_require(kvv_engine *e, unsigned need, const char *what, kvv_error *err)
+{
+    unsigned missing = need & ~kvv_engine_caps(e);
+    if (!missing)
+        return KVV_OK;
+    char names[256];
+    return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "engine %s does not offer %s (needed by %s)",
+                         e && e->opts.name ? e->opts.name : "?",
+                         kvv_engine_cap_names(missing, names, sizeof names), what);
 }

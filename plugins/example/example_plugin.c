@@ -1,0 +1,396 @@
+/*
+ * example_plugin.c — the example plugin: kvverify's reference engine behind
+ * the plugin ABI (include/kvverify/engine_plugin.h).
+ *
+ * It talks to the host only through that header; its implementation is the
+ * reference engine (reference/ref.h over model/arch.h), linked into the
+ * shared object as a private copy. Forward, every hook, K/V read-back,
+ * kv_from_residual and logits therefore carry exactly the reference engine's
+ * bits, and a check run through it must give the same figures as
+ * `--engine ref` — the proof that the ABI carries every bit. It declares
+ * every capability but threads (the reference engine is single-threaded),
+ * plants the reference engine's negative controls itself, and has options
+ * that make it a fault injector for tests of the host:
+ *
+ *   native_controls=1|0   plant KVV_PLUGIN_CTL_* in the reference engine (1,
+ *                         default) or leave them to the host (0)
+ *   without=CAP[,CAP...]  do not declare these capabilities (names as in
+ *                         docs/plugins.md: residual-write, kv-read, ...)
+ *   fault=none|recompute|decode|kv-read
+ *                         be wrong on purpose: flip the lowest bit of
+ *                         kv_from_residual's K[0] at layer 0 / of logit 0 of
+ *                         every one-token forward / of the first K element
+ *                         kv_read returns at layer 0
+ *
+ * The micro-batch size (params.n_ubatch) splits every forward into calls of
+ * that many tokens, which the reference engine answers with the same bits.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvverify/engine_plugin.h"
+#include "model/arch.h"
+#include "reference/ref.h"
+
+enum { FAULT_NONE, FAULT_RECOMPUTE, FAULT_DECODE, FAULT_KV_READ };
+
+struct kvv_plugin_engine {
+    kvv_model *model;
+    kvv_ref *ref;
+    int n_ubatch;      /* 0 = whole calls */
+    int fault;
+    uint64_t caps;
+};
+
+static int fail(kvv_plugin_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(kvv_plugin_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* kvverify status -> plugin status, message copied. */
+static int from_status(kvv_status s, const kvv_error *e, kvv_plugin_error *err)
+{
+    static const int map[] = {
+        [KVV_OK] = KVV_PLUGIN_OK,
+        [KVV_ERR_IO] = KVV_PLUGIN_ERR_IO,
+        [KVV_ERR_FORMAT] = KVV_PLUGIN_ERR_FORMAT,
+        [KVV_ERR_USAGE] = KVV_PLUGIN_ERR_USAGE,
+        [KVV_ERR_UNSUPPORTED] = KVV_PLUGIN_ERR_UNSUPPORTED,
+        [KVV_ERR_NOMEM] = KVV_PLUGIN_ERR_NOMEM,
+        [KVV_ERR_INTERNAL] = KVV_PLUGIN_ERR_INTERNAL,
+    };
+    if (s == KVV_OK)
+        return KVV_PLUGIN_OK;
+    snprintf(err->msg, sizeof err->msg, "%s", e->msg);
+    return (unsigned)s < sizeof map / sizeof map[0] ? map[s] : KVV_PLUGIN_ERR_INTERNAL;
+}
+
+static float flip_low_bit(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u ^= 1u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ------------------------------------------------------------ options */
+
+static const struct { const char *name; uint64_t cap; } cap_names[] = {
+    {"logits-all", KVV_PLUGIN_CAP_LOGITS_ALL},
+    {"residual-read", KVV_PLUGIN_CAP_RESIDUAL_READ},
+    {"residual-write", KVV_PLUGIN_CAP_RESIDUAL_WRITE},
+    {"kv-hook", KVV_PLUGIN_CAP_KV_HOOK},
+    {"kv-read", KVV_PLUGIN_CAP_KV_READ},
+    {"kv-from-residual", KVV_PLUGIN_CAP_KV_FROM_RESIDUAL},
+    {"attn", KVV_PLUGIN_CAP_ATTN},
+    {"attn-out", KVV_PLUGIN_CAP_ATTN_OUT},
+    {"select", KVV_PLUGIN_CAP_SELECT},
+    {"kv-evict", KVV_PLUGIN_CAP_KV_EVICT},
+    {"kv-evict-head", KVV_PLUGIN_CAP_KV_EVICT_HEAD},
+    {"kv-write", KVV_PLUGIN_CAP_KV_WRITE},
+    {"ubatch", KVV_PLUGIN_CAP_UBATCH},
+    {"overwrite", KVV_PLUGIN_CAP_OVERWRITE},
+};
+#define N_CAP_NAMES (sizeof cap_names / sizeof cap_names[0])
+#define ALL_CAPS                                                                          \
+    (KVV_PLUGIN_CAP_LOGITS_ALL | KVV_PLUGIN_CAP_RESIDUAL_READ |                           \
+     KVV_PLUGIN_CAP_RESIDUAL_WRITE | KVV_PLUGIN_CAP_KV_HOOK | KVV_PLUGIN_CAP_KV_READ |    \
+     KVV_PLUGIN_CAP_KV_FROM_RESIDUAL | KVV_PLUGIN_CAP_ATTN | KVV_PLUGIN_CAP_ATTN_OUT |    \
+     KVV_PLUGIN_CAP_SELECT | KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_KV_EVICT_HEAD |     \
+     KVV_PLUGIN_CAP_KV_WRITE | KVV_PLUGIN_CAP_UBATCH | KVV_PLUGIN_CAP_OVERWRITE)
+
+/* "residual-write,kv-read" -> cap bits; false on an unknown name. */
+static bool parse_caps(const char *list, uint64_t *out, kvv_plugin_error *err)
+{
+    *out = 0;
+    while (*list) {
+        size_t len = strcspn(list, ",");
+        size_t i = 0;
+        while (i < N_CAP_NAMES &&
+               !(strlen(cap_names[i].name) == len && strncmp(cap_names[i].name, list, len) == 0))
+            i++;
+        if (i == N_CAP_NAMES) {
+            snprintf(err->msg, sizeof err->msg, "option without: unknown capability '%.*s'",
+                     (int)len, list);
+            return false;
+        }
+        *out |= cap_names[i].cap;
+        list += len + (list[len] == ',');
+    }
+    return true;
+}
+
+typedef struct {
+    bool native_controls;
+    uint64_t without;
+    int fault;
+} options;
+
+static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_error *err)
+{
+    o->native_controls = true;
+    o->without = 0;
+    o->fault = FAULT_NONE;
+    for (int i = 0; i < p->n_options; i++) {
+        const char *kv = p->options[i], *eq = strchr(kv, '=');
+        const char *v = eq ? eq + 1 : "";
+        size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+        if (klen == 15 && strncmp(kv, "native_controls", klen) == 0 &&
+            (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
+            o->native_controls = v[0] == '1';
+        else if (klen == 7 && strncmp(kv, "without", klen) == 0) {
+            if (!parse_caps(v, &o->without, err))
+                return KVV_PLUGIN_ERR_USAGE;
+        } else if (klen == 5 && strncmp(kv, "fault", klen) == 0) {
+            static const char *const faults[] = {"none", "recompute", "decode", "kv-read"};
+            int f = -1;
+            for (int j = 0; j < 4; j++)
+                if (strcmp(v, faults[j]) == 0)
+                    f = j;
+            if (f < 0)
+                return fail(err, KVV_PLUGIN_ERR_USAGE,
+                            "option fault: '%s' is not none, recompute, decode or kv-read", v);
+            o->fault = f;
+        } else
+            return fail(err, KVV_PLUGIN_ERR_USAGE,
+                        "unknown engine option '%s' (known: native_controls=0|1, "
+                        "without=CAP[,CAP], fault=none|recompute|decode|kv-read)",
+                        kv);
+    }
+    return KVV_PLUGIN_OK;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+static void ex_close(kvv_plugin_engine *e)
+{
+    if (!e)
+        return;
+    kvv_ref_close(e->ref);
+    kvv_model_close(e->model);
+    free(e);
+}
+
+static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
+                   kvv_plugin_engine **out, kvv_plugin_info *info, kvv_plugin_error *err)
+{
+    (void)host;
+    *out = NULL;
+    options o;
+    int code = parse_options(p, &o, err);
+    if (code)
+        return code;
+    if (p->device[0] && strcmp(p->device, "cpu") != 0)
+        return fail(err, KVV_PLUGIN_ERR_USAGE, "unknown device '%s' (this plugin has: cpu)",
+                    p->device);
+    if (strcmp(p->mode, "fast") == 0)
+        return fail(err, KVV_PLUGIN_ERR_USAGE,
+                    "mode '%s' not offered: the reference engine runs exact (which is also "
+                    "batch-invariant) only",
+                    p->mode);
+    kvv_plugin_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return fail(err, KVV_PLUGIN_ERR_NOMEM, "open: out of memory for %s", p->model_path);
+    kvv_error kerr = {0};
+    kvv_status s = kvv_model_open(p->model_path, &e->model, &kerr);
+    if (!s) {
+        kvv_ref_opts ro = kvv_ref_opts_default();
+        ro.cache_type = (kvv_cache_type)p->cache_type;
+        ro.n_ctx = p->n_ctx;
+        if (o.native_controls)
+            ro.control = ((p->controls & KVV_PLUGIN_CTL_KV_REVERSED_SUM) ? KVV_CTL_KV_REVERSED_SUM
+                                                                         : 0u) |
+                         ((p->controls & KVV_PLUGIN_CTL_PERTURB_WEIGHT) ? KVV_CTL_PERTURB_WEIGHT
+                                                                        : 0u);
+        s = kvv_ref_open(e->model, &ro, &e->ref, &kerr);
+    }
+    if (s) {
+        ex_close(e);
+        return from_status(s, &kerr, err);
+    }
+    const kvv_hparams *hp = &e->model->hp;
+    e->n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : 0;
+    e->fault = o.fault;
+    e->caps = ALL_CAPS & ~o.without;
+    info->caps = e->caps;
+    info->n_layer = hp->n_layer;
+    info->n_embd = hp->n_embd;
+    info->n_head = hp->n_head;
+    info->n_head_kv = hp->n_head_kv;
+    info->head_dim = hp->head_dim;
+    info->head_dim_v = hp->head_dim_v;
+    info->n_vocab = hp->n_vocab;
+    info->n_ctx = kvv_ref_cache(e->ref)->n_ctx;
+    info->cache_type = p->cache_type;
+    info->n_threads = 1;
+    info->n_ubatch = e->n_ubatch;
+    info->controls = o.native_controls ? p->controls : 0u;
+    *out = e;
+    return KVV_PLUGIN_OK;
+}
+
+/* ------------------------------------------------------------ forward */
+
+static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                      const kvv_plugin_hooks *ph, int lm, float *logits, kvv_plugin_error *err)
+{
+    kvv_hooks h;
+    memset(&h, 0, sizeof h);
+    if (ph) { /* the same signatures: the host's hooks pass straight through */
+        h.user = ph->user;
+        h.residual = ph->residual;
+        h.kv = ph->kv;
+        h.attn = ph->attn;
+        h.attn_out = ph->attn_out;
+        h.select = ph->select;
+    }
+    const int V = e->model->hp.n_vocab;
+    const int step = e->n_ubatch > 0 ? e->n_ubatch : n;
+    kvv_error kerr = {0};
+    for (int t0 = 0; t0 < n; t0 += step) {
+        int m = n - t0 < step ? n - t0 : step;
+        bool last = t0 + m == n;
+        /* LAST: only the final piece writes its last row; ALL: rows in order */
+        kvv_logits_mode plm = lm == KVV_PLUGIN_LOGITS_ALL ? KVV_LOGITS_ALL
+                              : lm == KVV_PLUGIN_LOGITS_LAST && last ? KVV_LOGITS_LAST
+                                                                     : KVV_LOGITS_NONE;
+        float *out = plm == KVV_LOGITS_ALL ? logits + (size_t)t0 * V
+                     : plm == KVV_LOGITS_LAST ? logits : NULL;
+        kvv_status s = kvv_ref_forward(e->ref, m, tokens + t0, pos + t0, ph ? &h : NULL, plm,
+                                       out, &kerr);
+        if (s)
+            return from_status(s, &kerr, err);
+    }
+    if (e->fault == FAULT_DECODE && n == 1 && logits && lm != KVV_PLUGIN_LOGITS_NONE)
+        logits[0] = flip_low_bit(logits[0]);
+    return KVV_PLUGIN_OK;
+}
+
+static int ex_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
+                               const int32_t *pos, float *k, float *v, kvv_plugin_error *err)
+{
+    kvv_error kerr = {0};
+    kvv_status s = kvv_ref_kv_from_residual(e->ref, layer, n, h, pos, k, v, &kerr);
+    if (!s && e->fault == FAULT_RECOMPUTE && layer == 0)
+        k[0] = flip_low_bit(k[0]);
+    return from_status(s, &kerr, err);
+}
+
+/* ------------------------------------------------------------ the cache */
+
+static size_t elem_size(const kvv_kv_cache *c)
+{
+    return c->type == KVV_CACHE_F32 ? 4 : 2;
+}
+
+/* layer -1 (every layer) only where all_layers allows it */
+static int check_pos(const kvv_kv_cache *c, int layer, bool all_layers, int p0, int n,
+                     kvv_plugin_error *err)
+{
+    if (layer < (all_layers ? -1 : 0) || layer >= c->n_layer || p0 < 0 || n < 1 ||
+        p0 + n > c->n_ctx) {
+        snprintf(err->msg, sizeof err->msg, "cache: layer %d positions %d..%d out of range",
+                 layer, p0, p0 + n - 1);
+        return KVV_PLUGIN_ERR_USAGE;
+    }
+    return KVV_PLUGIN_OK;
+}
+
+static int ex_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
+                      uint8_t *present, kvv_plugin_error *err)
+{
+    kvv_kv_cache *c = kvv_ref_cache(e->ref);
+    int code = check_pos(c, layer, false, pos0, n, err);
+    if (code)
+        return code;
+    size_t kb = (size_t)c->n_kv_head * c->head_dim_k * elem_size(c);
+    size_t vb = (size_t)c->n_kv_head * c->head_dim_v * elem_size(c);
+    memcpy(k, kvv_kv_cache_k_ptr(c, layer, pos0), (size_t)n * kb);
+    memcpy(v, kvv_kv_cache_v_ptr(c, layer, pos0), (size_t)n * vb);
+    memcpy(present, c->present[layer] + (size_t)pos0 * c->n_kv_head, (size_t)n * c->n_kv_head);
+    if (e->fault == FAULT_KV_READ && layer == 0 && pos0 == 0)
+        ((uint8_t *)k)[0] ^= 1u;
+    return KVV_PLUGIN_OK;
+}
+
+static int ex_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_plugin_error *err)
+{
+    kvv_kv_cache *c = kvv_ref_cache(e->ref);
+    int code = check_pos(c, layer, true, pos, 1, err);
+    if (code)
+        return code;
+    for (int l = 0; l < c->n_layer; l++)
+        if (layer < 0 || l == layer)
+            kvv_kv_cache_evict(c, l, pos, head);
+    return KVV_PLUGIN_OK;
+}
+
+static int ex_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
+                       kvv_plugin_error *err)
+{
+    kvv_kv_cache *c = kvv_ref_cache(e->ref);
+    int code = check_pos(c, layer, false, pos, 1, err);
+    if (code)
+        return code;
+    memcpy(kvv_kv_cache_k_ptr(c, layer, pos), k, (size_t)c->n_kv_head * c->head_dim_k * elem_size(c));
+    memcpy(kvv_kv_cache_v_ptr(c, layer, pos), v, (size_t)c->n_kv_head * c->head_dim_v * elem_size(c));
+    memset(c->present[layer] + (size_t)pos * c->n_kv_head, 1, (size_t)c->n_kv_head);
+    if (pos + 1 > c->n_pos)
+        c->n_pos = pos + 1;
+    return KVV_PLUGIN_OK;
+}
+
+static int ex_kv_clear(kvv_plugin_engine *e, kvv_plugin_error *err)
+{
+    (void)err;
+    kvv_kv_cache_clear(kvv_ref_cache(e->ref));
+    return KVV_PLUGIN_OK;
+}
+
+static void ex_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
+{
+    (void)e;
+    snprintf(d->mode, sizeof d->mode, "exact");
+    snprintf(d->version, sizeof d->version, "kvverify reference engine (example plugin 1.0)");
+    snprintf(d->device, sizeof d->device, "cpu");
+    snprintf(d->variant, sizeof d->variant, "scalar");
+    snprintf(d->flash_attn, sizeof d->flash_attn, "n/a");
+    snprintf(d->kernels, sizeof d->kernels,
+             "scalar fp32 dot=8-lane-fixed norm=f64-sum softmax=f64-sum math=kvv-kmath");
+}
+
+static const kvv_plugin_table example_table = {
+    .abi_major = KVV_PLUGIN_ABI_MAJOR,
+    .abi_minor = KVV_PLUGIN_ABI_MINOR,
+    .struct_size = sizeof(kvv_plugin_table),
+    .name = "example",
+    .version = "1.0",
+    .devices = "cpu",
+    .options_help = "native_controls=0|1   plant the negative controls in the engine (1)\n"
+                    "without=CAP[,CAP]     leave these capabilities undeclared\n"
+                    "fault=none|recompute|decode|kv-read   be wrong on purpose\n",
+    .open = ex_open,
+    .close = ex_close,
+    .forward = ex_forward,
+    .kv_clear = ex_kv_clear,
+    .describe = ex_describe,
+    .kv_from_residual = ex_kv_from_residual,
+    .kv_read = ex_kv_read,
+    .kv_evict = ex_kv_evict,
+    .kv_write = ex_kv_write,
+};
+
+KVV_PLUGIN_EXPORT const kvv_plugin_table *kvv_plugin_entry(void)
+{
+    return &example_table;
+}

@@ -1,0 +1,390 @@
+/*
+ * llama_eval.c — kvverify's forward and kv_from_residual over llama_decode,
+ * observed and steered through ggml's graph callback (cb_eval).
+ *
+ * ggml's scheduler asks the callback, node by node, whether it wants to see
+ * a node ("ask"); it computes everything up to the first wanted node, then
+ * calls back with the node's data computed. Later nodes read that data from
+ * memory, so writing into it patches the rest of the pass. The nodes used
+ * (names from llama.cpp's graph builders, src/models/ARCH.cpp):
+ *
+ *   embd / inp_scaled   the residual entering layer 0 (token embeddings,
+ *                       scaled for gemma) [n_embd, ub]; also marks the start
+ *                       of a micro-batch (ub = its rows)
+ *   l_out-L             the residual after layer L = entering layer L+1;
+ *                       L = n_layer-1 is the final residual (all its rows are
+ *                       there only when every position's logits are asked
+ *                       for, so a residual hook asks for all)
+ *   SET_ROWS into cache_k_lL / cache_v_lL
+ *                       the cache writes: src[1] holds the cache cells, the
+ *                       node's data the cache itself, so the stored bits are
+ *                       read where they were stored (V is element-major when
+ *                       flash attention is off)
+ *   kqv_out-L           attention output before the output projection
+ *
+ * A node not asked for is computed in the same graph run as its neighbours,
+ * so without hooks the pass is exactly llama.cpp's own.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/llama.cpp/llama_impl.h"
+
+int lp_fail(kvv_plugin_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static bool pass_fail(kvv_plugin_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static bool pass_fail(kvv_plugin_engine *e, const char *fmt, ...)
+{
+    if (!e->pass.status) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->pass.msg, sizeof e->pass.msg, fmt, ap);
+        va_end(ap);
+        e->pass.status = KVV_PLUGIN_ERR_INTERNAL;
+    }
+    return false; /* stop this graph split */
+}
+
+/* ------------------------------------------------------------ nodes */
+
+typedef enum { N_NONE, N_IN0, N_LOUT, N_KSTORE, N_VSTORE, N_ATTN_OUT } node_kind;
+
+/* "PREFIX<int>" exactly; @return the int or -1. */
+static int suffix_int(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0)
+        return -1;
+    char *end;
+    long v = strtol(name + n, &end, 10);
+    return end != name + n && v >= 0 && v < 100000 ? (int)v : -1;
+}
+
+static node_kind classify(const kvv_plugin_engine *e, const struct ggml_tensor *t, int *layer)
+{
+    const char *name = t->name;
+    if (t->op == GGML_OP_SET_ROWS) {
+        /* "cache_k_l3 (view)": the layer number ends at the space */
+        if ((*layer = suffix_int(name, "cache_k_l")) >= 0)
+            return N_KSTORE;
+        if ((*layer = suffix_int(name, "cache_v_l")) >= 0)
+            return N_VSTORE;
+        return N_NONE;
+    }
+    *layer = 0;
+    if (strcmp(name, e->layer0_name) == 0)
+        return N_IN0;
+    char *end;
+    if (strncmp(name, "l_out-", 6) == 0) {
+        long v = strtol(name + 6, &end, 10);
+        *layer = (int)v;
+        return *end == '\0' && end != name + 6 ? N_LOUT : N_NONE;
+    }
+    if (strncmp(name, "kqv_out-", 8) == 0) {
+        long v = strtol(name + 8, &end, 10);
+        *layer = (int)v;
+        return *end == '\0' && end != name + 8 ? N_ATTN_OUT : N_NONE;
+    }
+    return N_NONE;
+}
+
+static bool wanted(const kvv_plugin_engine *e, node_kind k, int layer)
+{
+    const lp_pass *p = &e->pass;
+    if (p->kind == LP_PASS_SCRATCH)
+        return k == N_IN0 || (k == N_LOUT && layer == p->layer - 1) ||
+               ((k == N_KSTORE || k == N_VSTORE) && layer == p->layer);
+    const kvv_plugin_hooks *h = p->hooks;
+    if (!h)
+        return false;
+    switch (k) {
+    case N_IN0: return true; /* a micro-batch starts */
+    case N_LOUT: return h->residual != NULL;
+    case N_KSTORE:
+    case N_VSTORE: return h->kv != NULL;
+    case N_ATTN_OUT: return h->attn_out != NULL;
+    default: return false;
+    }
+}
+
+/* ------------------------------------------------------------ data */
+
+/* rows x width floats of t (f32, rows along ne[1]) into out. */
+static bool get_rows_f32(kvv_plugin_engine *e, const struct ggml_tensor *t, int width, int rows,
+                         float *out)
+{
+    if (t->type != GGML_TYPE_F32 || t->ne[0] != width || t->ne[1] != rows || t->nb[0] != 4)
+        return pass_fail(e, "node %s: expected f32 [%d, %d], found type %d [%lld, %lld]", t->name,
+                         width, rows, (int)t->type, (long long)t->ne[0], (long long)t->ne[1]);
+    if ((size_t)t->nb[1] == (size_t)width * 4)
+        e->lib->ggml_backend_tensor_get(t, out, 0, (size_t)rows * width * 4);
+    else
+        for (int r = 0; r < rows; r++)
+            e->lib->ggml_backend_tensor_get(t, out + (size_t)r * width, (size_t)r * t->nb[1],
+                                            (size_t)width * 4);
+    return true;
+}
+
+static void widen(const kvv_plugin_engine *e, const uint8_t *src, float *dst, int n)
+{
+    if (e->cache_type == KVV_PLUGIN_DTYPE_F16)
+        e->lib->ggml_fp16_to_fp32_row((const ggml_fp16_t *)src, dst, n);
+    else if (e->cache_type == KVV_PLUGIN_DTYPE_BF16)
+        e->lib->ggml_bf16_to_fp32_row((const ggml_bf16_t *)src, dst, n);
+    else
+        memcpy(dst, src, (size_t)n * 4);
+}
+
+/* The bits a cache write (SET_ROWS node t) stored for the micro-batch's
+ * rows, widened: out [ub][width]. */
+static bool stored_rows(kvv_plugin_engine *e, const struct ggml_tensor *t, int width, float *out)
+{
+    const lp_lib *L = e->lib;
+    const struct ggml_tensor *idx = t->src[1];
+    const int ub = e->pass.ub;
+    static const enum ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    if (!idx || idx->type != GGML_TYPE_I64 || t->type != types[e->cache_type])
+        return pass_fail(e, "node %s: unexpected cache write (type %d)", t->name, (int)t->type);
+    int64_t n_idx = L->ggml_nelements(idx);
+    size_t total = L->ggml_nbytes(t);
+    size_t need = total + (size_t)n_idx * sizeof(int64_t);
+    if (need > e->cache_bytes_cap) {
+        uint8_t *b = realloc(e->cache_bytes, need);
+        if (!b)
+            return pass_fail(e, "out of memory reading %s (%zu bytes)", t->name, need);
+        e->cache_bytes = b;
+        e->cache_bytes_cap = need;
+    }
+    int64_t *ix = (int64_t *)(void *)e->cache_bytes;
+    uint8_t *cache = e->cache_bytes + (size_t)n_idx * sizeof(int64_t);
+    L->ggml_backend_tensor_get(idx, ix, 0, (size_t)n_idx * sizeof(int64_t));
+    L->ggml_backend_tensor_get(t, cache, 0, total);
+    const size_t es = lp_dtype_size(e->cache_type);
+    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    if (t->ne[0] == width && n_idx == ub) { /* one cache row per token */
+        for (int r = 0; r < ub; r++) {
+            if (ix[r] < 0 || ix[r] >= n_rows)
+                return pass_fail(e, "node %s: cell %lld outside the cache", t->name, (long long)ix[r]);
+            widen(e, cache + (size_t)ix[r] * t->nb[1], out + (size_t)r * width, width);
+        }
+        return true;
+    }
+    if (t->ne[0] == 1 && ub > 0 && n_idx % ub == 0 && n_idx / ub >= width) {
+        const int64_t w = n_idx / ub; /* V element-major: one row per element */
+        for (int r = 0; r < ub; r++)
+            for (int j = 0; j < width; j++) {
+                int64_t c = ix[(int64_t)r * w + j];
+                if (c < 0 || c >= n_rows)
+                    return pass_fail(e, "node %s: element %lld outside the cache", t->name,
+                                     (long long)c);
+                widen(e, cache + (size_t)c * t->nb[1], out + (size_t)r * width + j, 1);
+            }
+        (void)es;
+        return true;
+    }
+    return pass_fail(e, "node %s: cache write of %lld rows of %lld for %d tokens of width %d",
+                     t->name, (long long)n_idx, (long long)t->ne[0], ub, width);
+}
+
+/* ------------------------------------------------------------ the callback */
+
+/* The residual entering `layer` is node t. */
+static bool on_residual(kvv_plugin_engine *e, struct ggml_tensor *t, int layer)
+{
+    lp_pass *p = &e->pass;
+    const size_t bytes = (size_t)p->ub * e->n_embd * sizeof(float);
+    float *h = e->rows, *before = e->rows + (size_t)p->ub * e->n_embd;
+    if (p->kind == LP_PASS_SCRATCH) { /* inject the caller's residuals */
+        if (layer == p->layer)
+            e->lib->ggml_backend_tensor_set(t, p->h + (size_t)p->done * e->n_embd, 0, bytes);
+        return true;
+    }
+    if (!get_rows_f32(e, t, e->n_embd, p->ub, h))
+        return false;
+    memcpy(before, h, bytes);
+    p->hooks->residual(p->hooks->user, layer, p->ub, p->pos + p->done, h);
+    if (memcmp(before, h, bytes) != 0) /* patching: the pass continues from h */
+        e->lib->ggml_backend_tensor_set(t, h, 0, bytes);
+    return true;
+}
+
+bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
+{
+    kvv_plugin_engine *e = user;
+    lp_pass *p = &e->pass;
+    int layer;
+    node_kind k = classify(e, t, &layer);
+    if (ask) {
+        if (t->op == GGML_OP_FLASH_ATTN_EXT)
+            e->fa_seen = 1;
+        else if (t->op == GGML_OP_SOFT_MAX && strncmp(t->name, "kq_soft_max", 11) == 0)
+            e->fa_seen = 0;
+        return !p->status && wanted(e, k, layer);
+    }
+    if (p->status)
+        return false;
+    switch (k) {
+    case N_IN0:
+        p->done += p->ub;
+        p->ub = (int)t->ne[1];
+        p->k_layer = p->v_layer = -1;
+        if (p->done + p->ub > p->n)
+            return pass_fail(e, "micro-batches cover %d tokens of %d", p->done + p->ub, p->n);
+        if (p->kind == LP_PASS_SCRATCH || p->hooks->residual)
+            return on_residual(e, t, 0);
+        return true;
+    case N_LOUT:
+        return on_residual(e, t, layer + 1);
+    case N_KSTORE:
+    case N_VSTORE:
+        if (!stored_rows(e, t, k == N_KSTORE ? e->kd : e->vd, k == N_KSTORE ? e->krows : e->vrows))
+            return false;
+        *(k == N_KSTORE ? &p->k_layer : &p->v_layer) = layer;
+        if (p->k_layer != layer || p->v_layer != layer)
+            return true; /* the other half comes next */
+        p->k_layer = p->v_layer = -1;
+        if (p->kind == LP_PASS_SCRATCH) {
+            memcpy(p->k + (size_t)p->done * e->kd, e->krows, (size_t)p->ub * e->kd * sizeof(float));
+            memcpy(p->v + (size_t)p->done * e->vd, e->vrows, (size_t)p->ub * e->vd * sizeof(float));
+            p->captured += p->ub;
+            return false; /* the layer's K/V are all we wanted: skip the rest */
+        }
+        p->hooks->kv(p->hooks->user, layer, p->ub, p->pos + p->done, e->krows, e->vrows);
+        return true;
+    case N_ATTN_OUT:
+        if (!get_rows_f32(e, t, e->n_head * e->head_dim_v, p->ub, e->rows))
+            return false;
+        p->hooks->attn_out(p->hooks->user, layer, p->ub, p->pos + p->done, e->rows);
+        return true;
+    default:
+        return true;
+    }
+}
+
+/* ------------------------------------------------------------ passes */
+
+static int decode_error(kvv_plugin_engine *e, int rc, kvv_plugin_error *err)
+{
+    if (e->pass.status)
+        return lp_fail(err, e->pass.status, "%s", e->pass.msg);
+    return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "llama_decode returned %d%s%s", rc,
+                   e->lib->last_error[0] ? ": " : "", e->lib->last_error);
+}
+
+static void fill_batch(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                       bool all_logits)
+{
+    struct llama_batch *b = &e->batch;
+    b->n_tokens = n;
+    for (int i = 0; i < n; i++) {
+        b->token[i] = tokens ? tokens[i] : 0;
+        b->pos[i] = pos[i];
+        b->n_seq_id[i] = 1;
+        b->seq_id[i][0] = 0;
+        b->logits[i] = (int8_t)(all_logits || i == n - 1);
+    }
+}
+
+int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+               const kvv_plugin_hooks *hooks, int lm, float *logits, kvv_plugin_error *err)
+{
+    const lp_lib *L = e->lib;
+    if (n < 1 || n > e->n_ctx)
+        return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "forward: %d tokens (1..%d)", n, e->n_ctx);
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= e->n_vocab)
+            return lp_fail(err, KVV_PLUGIN_ERR_USAGE,
+                           "forward: token id %d (row %d) outside the vocabulary 0..%d", tokens[i],
+                           i, e->n_vocab - 1);
+        if (i > 0 && pos[i] != pos[i - 1] + 1)
+            return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
+                           "forward: llama.cpp takes consecutive positions in one call (%d after %d)",
+                           pos[i], pos[i - 1]);
+    }
+    llama_memory_t mem = L->llama_get_memory(e->ctx);
+    llama_pos last = L->llama_memory_seq_pos_max(mem, 0);
+    if (last >= 0 && pos[0] != last + 1)
+        return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
+                       "forward: llama.cpp continues its sequence at position %d (asked: %d)",
+                       last + 1, pos[0]);
+    bool all = lm == KVV_PLUGIN_LOGITS_ALL || (hooks && hooks->residual);
+    fill_batch(e, n, tokens, pos, all);
+    memset(&e->pass, 0, sizeof e->pass);
+    e->pass.kind = LP_PASS_FORWARD;
+    e->pass.k_layer = e->pass.v_layer = -1;
+    e->pass.hooks = hooks;
+    e->pass.pos = pos;
+    e->pass.n = n;
+    e->lib->last_error[0] = '\0';
+    e->gen++;
+    int rc = L->llama_decode(e->ctx, e->batch);
+    if (rc != 0 || e->pass.status)
+        return decode_error(e, rc, err);
+    if (hooks && e->pass.done + e->pass.ub != n)
+        return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "forward: the graph callback saw %d of %d "
+                       "tokens", e->pass.done + e->pass.ub, n);
+    for (int i = lm == KVV_PLUGIN_LOGITS_ALL ? 0 : n - 1; lm != KVV_PLUGIN_LOGITS_NONE && i < n;
+         i++) {
+        const float *row = L->llama_get_logits_ith(e->ctx, i);
+        if (!row)
+            return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "forward: no logits for row %d", i);
+        float *dst = logits + (lm == KVV_PLUGIN_LOGITS_ALL ? (size_t)i * e->n_vocab : 0);
+        memcpy(dst, row, (size_t)e->n_vocab * sizeof *dst);
+    }
+    return KVV_PLUGIN_OK;
+}
+
+/* One run of consecutive positions through the scratch context. */
+static int recompute_run(kvv_plugin_engine *e, int layer, int n, const float *h,
+                         const int32_t *pos, float *k, float *v, kvv_plugin_error *err)
+{
+    const lp_lib *L = e->lib;
+    L->llama_memory_clear(L->llama_get_memory(e->scratch), true);
+    fill_batch(e, n, NULL, pos, false);
+    memset(&e->pass, 0, sizeof e->pass);
+    e->pass.kind = LP_PASS_SCRATCH;
+    e->pass.k_layer = e->pass.v_layer = -1;
+    e->pass.pos = pos;
+    e->pass.n = n;
+    e->pass.layer = layer;
+    e->pass.h = h;
+    e->pass.k = k;
+    e->pass.v = v;
+    e->lib->last_error[0] = '\0';
+    int rc = L->llama_decode(e->scratch, e->batch);
+    if (rc != 0 || e->pass.status)
+        return decode_error(e, rc, err);
+    if (e->pass.captured != n)
+        return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL,
+                       "kv_from_residual: captured %d of %d rows of layer %d's cache write",
+                       e->pass.captured, n, layer);
+    return KVV_PLUGIN_OK;
+}
+
+int lp_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
+                        const int32_t *pos, float *k, float *v, kvv_plugin_error *err)
+{
+    if (layer < 0 || layer >= e->n_layer || n < 1 || n > e->n_ctx)
+        return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "kv_from_residual: layer %d, %d rows", layer, n);
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && pos[j] == pos[j - 1] + 1)
+            j++;
+        int code = recompute_run(e, layer, j - i, h + (size_t)i * e->n_embd, pos + i,
+                                 k + (size_t)i * e->kd, v + (size_t)i * e->vd, err);
+        if (code)
+            return code;
+        i = j;
+    }
+    return KVV_PLUGIN_OK;
+}

@@ -1,0 +1,120 @@
+#!/bin/sh
+# test_plugin_example.sh — the example plugin (plugins/example/: the
+# reference engine behind the plugin ABI) through the kvverify command:
+#   * kv, patch, greedy, invariance and the audit give the same JSON report
+#     as --engine ref (timings and the engine's name left out), on a
+#     synthetic model and on stories260K (when ../shared has it);
+#   * every shipped golden vector checks through it (vectors check);
+#   * the checks still fail when the plugin is wrong (fault=...) and still
+#     prove their controls when the host plants them (native_controls=0);
+#   * a capability the plugin leaves out makes the checks that need it
+#     "unsupported" (skipped, exit 77), never passed;
+#   * a plugin built for another ABI major, a missing file and options a
+#     built-in engine does not take exit 2 with a message.
+KVV=${KVV:-./kvverify}
+O=${O:-build}
+export KVV
+P="plugin:$O/plugins/example.so"
+T="$O/tmp/test_plugin_example.$$"
+mkdir -p "$T"
+trap 'rm -rf "$T"' EXIT INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+[ -r "$O/plugins/example.so" ] || { echo "FAIL: $O/plugins/example.so not built (make plugins)"; exit 1; }
+
+# expect CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
+expect() {
+    code=$1; pat=$2; shift 2
+    "$@" >"$T/out" 2>&1
+    rc=$?
+    if [ "$rc" -ne "$code" ]; then
+        fail "$* -> exit $rc, expected $code"; sed 's/^/    /' "$T/out" | head -8; return 1
+    fi
+    if [ -n "$pat" ] && ! grep -Eq "$pat" "$T/out"; then
+        fail "$* -> output lacks /$pat/"; sed 's/^/    /' "$T/out" | head -8; return 1
+    fi
+    ok "$* -> $code"
+}
+
+# The figures, without what legitimately differs: timings, the engine's
+# description, and its name inside compare's key figure.
+figures() {
+    jq -S 'del(.. | .seconds?, .started?, .engine?, .engine_a?, .engine_b?)
+           | (.. | strings) |= gsub("ref vs example"; "ref vs ref")' "$1"
+}
+
+M="$T/llama.gguf"
+"$KVV" synth --shape llama-tiny --seed 3 -o "$M" >/dev/null || { echo "FAIL: synth"; exit 1; }
+models="$M"
+S=${KVV_SHARED:-../shared}/models/stories260K-f32.gguf
+if [ -r "$S" ]; then models="$models $S"; else echo "SKIP: $S not found (synthetic model only)"; fi
+
+for m in $models; do
+    for c in kv patch greedy invariance audit; do
+        "$KVV" $c "$m" --json "$T/ref.json" -q >/dev/null 2>&1; a=$?
+        "$KVV" $c "$m" --engine "$P" --json "$T/plug.json" -q >/dev/null 2>&1; b=$?
+        if [ $a -ne 0 ] || [ $b -ne 0 ]; then
+            fail "$c ${m##*/}: exit ref $a, plugin $b"
+        elif figures "$T/ref.json" > "$T/ref.fig" && figures "$T/plug.json" > "$T/plug.fig" &&
+             cmp -s "$T/ref.fig" "$T/plug.fig"; then
+            ok "$c ${m##*/}: plugin report = ref report ($(wc -l < "$T/ref.fig") lines)"
+        else
+            fail "$c ${m##*/}: reports differ"; diff "$T/ref.fig" "$T/plug.fig" | head -10
+        fi
+    done
+done
+
+# every shipped golden vector through the plugin
+. vectors/golden.sh
+mkdir -p "$T/golden"
+check_one() { # NAME MODEL OPTIONS
+    if [ -z "$2" ]; then
+        echo "SKIP: $1: model not found"
+        return 0
+    fi
+    if "$KVV" vectors check "$2" "$KVV_GOLDEN_DIR/$1.kvv" --engine "$P" > "$T/golden/$1.out" 2>&1; then
+        echo "ok: golden $1 through the plugin: $(cut -c1-100 "$T/golden/$1.out")"
+    else
+        echo "FAIL: golden $1 through the plugin:"; sed 's/^/    /' "$T/golden/$1.out"
+        return 1
+    fi
+}
+kvv_golden_each "$T/golden" check_one || fail "a golden vector did not check through the plugin"
+
+# an installed plugin is an engine name: --engine example, suite manifests
+expect 0 "all checks passed" "$KVV" kv "$M" --engine example -q
+printf 'by-name model=llama.gguf engine=example checks=kv,patch,greedy,invariance tokens=8\n' > "$T/m.txt" # beside the model
+expect 0 "4 passed, 0 failed" "$KVV" suite "$T/m.txt"
+
+# a wrong plugin is caught; host-planted controls still fire
+expect 1 "recomputed K/V elements differ" "$KVV" kv "$M" --engine "$P" --engine-opt fault=recompute -q
+expect 1 "kv hook != cache" "$KVV" kv "$M" --engine "$P" --engine-opt fault=kv-read -q
+expect 1 "FAIL" "$KVV" greedy "$M" --engine "$P" --engine-opt fault=decode -q
+for c in kv patch greedy invariance; do
+    "$KVV" $c "$M" --engine "$P" --engine-opt native_controls=0 --json "$T/h.json" -q >/dev/null 2>&1
+    rc=$?
+    n=$(jq '[.checks[].controls[]?] | length' "$T/h.json")
+    miss=$(jq '[.checks[].controls[]? | select(.detected != true)] | length' "$T/h.json")
+    if [ $rc -eq 0 ] && [ "$n" -gt 0 ] && [ "$miss" -eq 0 ]; then
+        ok "$c with host-planted controls: $n controls detected"
+    else
+        fail "$c with host-planted controls: exit $rc, $miss of $n controls missed"
+    fi
+done
+
+# a capability left out: unsupported, not passed
+expect 77 "does not offer kv-from-residual" "$KVV" kv "$M" --engine "$P" --engine-opt without=kv-from-residual
+expect 77 "does not offer residual-write" "$KVV" patch "$M" --engine "$P" --engine-opt without=residual-write
+
+# refused
+expect 2 "speaks plugin ABI 2.0, this kvverify speaks 1.0" "$KVV" kv "$M" --engine "plugin:$O/tests/plugins/bad_abi.so"
+expect 2 "cannot load" "$KVV" kv "$M" --engine "plugin:$T/none.so"
+expect 2 "takes no engine options" "$KVV" kv "$M" --engine-opt a=b
+expect 2 "not KEY=VALUE" "$KVV" kv "$M" --engine "$P" --engine-opt novalue
+expect 2 "unknown engine option 'x=1'" "$KVV" kv "$M" --engine "$P" --engine-opt x=1
+expect 2 "unknown device 'tpu'" "$KVV" kv "$M" --engine "$P" --device tpu
+expect 2 "cpu only" "$KVV" kv "$M" --device vulkan
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "example plugin: all checks agree with the reference engine"
