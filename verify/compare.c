@@ -122,9 +122,31 @@ static void fmt_g_hex(char *buf, size_t size, double x)
     snprintf(buf, size, "%.9g (%a)", x, x);
 }
 
+/* NMSE of the residual entering each layer (and the final one) at each
+ * position, A = reference: [[nmse per position] per layer], for the
+ * report's layer x position figure. */
+static json_t *residual_nmse_map(const kvv_hparams *hp, int n, const recorder *a,
+                                 const recorder *b)
+{
+    json_t *layers = json_array();
+    for (int l = 0; l <= hp->n_layer; l++) {
+        json_t *row = json_array();
+        for (int t = 0; t < n; t++) {
+            kvv_cmp_stats s;
+            kvv_cmp_init(&s);
+            kvv_cmp_update(&s, kvv_capture_resid(&a->cap, l, t), kvv_capture_resid(&b->cap, l, t),
+                           (size_t)hp->n_embd);
+            json_array_append_new(row, kvv_json_number(kvv_cmp_nmse(&s)));
+        }
+        json_array_append_new(layers, row);
+    }
+    return layers;
+}
+
 static kvv_status compare_tables(const kvv_hparams *hp, int n, const recorder *a,
                                  const recorder *b, kvv_check_result *r)
 {
+    json_object_set_new(r->details, "residual_nmse_by_position", residual_nmse_map(hp, n, a, b));
     size_t E = (size_t)hp->n_embd, KD = (size_t)hp->n_head_kv * hp->head_dim;
     size_t VD = (size_t)hp->n_head_kv * hp->head_dim_v, OD = (size_t)a->ow;
     kvv_status st = KVV_OK;
@@ -161,9 +183,15 @@ typedef struct {
     int worst_pos, nonfinite;         /* where rel_max is; non-finite logits skipped */
 } logit_figures;
 
-static void compare_logits(const float *la, const float *lb, int n, int V, logit_figures *f)
+/* ... and position by position into the report: KL and the logits' NMSE
+ * at each position (details kl_by_position, logits_nmse_by_position). */
+static void compare_logits(const float *la, const float *lb, int n, int V, logit_figures *f,
+                           json_t *details)
 {
     memset(f, 0, sizeof *f);
+    json_t *kl_pos = json_array(), *nmse_pos = json_array();
+    json_object_set_new(details, "kl_by_position", kl_pos);
+    json_object_set_new(details, "logits_nmse_by_position", nmse_pos);
     for (int t = 0; t < n; t++) {
         const float *pa = la + (size_t)t * V, *pb = lb + (size_t)t * V;
         double mabs = 0, mref = 0;
@@ -182,6 +210,11 @@ static void compare_logits(const float *la, const float *lb, int n, int V, logit
             f->worst_pos = t;
         }
         double kl = kvv_kl_logits(pa, pb, V);
+        kvv_cmp_stats s;
+        kvv_cmp_init(&s);
+        kvv_cmp_update(&s, pa, pb, (size_t)V);
+        json_array_append_new(kl_pos, kvv_json_number(kl));
+        json_array_append_new(nmse_pos, kvv_json_number(kvv_cmp_nmse(&s)));
         f->kl_sum += kl;
         f->kl_max = kl > f->kl_max ? kl : f->kl_max;
         int a1, a2, b1, b2;
@@ -282,7 +315,7 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     kvv_cmp_update(&ls, c->la, c->lb, (size_t)n * V);
     if (kvv_check_add_row(r, -1, "logits", &ls))
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
-    compare_logits(c->la, c->lb, n, V, f);
+    compare_logits(c->la, c->lb, n, V, f, r->details);
     if (ls.first >= 0) {
         kvv_mismatch mm = {.tensor = "logits", .variant = "", .layer = -1,
                            .token = (int)(ls.first / V), .head = -1, .index = (int)(ls.first % V),

@@ -1,6 +1,7 @@
 /* greedy.c — cached vs cache-free greedy decoding (see greedy.h). */
 #include "verify/greedy.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +113,21 @@ static json_t *top2_json(const float *row, int V)
                      m);
 }
 
+/* The top-1 minus top-2 logit of each of N rows [N][V] (how close each
+ * greedy choice was), for the report's margin-per-step figure. */
+static json_t *margins_json(const float *logits, int N, int V)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < N; i++) {
+        int i1, i2;
+        float v1, v2;
+        kvv_top2_f32(logits + (size_t)i * V, V, &i1, &v1, &i2, &v2);
+        double m = (double)v1 - (double)v2;
+        json_array_append_new(a, i2 >= 0 && isfinite(m) ? json_real(m) : json_null());
+    }
+    return a;
+}
+
 static kvv_status run(greedy_ctx *c, kvv_error *err)
 {
     const kvv_check_opts *o = c->o;
@@ -205,6 +221,8 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     json_object_set_new(r->details, "first_logits_difference", json_integer(m.first_logit_diff));
     json_object_set_new(r->details, "tokens_cached", tokens_json(c->tok_c, c->N));
     json_object_set_new(r->details, "tokens_nocache", tokens_json(c->tok_n, c->N));
+    json_object_set_new(r->details, "margins_cached", margins_json(c->lc, c->N, c->V));
+    json_object_set_new(r->details, "margins_nocache", margins_json(c->ln, c->N, c->V));
     json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
 
     char pass[160], fail[160];

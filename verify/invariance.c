@@ -64,7 +64,7 @@ static kvv_status run_variant(inv_ctx *c, kvv_engine *e, const variant *v, kvv_c
  * is into where[48]). */
 static void cmp_tensor(inv_ctx *c, const char *tensor, const char *variant_name,
                        const float *base, const float *var, int layers, int dim,
-                       kvv_cmp_stats *st, char *where)
+                       kvv_cmp_stats *st, char *where, json_t *ulp_per_layer)
 {
     kvv_cmp_init(st);
     where[0] = 0;
@@ -84,6 +84,8 @@ static void cmp_tensor(inv_ctx *c, const char *tensor, const char *variant_name,
                 snprintf(where, 48, "l=%d,t=%d,i=%d", l, m.token, m.index);
         }
         kvv_cmp_merge(st, &s);
+        if (ulp_per_layer)
+            json_array_append_new(ulp_per_layer, kvv_json_ulp(s.max_ulp));
     }
 }
 
@@ -94,9 +96,18 @@ static uint64_t compare_to(inv_ctx *c, const kvv_capture *ref, const float *lref
 {
     kvv_cmp_stats k, v, res, lg;
     char wk[48], wv[48], wr[48], wl[48] = "";
-    cmp_tensor(c, "K", name, ref->k, c->cap.k, c->L, c->kd, &k, wk);
-    cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v, wv);
-    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res, wr);
+    /* the variant's largest ULP per layer, for the report's figure */
+    json_t *per = add_rows ? json_pack("{s:s, s:[], s:[], s:[]}", "variant", name, "K", "V",
+                                       "residual")
+                           : NULL;
+    cmp_tensor(c, "K", name, ref->k, c->cap.k, c->L, c->kd, &k, wk,
+               json_object_get(per, "K"));
+    cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v, wv,
+               json_object_get(per, "V"));
+    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res, wr,
+               json_object_get(per, "residual"));
+    if (per)
+        json_array_append_new(json_object_get(c->r->details, "ulp_by_layer"), per);
     kvv_cmp_init(&lg);
     for (int t = 0; t < c->T; t++) {
         if (!c->have[t])
@@ -165,6 +176,7 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     kvv_engine_describe(e, &d);
     kvv_check_set_engine(r, &d);
 
+    json_object_set_new(r->details, "ulp_by_layer", json_array());
     variant base = {.step = c->T};
     snprintf(base.name, sizeof base.name, "all");
     if ((s = run_variant(c, e, &base, &c->base, c->lbase, err)))

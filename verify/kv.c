@@ -26,6 +26,7 @@ typedef struct {
     kvv_capture cap;     /* residuals + hook K/V of the prefill */
     float *ck, *cv;      /* [L][T][kd|vd] K/V read back from the cache */
     float *rk, *rv;      /* [T][kd|vd] one layer's recompute */
+    uint64_t *uk, *uv;   /* [L][T] max ULP per layer and position over the recomputes */
 } kv_ctx;
 
 static float *ck_at(const kv_ctx *c, int l) { return c->ck + (size_t)l * c->T * c->kd; }
@@ -74,10 +75,48 @@ static kvv_mismatch locate(const char *tensor, const char *variant, int l, int64
     return m;
 }
 
-/* Compare one layer's K and V (cache = expected) and add rows; totals in *tot. */
-static kvv_status compare_layer(kv_ctx *c, int l, const char *variant, const float *k,
-                                const float *v, kvv_cmp_stats *tot)
+/* Fold the largest ULP of each of T rows of dim elements into grid[T]
+ * (the report's layer x position map; KVV_ULP_NAN, the maximum, for NaN). */
+static void max_ulp_rows(uint64_t *grid, const float *expected, const float *actual, int T,
+                         int dim)
 {
+    for (int t = 0; t < T; t++) {
+        kvv_cmp_stats s;
+        kvv_cmp_init(&s);
+        kvv_cmp_update(&s, expected + (size_t)t * dim, actual + (size_t)t * dim, (size_t)dim);
+        if (s.max_ulp > grid[t])
+            grid[t] = s.max_ulp;
+    }
+}
+
+/* The layer x position map as JSON: {"K": [[ulp per position] per layer],
+ * "V": ...}, null for a NaN. */
+static json_t *ulp_map_json(const kv_ctx *c)
+{
+    json_t *o = json_object();
+    const uint64_t *grids[2] = {c->uk, c->uv};
+    for (int g = 0; g < 2; g++) {
+        json_t *layers = json_array();
+        for (int l = 0; l < c->L; l++) {
+            json_t *row = json_array();
+            for (int t = 0; t < c->T; t++)
+                json_array_append_new(row, kvv_json_ulp(grids[g][(size_t)l * c->T + t]));
+            json_array_append_new(layers, row);
+        }
+        json_object_set_new(o, g ? "V" : "K", layers);
+    }
+    return o;
+}
+
+/* Compare one layer's K and V (cache = expected) and add rows; totals in
+ * *tot; a recompute (map true) also folds into the layer x position map. */
+static kvv_status compare_layer(kv_ctx *c, int l, const char *variant, const float *k,
+                                const float *v, kvv_cmp_stats *tot, bool map)
+{
+    if (map) {
+        max_ulp_rows(c->uk + (size_t)l * c->T, ck_at(c, l), k, c->T, c->kd);
+        max_ulp_rows(c->uv + (size_t)l * c->T, cv_at(c, l), v, c->T, c->vd);
+    }
     kvv_cmp_stats sk, sv;
     kvv_cmp_init(&sk);
     kvv_cmp_init(&sv);
@@ -260,7 +299,7 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
     kvv_cmp_init(&hook);
     for (int l = 0; l < c->L && !s; l++)
         s = compare_layer(c, l, "hook", kvv_capture_k(&c->cap, l, 0),
-                          kvv_capture_v(&c->cap, l, 0), &hook);
+                          kvv_capture_v(&c->cap, l, 0), &hook, false);
     if (s)
         goto nomem;
 
@@ -274,7 +313,7 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
         for (int l = 0; l < c->L; l++) {
             if ((s = recompute(c, e, l, modes[mi].step, c->rk, c->rv, err)))
                 goto out;
-            if ((s = compare_layer(c, l, modes[mi].name, c->rk, c->rv, &tot)))
+            if ((s = compare_layer(c, l, modes[mi].name, c->rk, c->rv, &tot, true)))
                 goto nomem;
         }
         if (o->progress)
@@ -303,6 +342,7 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
     json_object_set_new(r->details, "chunk", json_integer(chunk));
     json_object_set_new(r->details, "recompute", kvv_cmp_stats_to_json(&tot));
     json_object_set_new(r->details, "hook_vs_cache", kvv_cmp_stats_to_json(&hook));
+    json_object_set_new(r->details, "ulp_by_position", ulp_map_json(c));
     json_object_set_new(r->details, "force_fail", json_boolean(o->force_fail));
 
     char pass[160], fail[160], hook_note[64] = "";
@@ -346,8 +386,10 @@ static kvv_status body(void *ctx, kvv_error *err)
     c->cv = malloc(nv * sizeof(float));
     c->rk = malloc((size_t)c->T * c->kd * sizeof(float));
     c->rv = malloc((size_t)c->T * c->vd * sizeof(float));
+    c->uk = calloc((size_t)c->L * c->T, sizeof *c->uk);
+    c->uv = calloc((size_t)c->L * c->T, sizeof *c->uv);
     kvv_status s = KVV_OK;
-    if (!c->pos || !c->ck || !c->cv || !c->rk || !c->rv)
+    if (!c->pos || !c->ck || !c->cv || !c->rk || !c->rv || !c->uk || !c->uv)
         s = kvv_error_set(err, KVV_ERR_NOMEM, "kv: out of memory for %d tokens", c->T);
     if (!s)
         s = kvv_capture_init(&c->cap, hp, c->T, KVV_CAPTURE_RESID | KVV_CAPTURE_KV, err);
@@ -362,6 +404,8 @@ static kvv_status body(void *ctx, kvv_error *err)
     free(c->cv);
     free(c->rk);
     free(c->rv);
+    free(c->uk);
+    free(c->uv);
     return s;
 }
 

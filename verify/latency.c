@@ -287,6 +287,19 @@ static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, lat_run *p,
     return KVV_OK;
 }
 
+/* The roofline's floor for moving `bytes` and doing `flops` on this
+ * machine: max(bytes / stream bandwidth, flops / sgemm peak) in seconds;
+ * null when the probe measured nothing. */
+static json_t *roofline_s(const kvv_roofline *roof, double bytes, double flops)
+{
+    if (!(roof->stream_gbs > 0) || (flops > 0 && !(roof->sgemm_gflops > 0)))
+        return json_null();
+    double t = bytes / (roof->stream_gbs * 1e9);
+    if (flops > 0 && flops / (roof->sgemm_gflops * 1e9) > t)
+        t = flops / (roof->sgemm_gflops * 1e9);
+    return json_real(t);
+}
+
 /* Every row and figure as the check's details (docs/report-schema.md). */
 static void details_json(const kvv_latency_result *res, bool force_fail, json_t *d)
 {
@@ -303,6 +316,9 @@ static void details_json(const kvv_latency_result *res, bool force_fail, json_t 
         json_object_set_new(j, "recompute_flops", json_real(w->recompute_flops));
         json_object_set_new(j, "compared", json_integer((json_int_t)w->compared));
         json_object_set_new(j, "differing", json_integer((json_int_t)w->differing));
+        json_object_set_new(j, "roofline_read_s", roofline_s(&res->roof, w->read_bytes, 0));
+        json_object_set_new(j, "roofline_recompute_s",
+                            roofline_s(&res->roof, w->recompute_bytes, w->recompute_flops));
         json_array_append_new(arr, j);
     }
     json_object_set_new(d, "rows", arr);

@@ -76,13 +76,27 @@ static void fmt_kl(double kl, char *txt, size_t nt, char *hex, size_t nh)
     snprintf(hex, nh, "%a", kl);
 }
 
-/* Max KL over positions of logits la vs lp [T][V]; *pos_of_max. */
-static double max_kl(const float *la, const float *lp, int T, int V, int *pos_of_max)
+/* KL at every position as JSON (null where not finite), for the report's
+ * KL-per-position figure. */
+static json_t *kl_array(const double *kl, int T)
+{
+    json_t *a = json_array();
+    for (int t = 0; t < T; t++)
+        json_array_append_new(a, isfinite(kl[t]) ? json_real(kl[t]) : json_null());
+    return a;
+}
+
+/* Max KL over positions of logits la vs lp [T][V]; *pos_of_max; the KL of
+ * each position into per_pos[T] when not NULL. */
+static double max_kl(const float *la, const float *lp, int T, int V, int *pos_of_max,
+                     double *per_pos)
 {
     double mx = 0.0;
     *pos_of_max = -1;
     for (int t = 0; t < T; t++) {
         double kl = kl_logits(la + (size_t)t * V, lp + (size_t)t * V, V);
+        if (per_pos)
+            per_pos[t] = kl;
         if (kl != 0.0 && (*pos_of_max < 0 || !(kl <= mx))) {
             mx = kl;
             *pos_of_max = t;
@@ -97,6 +111,7 @@ typedef struct {
     int L, T, V;
     int32_t *pos, *tok_b;
     float *la, *lb, *lp;   /* [T][V] logits: A, B, patched B */
+    double *kl;            /* [T] KL per position of the latest comparison */
     kvv_capture cap_a;     /* A's residuals */
     kvv_capture cap_p;     /* patching hooks (records nothing) */
 } patch_ctx;
@@ -132,7 +147,8 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
     if ((s = kvv_engine_forward(e, c->T, c->tok_b, c->pos, NULL, KVV_LOGITS_ALL, c->lb, err)))
         goto out;
     int pm;
-    double kl_ab = max_kl(c->la, c->lb, c->T, c->V, &pm);
+    double kl_ab = max_kl(c->la, c->lb, c->T, c->V, &pm, c->kl);
+    json_object_set_new(r->details, "kl_unpatched_by_position", kl_array(c->kl, c->T));
 
     json_t *per_layer = json_array();
     json_object_set_new(r->details, "layers", per_layer);
@@ -160,7 +176,7 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
             kvv_check_note_mismatch(r, &m);
         }
         int pos_max;
-        double kl = max_kl(c->la, c->lp, c->T, c->V, &pos_max);
+        double kl = max_kl(c->la, c->lp, c->T, c->V, &pos_max, c->kl);
         if (kl != 0.0 || isnan(kl))
             n_nonzero++;
         if (!(kl <= kl_all))
@@ -168,11 +184,12 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
         char txt[40], hex[40];
         fmt_kl(kl, txt, sizeof txt, hex, sizeof hex);
         json_array_append_new(per_layer,
-                              json_pack("{s:i, s:o, s:s, s:s, s:i, s:I}", "layer", l, "kl_max",
+                              json_pack("{s:i, s:o, s:s, s:s, s:i, s:I, s:o}", "layer", l, "kl_max",
                                         isfinite(kl) ? json_real(kl) : json_null(),
                                         "kl_max_text", txt,
                                         "kl_max_hex", hex, "kl_max_position", pos_max,
-                                        "logits_differing", (json_int_t)st.n_diff));
+                                        "logits_differing", (json_int_t)st.n_diff,
+                                        "kl_by_position", kl_array(c->kl, c->T)));
         if (o->progress)
             o->progress(o->progress_user, "patch", l + 1, c->L + 1);
     }
@@ -181,8 +198,11 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
         int lc = c->L / 2;
         if ((s = patched_run(c, e, lc, c->T - 1, err)))
             goto out;
-        size_t last = (size_t)(c->T - 1) * c->V;
-        double kl = kl_logits(c->la + last, c->lp + last, c->V);
+        int pc;
+        max_kl(c->la, c->lp, c->T, c->V, &pc, c->kl);
+        double kl = c->kl[c->T - 1];
+        json_object_set_new(r->details, "control_layer", json_integer(lc));
+        json_object_set_new(r->details, "control_kl_by_position", kl_array(c->kl, c->T));
         char txt[40], hex[40], name[96];
         fmt_kl(kl, txt, sizeof txt, hex, sizeof hex);
         snprintf(name, sizeof name, "patch only the last position at layer %d", lc);
@@ -234,8 +254,9 @@ static kvv_status body(void *ctx, kvv_error *err)
     c->la = malloc(nl * sizeof(float));
     c->lb = malloc(nl * sizeof(float));
     c->lp = malloc(nl * sizeof(float));
+    c->kl = malloc((size_t)c->T * sizeof *c->kl);
     kvv_status s = KVV_OK;
-    if (!c->pos || !c->tok_b || !c->la || !c->lb || !c->lp)
+    if (!c->pos || !c->tok_b || !c->la || !c->lb || !c->lp || !c->kl)
         s = kvv_error_set(err, KVV_ERR_NOMEM, "patch: out of memory for %d x %d logits", c->T,
                           c->V);
     if (!s) {
@@ -274,6 +295,7 @@ static kvv_status body(void *ctx, kvv_error *err)
     free(c->la);
     free(c->lb);
     free(c->lp);
+    free(c->kl);
     return s;
 }
 

@@ -22,6 +22,11 @@ json_t *kvv_json_number(double x)
     return jnum(x);
 }
 
+json_t *kvv_json_ulp(uint64_t ulp)
+{
+    return ulp == KVV_ULP_NAN ? json_null() : json_integer((json_int_t)ulp);
+}
+
 static json_t *jfloat_value(float x)
 {
     char hex[16], hf[48];
@@ -41,9 +46,7 @@ json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
 {
     json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:o, s:I}", "compared", (json_int_t)s->n,
                           "differing", (json_int_t)s->n_diff, "nan_pairs", (json_int_t)s->n_nan,
-                          "max_ulp",
-                          s->max_ulp == KVV_ULP_NAN ? json_null()
-                                                    : json_integer((json_int_t)s->max_ulp),
+                          "max_ulp", kvv_json_ulp(s->max_ulp),
                           "nmse", jnum(kvv_cmp_nmse(s)), "first_index", (json_int_t)s->first);
     if (!o)
         return NULL;
@@ -83,7 +86,10 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
                                              r->controls[i].detail));
     json_object_set_new(o, "controls", ctl);
     json_t *rows = json_array();
+    kvv_cmp_stats all;
+    kvv_cmp_init(&all);
     for (int i = 0; i < r->n_rows; i++) {
+        kvv_cmp_merge(&all, &r->rows[i].st);
         json_t *row = kvv_cmp_stats_to_json(&r->rows[i].st);
         if (!row)
             continue;
@@ -93,6 +99,10 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
         json_array_append_new(rows, row);
     }
     json_object_set_new(o, "layers", rows);
+    /* every row folded into one: what a trend over nights plots */
+    json_object_set_new(o, "totals",
+                        json_pack("{s:I, s:I, s:o}", "compared", (json_int_t)all.n, "differing",
+                                  (json_int_t)all.n_diff, "max_ulp", kvv_json_ulp(all.max_ulp)));
     json_object_set_new(o, "details", r->details ? json_incref(r->details) : json_object());
     return o;
 }

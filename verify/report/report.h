@@ -208,6 +208,9 @@ json_t *kvv_mismatch_to_json(const kvv_mismatch *m);
 /* A double as the schema writes it: a number when finite, else "inf",
  * "-inf" or "nan". */
 json_t *kvv_json_number(double x);
+/* A ULP distance as the schema writes it: an integer, or null for
+ * KVV_ULP_NAN (a NaN was involved). */
+json_t *kvv_json_ulp(uint64_t ulp);
 /* Write the JSON report atomically (temp file + rename; an existing file is
  * untouched on failure). KVV_ERR_IO naming the file. */
 kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err);

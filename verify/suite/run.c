@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model/arch.h"
 #include "vectors/kvv_vectors.h"
@@ -186,6 +187,10 @@ kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
     res->suite = s;
     res->shard_i = shard_i;
     res->shard_n = shard_n;
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(res->started, sizeof res->started, "%Y-%m-%dT%H:%M:%SZ", &tm);
     double t0 = kvv_now_seconds();
     for (int i = 0; i < s->n_cases; i++) {
         if (!kvv_suite_in_shard(i, shard_i, shard_n))

@@ -120,6 +120,7 @@ typedef struct {
     int n_cases_run;
     kvv_suite_outcome *out;  /* n_out (owned) */
     int n_out, cap_out;
+    char started[32];        /* UTC start, ISO 8601 (orders nights in a trend) */
     double seconds;
 } kvv_suite_results;
 

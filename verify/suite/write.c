@@ -52,8 +52,9 @@ json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
     }
     char shard[32];
     snprintf(shard, sizeof shard, "%d/%d", res->shard_i, res->shard_n);
-    return json_pack("{s:s, s:s, s:i, s:f, s:o, s:{s:i, s:i, s:i, s:i}, s:i}", "manifest",
-                     res->suite->path, "shard", shard, "cases_run", res->n_cases_run, "seconds",
+    return json_pack("{s:s, s:s, s:s, s:i, s:f, s:o, s:{s:i, s:i, s:i, s:i}, s:i}", "manifest",
+                     res->suite->path, "started", res->started, "shard", shard, "cases_run",
+                     res->n_cases_run, "seconds",
                      res->seconds, "results", cases, "summary", "pass", n[KVV_VERDICT_PASS],
                      "fail", n[KVV_VERDICT_FAIL], "error", n[KVV_VERDICT_ERROR], "skipped",
                      n[KVV_VERDICT_SKIPPED], "exit_code", kvv_suite_exit_code(res));
