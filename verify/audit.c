@@ -17,7 +17,7 @@ static const kvv_check_entry checks[] = {
     {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit"},
     {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit"},
     {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache"},
-    {"compare", kvv_check_compare, "the engine against the reference per layer and on logits"},
+    {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits"},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
 

@@ -65,7 +65,9 @@ kvv_compare_opts kvv_compare_opts_default(void);
 kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err);
 
 /* The audit's form: A = the reference engine (same cache dtype and n_ctx as
- * o->engine), B = o->engine, tokens = o->tokens. */
+ * o->engine), B = o->engine, tokens = o->tokens. When o->engine is the
+ * reference itself, B = the cpu engine in invariant mode (o->engine's
+ * threads): an engine compared with itself could not fail. */
 kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
 
 #endif
