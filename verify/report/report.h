@@ -178,10 +178,10 @@ int kvv_report_exit_code(const kvv_report *rep);
 
 /* ------------------------------------------------------------ the writers
  *
- * One file each, beside this header: console.c, json.c, junit.c, all
- * building text with sbuf.h. A new output format (HTML) is one more file
- * here with its kvv_report_write_* declared below; suite results
- * (verify/suite/) are written with the same pieces. */
+ * One file each, beside this header: console.c, json.c, junit.c, and the
+ * HTML page (html.c with its figures in html_*.c, plots by svg.h), all
+ * building text with sbuf.h; suite results (verify/suite/) are written
+ * with the same pieces. */
 
 /* Console: the summary table (check, verdict, key figure, time), then one
  * line per control and per failure. flags: KVV_CONSOLE_* bits. */
@@ -218,6 +218,26 @@ kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_er
  * json_dumps(j, flags), a final newline, written atomically. j is borrowed.
  * KVV_ERR_NOMEM, or KVV_ERR_IO naming the file. */
 kvv_status kvv_json_write_file(const json_t *j, size_t flags, const char *path, kvv_error *err);
+
+/* HTML: one self-contained page of any kvverify JSON document — a check
+ * report (kvv_report_to_json), a suite's results, a numerics report —
+ * drawn from that document alone (the page shows the numbers the JSON
+ * holds; nothing is computed for it): a header, a summary table, and per
+ * check its figures (inline SVG with axes, units, a title saying what
+ * passes, every point's numbers on hover), controls and tables. Inline
+ * style, no script, no font or file fetched. Written atomically like the
+ * JSON; path "-" writes to stdout. KVV_ERR_USAGE when doc is none of the
+ * kinds (kvv_html_doc_kind), KVV_ERR_NOMEM, or KVV_ERR_IO naming the file. */
+kvv_status kvv_html_write(const json_t *doc, const char *path, kvv_error *err);
+/* "report", "suite", "numerics", or NULL for anything else. */
+const char *kvv_html_doc_kind(const json_t *doc);
+/* Several documents of one kind (nights of the same audit or suite):
+ * labels[i] names document i (e.g. its file). One page: a trend per check
+ * over the nights (ordered by their "started" time, else as given), then
+ * the latest document in full. n >= 2; KVV_ERR_USAGE when a document is
+ * not a report or suite, or the kinds differ (naming labels[i]). */
+kvv_status kvv_html_write_trend(const json_t *const *docs, const char *const *labels, int n,
+                                const char *path, kvv_error *err);
 
 /* JUnit XML: one <testsuite>, one <testcase> per check; FAIL -> <failure>
  * whose message is the first mismatch (or the reason), ERROR -> <error>,
