@@ -17,7 +17,8 @@ void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
     c->accepts = KVV_CHECK_OPT_ALL;
     kvv_engine_cli_init(&c->engine, cmd, "ref", KVV_ENGINE_OPT_ALL);
     kvv_prompt_cli_init(&c->prompt, cmd);
-    kvv_output_cli_init(&c->out, cmd, KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_QUIET);
+    kvv_output_cli_init(&c->out, cmd,
+                        KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
     c->out.json_help = "the JSON report (docs/report-schema.md)";
     c->out.quiet_help = "print only the summary table and failures";
     c->controls = true;
@@ -239,6 +240,15 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     int code = kvv_report_exit_code(rep);
     if (c->out.json_path && kvv_report_write_json(rep, c->out.json_path, &err))
         code = kvv_cli_fail(&err);
+    if (c->out.html_path) { /* drawn from the same JSON document */
+        json_t *doc = kvv_report_to_json(rep);
+        kvv_status st = doc ? kvv_html_write(doc, c->out.html_path, &err)
+                            : kvv_error_set(&err, KVV_ERR_NOMEM, "%s: out of memory",
+                                            c->out.html_path);
+        json_decref(doc);
+        if (st)
+            code = kvv_cli_fail(&err);
+    }
     if (c->out.junit_path && kvv_report_write_junit(rep, c->out.junit_path, &err))
         code = kvv_cli_fail(&err);
     kvv_check_cli_close(c, run);

@@ -144,6 +144,9 @@ int kvv_cmd_memory(int argc, char **argv)
                                                  "--shape is arithmetic and verifies "
                                                  "nothing\n"),
                                  KVV_EXIT_BAD_INPUT)
+               : c.out.html_path ? (fprintf(stderr, "kvverify memory: option --html: --shape "
+                                                    "prints arithmetic, it has no figures\n"),
+                                    KVV_EXIT_BAD_INPUT)
                               : run_shape(a.shape, a.full_mb, a.kvd_mb, c.out.json_path);
         kvv_check_cli_free(&c);
         return code;

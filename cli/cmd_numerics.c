@@ -221,7 +221,8 @@ static json_t *cell_json(const kvv_numerics_cell *c)
     return o;
 }
 
-static int write_json(const char *path, const kvv_numerics_report *rep, const kvv_report *meta)
+/* The whole report as one JSON document (NULL on OOM). */
+static json_t *report_json(const kvv_numerics_report *rep, const kvv_report *meta)
 {
     json_t *root = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:i, s:{s:s, s:i, s:I}, s:i, s:i, s:{s:I, s:I, s:s}, "
@@ -235,7 +236,7 @@ static int write_json(const char *path, const kvv_numerics_report *rep, const kv
         (json_int_t)rep->oracle.results, "escalations", (json_int_t)rep->oracle.escalations,
         "unresolved", (json_int_t)rep->oracle.unresolved, "seconds", jnum(rep->seconds));
     if (!root)
-        return 1;
+        return NULL;
     json_t *rows = json_array();
     for (int s = 0; s < rep->samples; s++)
         json_array_append_new(rows, json_integer(rep->rows[s]));
@@ -277,8 +278,24 @@ static int write_json(const char *path, const kvv_numerics_report *rep, const kv
                             "correctly_rounded", jfloat(m->worst_exact)));
     }
     json_object_set_new(root, "math", math);
+    return root;
+}
+
+/* --json and --html, both from the one document. @return 0, or 1 when a
+ * file could not be written (message printed). */
+static int write_outputs(const kvv_output_cli *out, const kvv_numerics_report *rep,
+                         const kvv_report *meta)
+{
+    if (!out->json_path && !out->html_path)
+        return 0;
     kvv_error err = {0};
-    kvv_status st = kvv_json_write_file(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17), path, &err);
+    json_t *root = report_json(rep, meta);
+    kvv_status st = root ? KVV_OK : kvv_error_set(&err, KVV_ERR_NOMEM, "numerics: out of memory");
+    if (!st && out->json_path)
+        st = kvv_json_write_file(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17), out->json_path,
+                                 &err);
+    if (!st && out->html_path)
+        st = kvv_html_write(root, out->html_path, &err);
     json_decref(root);
     if (st) {
         kvv_cli_fail(&err);
@@ -300,7 +317,7 @@ static void numerics_cli(kvv_check_cli *c)
     c->engine.allow_all = true;
     c->engine.engine_help = "ref, cpu or all (default all: ref, cpu fast, cpu invariant)";
     c->engine.mode_help = "cpu mode to measure: fast or invariant (default both)";
-    c->out.accepts = KVV_OUT_JSON_FILE | KVV_OUT_QUIET;
+    c->out.accepts = KVV_OUT_JSON_FILE | KVV_OUT_HTML | KVV_OUT_QUIET;
     c->out.json_help = "the full report as JSON";
     c->out.quiet_help = "no per-layer table";
 }
@@ -438,7 +455,7 @@ static void print_header(const kvv_check_cli *c, const kvv_check_run *run,
            (unsigned long long)rep->oracle.unresolved, rep->seconds);
 }
 
-/* Measure ops over the prepared run, print, write --json. @return the exit code. */
+/* Measure ops over the prepared run, print, write --json / --html. @return the exit code. */
 static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_opts *no,
                    op_sets *ops)
 {
@@ -466,7 +483,7 @@ static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_o
         if (!ok)
             code = KVV_EXIT_FAIL;
     }
-    if (c->out.json_path && write_json(c->out.json_path, &rep, &run->report))
+    if (write_outputs(&c->out, &rep, &run->report))
         code = KVV_EXIT_BAD_INPUT;
     kvv_numerics_report_free(&rep);
     return code;

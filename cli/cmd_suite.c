@@ -1,6 +1,6 @@
 /*
  * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit FILE]
- * [--json FILE] [--list] [--quiet]`: run a nightly manifest (verify/suite.h,
+ * [--json FILE] [--html FILE] [--list] [--quiet]`: run a nightly manifest (verify/suite.h,
  * docs/nightly.md), or a deterministic 1/N share of it.
  *
  * Exit codes: 0 every testcase of the shard passed; 1 one failed; 2 bad
@@ -18,7 +18,8 @@
 
 static void suite_output(kvv_output_cli *out)
 {
-    kvv_output_cli_init(out, "suite", KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_QUIET);
+    kvv_output_cli_init(out, "suite",
+                        KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
     out->json_help = "the results (every check's full report object)";
     out->quiet_help = "no per-testcase lines, only the summary";
 }
@@ -28,7 +29,7 @@ static void usage(FILE *f)
     kvv_output_cli out;
     suite_output(&out);
     fprintf(f, "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE]\n"
-            "                      [--list] [-q]\n\n"
+            "                      [--html FILE] [--list] [-q]\n\n"
             "Run every case of MANIFEST (model, engine, mode, cache type, checks or a golden\n"
             "vector; syntax in docs/nightly.md).\n\n"
             "  --shard I/N         run only cases whose 0-based index i has i %% N == I-1, so\n"
@@ -114,6 +115,14 @@ int kvv_cmd_suite(int argc, char **argv)
         rc = kvv_cli_fail(&err);
     if (json && kvv_suite_write_json(&res, json, &err))
         rc = kvv_cli_fail(&err);
+    if (out.html_path) { /* drawn from the same JSON document */
+        json_t *doc = kvv_suite_results_to_json(&res);
+        kvv_status st = doc ? kvv_html_write(doc, out.html_path, &err)
+                            : kvv_error_set(&err, KVV_ERR_NOMEM, "suite: out of memory");
+        json_decref(doc);
+        if (st)
+            rc = kvv_cli_fail(&err);
+    }
     kvv_suite_results_free(&res);
     kvv_suite_free(s);
     return rc;

@@ -105,4 +105,9 @@ int kvv_cmd_vectors(int argc, char **argv);
  * 2 bad manifest or a case that could not run, 77 nothing ran. */
 int kvv_cmd_suite(int argc, char **argv);
 
+/* `report FILE.json... [--html OUT]`: render saved JSON reports as a
+ * self-contained HTML page (several of one audit or suite: a trend per
+ * check). @return 0 rendered, 2 a file unreadable or not a kvverify report. */
+int kvv_cmd_report(int argc, char **argv);
+
 #endif

@@ -30,6 +30,7 @@ static const kvv_command commands[] = {
     {"tokenize", kvv_cmd_tokenize, "text to token ids (and --decode ids to text), as llama.cpp"},
     {"vectors", kvv_cmd_vectors, "golden vectors: gen, check (bit for bit) and show .kvv files"},
     {"suite", kvv_cmd_suite, "run a nightly manifest of cases, or one --shard I/N of it"},
+    {"report", kvv_cmd_report, "render saved JSON reports as one HTML page; several nights: a trend"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -42,6 +42,14 @@ bool kvv_output_cli_parse(void *state, kvv_opts *o)
         out->junit_path = o->value;
         return true;
     }
+    if (kvv_opts_value(o, "--html")) {
+        if (!(out->accepts & KVV_OUT_HTML))
+            kvv_opts_error(o, "option --html: not used by %s", out->cmd);
+        else if (o->value && !o->value[0])
+            kvv_opts_error(o, "option --html: empty file name");
+        out->html_path = o->value;
+        return true;
+    }
     if (kvv_opts_flag(o, "--quiet") || kvv_opts_flag(o, "-q")) {
         if (!(out->accepts & KVV_OUT_QUIET))
             kvv_opts_error(o, "option %s: not used by %s", o->arg, out->cmd);
@@ -70,6 +78,8 @@ void kvv_output_cli_help(FILE *f, const kvv_output_cli *out)
     }
     if (a & KVV_OUT_JUNIT)
         fprintf(f, "  --junit FILE        write a JUnit XML report to FILE\n");
+    if (a & KVV_OUT_HTML)
+        fprintf(f, "  --html FILE         write a self-contained HTML report with figures to FILE\n");
     if (a & KVV_OUT_QUIET)
         fprintf(f, "  -q, --quiet         %s\n", out->quiet_help ? out->quiet_help : "print less");
 }

@@ -39,7 +39,8 @@ enum {
     KVV_OUT_JSON_FILE = 1u << 0,   /* --json FILE, --json=FILE (beside JSON_STDOUT: =FILE only) */
     KVV_OUT_JSON_STDOUT = 1u << 1, /* --json alone: JSON on stdout */
     KVV_OUT_JUNIT = 1u << 2,       /* --junit FILE */
-    KVV_OUT_QUIET = 1u << 3        /* -q, --quiet */
+    KVV_OUT_QUIET = 1u << 3,       /* -q, --quiet */
+    KVV_OUT_HTML = 1u << 4         /* --html FILE, --html=FILE: the HTML report */
 };
 
 typedef struct {
@@ -52,6 +53,7 @@ typedef struct {
     const char *json_path;       /* --json FILE / --json=FILE (borrowed), NULL = none */
     bool json_stdout;            /* --json alone */
     const char *junit_path;      /* --junit FILE (borrowed), NULL = none */
+    const char *html_path;       /* --html FILE (borrowed), NULL = none */
     bool quiet;                  /* -q, --quiet */
 } kvv_output_cli;
 
