@@ -1,5 +1,6 @@
 #!/bin/sh
-# Installs the Debian 12 packages kvverify builds and tests with, then
+# Installs the Debian 12 packages kvverify builds and tests with (chromium
+# and python3: the HTML reports' browser test), then
 # llama.cpp's prebuilt libraries and headers for the llama.cpp plugin
 # (scripts/fetch-llama-cpp.sh: npm packages into deps/llama.cpp/).
 # Runs apt-get directly as root, through sudo otherwise.
@@ -7,7 +8,7 @@ set -e
 PKGS="build-essential clang libclang-rt-14-dev llvm pkg-config \
 libopenblas-dev libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev nettle-dev \
 libjansson-dev libpcre2-dev libutf8proc-dev libxml2-utils libsimde-dev time \
-jq git mesa-vulkan-drivers libvulkan1"
+jq git mesa-vulkan-drivers libvulkan1 chromium python3"
 # npm fetches llama.cpp's packages; Debian's npm only where no npm is present
 # (a nodejs package from elsewhere ships its own and conflicts with it)
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"

@@ -147,8 +147,6 @@ void kvv_html_fig_kv(kvv_sbuf *b, const json_t *check, const char *p)
                      r.any_pos ? r.pos_hi : 0.0, any_nan ? "; black cells involve a NaN" : "");
     else
         kvv_fig_note(&f, "Every recomputed K and V element is bit-identical to the cache.");
-    if (json_is_object(fm))
-        kvv_fig_note(&f, "First mismatch: %s", kvv_jget_str(fm, "text"));
     kvv_fig_end(b, &f);
 }
 
@@ -317,9 +315,11 @@ void kvv_html_fig_greedy(kvv_sbuf *b, const json_t *check, const char *p)
     free(ys);
     if (ftd < 0 && fld < 0)
         kvv_fig_note(&f, "No divergence: the same %d tokens, logits bit-equal at every step.", N);
+    else if (ftd < 0)
+        kvv_fig_note(&f, "The same %d tokens, but the logits differ from step %lld on.", N, fld);
     else
-        kvv_fig_note(&f, "First token divergence: step %lld; first logits difference: step %lld "
-                         "(-1: none).", ftd, fld);
+        kvv_fig_note(&f, "Tokens diverge at step %lld; the logits differ from step %lld on.", ftd,
+                     fld);
     kvv_fig_end(b, &f);
 }
 
