@@ -17,8 +17,8 @@ void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
     c->accepts = KVV_CHECK_OPT_ALL;
     kvv_engine_cli_init(&c->engine, cmd, "ref", KVV_ENGINE_OPT_ALL);
     kvv_prompt_cli_init(&c->prompt, cmd);
-    kvv_output_cli_init(&c->out, cmd,
-                        KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
+    kvv_output_cli_init(&c->out, cmd, KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
+    c->out.html_help = "a self-contained HTML report with every check's figures";
     c->out.json_help = "the JSON report (docs/report-schema.md)";
     c->out.quiet_help = "print only the summary table and failures";
     c->controls = true;
@@ -208,7 +208,7 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         d->n_threads = e->n_threads;
         rep->has_engine = true;
     }
-    if (!c->out.quiet) {
+    if (!c->out.quiet && !c->out.stdout_taken) {
         kvv_report_print_header(stdout, rep);
         printf("\n");
         fflush(stdout);
@@ -235,8 +235,10 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     unsigned flags = c->out.quiet ? KVV_CONSOLE_QUIET : (c->layers ? KVV_CONSOLE_LAYERS : 0);
     if (run->header_printed)
         flags |= KVV_CONSOLE_NO_HEADER;
-    kvv_report_print_console(stdout, rep, flags);
-    fflush(stdout);
+    if (!c->out.stdout_taken) {
+        kvv_report_print_console(stdout, rep, flags);
+        fflush(stdout);
+    }
     int code = kvv_report_exit_code(rep);
     if (c->out.json_path && kvv_report_write_json(rep, c->out.json_path, &err))
         code = kvv_cli_fail(&err);

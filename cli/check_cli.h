@@ -25,7 +25,7 @@
  * (cli/engine_opts.h), the prompt (cli/prompt_opts.h: default random
  * tokens sized to the model, first token BOS when the model names one, so
  * models without a tokenizer work) and the outputs (cli/output_opts.h:
- * --json FILE, --junit FILE, -q) from their own files, each parsed in one
+ * --json, --junit [FILE|-], -q) from their own files, each parsed in one
  * place for every command.
  */
 #ifndef KVV_CHECK_CLI_H
@@ -54,7 +54,7 @@ typedef struct {
     const char *model_path;     /* positional MODEL */
     kvv_engine_cli engine;      /* --engine (default ref) --mode --threads --cache-type */
     kvv_prompt_cli prompt;      /* -p --tokens --random --seed */
-    kvv_output_cli out;         /* --json FILE, --junit FILE, -q / --quiet */
+    kvv_output_cli out;         /* --json, --junit [FILE|-], -q / --quiet */
     int32_t *tokens_b;          /* --tokens-b (patch; owned) */
     int n_tokens_b;
     int *thread_counts;         /* --thread-counts (invariance; owned) */

@@ -38,7 +38,7 @@ typedef struct {
     long prompt, gen, repeats;
     uint64_t seed;
     kvv_engine_cli engine;   /* --engine (default cpu) --mode --threads --cache-type */
-    kvv_output_cli out;      /* --json (stdout), --json=FILE */
+    kvv_output_cli out;      /* --json [FILE|-] */
 } bench_args;
 
 static void bench_args_init(bench_args *a)
@@ -49,8 +49,8 @@ static void bench_args_init(bench_args *a)
     a->repeats = 3;
     a->seed = 1;
     kvv_engine_cli_init(&a->engine, "bench", "cpu", KVV_ENGINE_OPT_ALL);
-    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON_STDOUT | KVV_OUT_JSON_FILE);
-    a->out.json_help = "one JSON object instead of the table";
+    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON);
+    a->out.json_help = "one JSON object (one line on stdout)";
 }
 
 static void help(FILE *f)
@@ -422,14 +422,12 @@ int kvv_cmd_bench(int argc, char **argv)
         figures f;
         figures_of(&a, m, e, &f);
         json_t *j = results_json(&a, m, &r, &f);
-        if (a.out.json_stdout) {
-            json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9));
-            printf("\n");
-        } else {
+        if (!a.out.stdout_taken)
             print_table(&a, m, &r, &f);
-        }
-        if (a.out.json_path && kvv_json_write_file(j, JSON_INDENT(2) | JSON_REAL_PRECISION(9),
-                                                   a.out.json_path, &err))
+        /* on stdout one line, so runs append to a .jsonl file */
+        size_t flags = a.out.stdout_taken ? JSON_COMPACT : JSON_INDENT(2);
+        if (a.out.json_path &&
+            kvv_json_write_file(j, flags | JSON_REAL_PRECISION(9), a.out.json_path, &err))
             code = kvv_cli_fail(&err);
         json_decref(j);
     }

@@ -140,6 +140,8 @@ static bool own_option(void *state, kvv_opts *o)
             kvv_opts_int(o, "--jobs", o->value, 1, 256, &a->jobs);
     } else if (kvv_opts_value(o, "--csv")) {
         a->csv = o->value;
+        if (a->csv)
+            kvv_output_path_check(o, "--csv", a->csv); /* before the run, like --json */
     } else if (kvv_opts_flag(o, "--no-equal-bytes")) {
         a->equal_bytes = false;
     } else {
@@ -232,7 +234,7 @@ static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *
 {
     const kvv_check_cli *c = a->c;
     kvv_check_cli_print_header(c, run);
-    if (!c->out.quiet)
+    if (kvv_output_cli_verbose(&c->out))
         print_prompts(ps, c->n_gen);
     int *bud = NULL;
     if (a->budgets) {
@@ -251,13 +253,13 @@ static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *
     memset(&res, 0, sizeof res);
     int fail = 0;
     if (r && kvv_evict_run(&eo, &res, r, err) == KVV_OK) {
-        if (!c->out.quiet)
+        if (kvv_output_cli_verbose(&c->out))
             kvv_evict_print(stdout, &res);
         if (a->csv && kvv_evict_write_csv(&res, ps, a->csv, err))
             fail = kvv_cli_fail(err);
     }
     kvv_evict_result_free(&res);
-    if (!c->out.quiet)
+    if (kvv_output_cli_verbose(&c->out))
         printf("\n");
     free(bud);
     return fail;

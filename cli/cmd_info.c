@@ -40,9 +40,9 @@
 static void info_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvverify info MODEL.gguf [--json]\n"
-            "       kvverify info --shape NAME [--vocab N] [--json]\n"
-            "       kvverify info --cpu [--json]\n\n"
+            "usage: kvverify info MODEL.gguf [--json [FILE]]\n"
+            "       kvverify info --shape NAME [--vocab N] [--json [FILE]]\n"
+            "       kvverify info --cpu [--json [FILE]]\n\n"
             "Show a GGUF file: metadata (long arrays summarized), tensors (name, type,\n"
             "shape, bytes), totals per type, the architecture as kvverify reads it, and\n"
             "the per-token memory table: K+V bytes per token over all layers (f32, f16,\n"
@@ -56,7 +56,7 @@ static void info_usage(FILE *f)
             "  --shape NAME   describe a named shape instead of a file\n"
             "  --cpu          the kernel tables this CPU can run, and the default\n"
             "  --vocab N      vocabulary size for --shape (default: the shape's)\n"
-            "  --json         one JSON object on stdout\n"
+            "  --json [FILE|-] one JSON object to FILE (--json=FILE), or alone / - to stdout\n"
             "  -h, --help     this help\n\n"
             "exit codes: 0 shown (also for an unsupported architecture, which is noted),\n"
             "2 unreadable or malformed file, or tensors that do not match the architecture\n");
@@ -495,28 +495,23 @@ static json_t *json_memory(const kvv_hparams *hp)
     return o;
 }
 
-static int emit_json(json_t *root)
+/* root (consumed) to --json's FILE or stdout. @return 0 or the exit code. */
+static int emit_json(json_t *root, const char *path)
 {
-    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    int rc = kvv_output_write_json(path, root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (!s) {
-        fprintf(stderr, "kvverify info: cannot serialize JSON (out of memory)\n");
-        return KVV_EXIT_BAD_INPUT;
-    }
-    puts(s);
-    free(s);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ commands */
 
-static int info_cpu(bool json)
+static int info_cpu(const kvv_output_cli *out)
 {
     kvv_cpu_isa_info ci;
     kvv_error err = {0};
     if (kvv_cpu_isa_probe(&ci, &err))
         return kvv_cli_fail(&err);
-    if (json) {
+    if (out->json_path) {
         json_t *tables = json_array();
         for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
             int lanes, fused;
@@ -530,7 +525,9 @@ static int info_cpu(bool json)
         json_t *root = json_pack("{s:s, s:o, s:s}", "cpu_features", ci.features, "tables", tables,
                                  "default", kvv_cpu_isa_name(ci.best));
         json_object_set_new(root, "max_isa", ci.max_isa[0] ? json_string(ci.max_isa) : json_null());
-        return emit_json(root);
+        int rc = emit_json(root, out->json_path);
+        if (rc || out->stdout_taken)
+            return rc;
     }
     printf("cpu engine kernel tables (--engine cpu --isa NAME):\n");
     printf("  cpu features: %s\n", ci.features[0] ? ci.features : "(none detected)");
@@ -551,7 +548,7 @@ static int info_cpu(bool json)
     return 0;
 }
 
-static int info_shape(const char *name, long vocab, bool json)
+static int info_shape(const char *name, long vocab, const kvv_output_cli *out)
 {
     const kvv_shape *s = kvv_shape_find(name);
     if (!s) {
@@ -562,12 +559,14 @@ static int info_shape(const char *name, long vocab, bool json)
     }
     kvv_hparams hp;
     kvv_shape_hparams(s, (int)vocab, &hp);
-    if (json) {
+    if (out->json_path) {
         json_t *root = json_pack("{s:s, s:s, s:i}", "shape", s->name, "about", s->about,
                                  "real_vocab", s->real_vocab);
         json_object_set_new(root, "architecture", json_hparams(&hp, NULL));
         json_object_set_new(root, "token_memory", json_memory(&hp));
-        return emit_json(root);
+        int rc = emit_json(root, out->json_path);
+        if (rc || out->stdout_taken)
+            return rc;
     }
     printf("shape %s: %s\n\narchitecture: %s\n", s->name, s->about, hp.arch_name);
     print_hparams(&hp, s->rope_factor > 0);
@@ -575,7 +574,7 @@ static int info_shape(const char *name, long vocab, bool json)
     return 0;
 }
 
-static int info_file(const char *path, bool json)
+static int info_file(const char *path, const kvv_output_cli *out)
 {
     kvv_gguf *g = NULL;
     kvv_error err = {0};
@@ -595,7 +594,7 @@ static int info_file(const char *path, bool json)
     }
     const bool vocab_only = g->n_tensors == 0;
     int rc = 0;
-    if (json) {
+    if (out->json_path) {
         json_t *by_type;
         uint64_t total;
         json_t *root = json_pack("{s:o, s:i, s:I, s:i, s:I, s:I, s:I}", "file", jstr(path, strlen(path)), "version",
@@ -620,8 +619,9 @@ static int info_file(const char *path, bool json)
                                           "error", jstr(aerr.msg, strlen(aerr.msg))));
         }
         json_object_set_new(root, "vocab_only", json_boolean(vocab_only));
-        rc = emit_json(root);
-    } else {
+        rc = emit_json(root, out->json_path);
+    }
+    if (!out->stdout_taken) {
         printf("file: %s\n  GGUF v%u, %llu bytes, alignment %u, tensor data at byte %llu\n", path,
                g->version, (unsigned long long)g->size, g->alignment,
                (unsigned long long)g->data_offset);
@@ -683,7 +683,7 @@ int kvv_cmd_info(int argc, char **argv)
     kvv_opts o;
     kvv_opts_init(&o, "info", argc, argv);
     kvv_output_cli out;
-    kvv_output_cli_init(&out, "info", KVV_OUT_JSON_STDOUT);
+    kvv_output_cli_init(&out, "info", KVV_OUT_JSON);
     info_args a = {0};
     const kvv_opt_group g[] = {kvv_output_cli_group(&out), {own_option, NULL, &a}};
     int code = kvv_opts_parse(&o, info_usage, g, 2);
@@ -691,7 +691,6 @@ int kvv_cmd_info(int argc, char **argv)
         return code;
     const char *file = a.file, *shape = a.shape;
     const bool cpu = a.cpu;
-    const bool json = out.json_stdout;
     const long vocab = a.vocab;
     if ((file != NULL) + (shape != NULL) + cpu > 1) {
         kvv_opts_error(&o, "give one of a MODEL file, --shape or --cpu");
@@ -702,9 +701,9 @@ int kvv_cmd_info(int argc, char **argv)
         return KVV_EXIT_BAD_INPUT;
     }
     if (cpu)
-        return info_cpu(json);
+        return info_cpu(&out);
     if (shape)
-        return info_shape(shape, vocab, json);
+        return info_shape(shape, vocab, &out);
     if (!file) {
         kvv_opts_error(&o, "missing MODEL file (or --shape NAME)");
         return KVV_EXIT_BAD_INPUT;
@@ -713,5 +712,5 @@ int kvv_cmd_info(int argc, char **argv)
         kvv_opts_error(&o, "--vocab only applies to --shape");
         return KVV_EXIT_BAD_INPUT;
     }
-    return info_file(file, json);
+    return info_file(file, &out);
 }

@@ -91,11 +91,11 @@ int kvv_cmd_latency(int argc, char **argv)
     kvv_latency_result res;
     kvv_error err = {0};
     if (r && kvv_latency_run(&lo, &res, r, &err) == KVV_OK) {
-        if (!c.out.quiet)
+        if (kvv_output_cli_verbose(&c.out))
             kvv_latency_print(stdout, &res, c.layers);
         kvv_latency_result_free(&res);
     }
-    if (!c.out.quiet)
+    if (kvv_output_cli_verbose(&c.out))
         printf("\n");
     code = kvv_check_cli_finish(&c, &run);
     free(b);

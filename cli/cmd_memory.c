@@ -35,8 +35,9 @@ static void help(FILE *f)
     kvv_check_cli_help(f, NULL);
 }
 
-static int run_shape(const char *name, double full_mb, double kvd_mb, const char *json_path)
+static int run_shape(const char *name, double full_mb, double kvd_mb, const kvv_output_cli *out)
 {
+    const char *json_path = out->json_path;
     const kvv_shape *s = kvv_shape_find(name);
     if (!s) {
         char list[1024];
@@ -47,9 +48,11 @@ static int run_shape(const char *name, double full_mb, double kvd_mb, const char
     }
     kvv_hparams hp;
     kvv_shape_hparams(s, 0, &hp);
-    printf("shape %s (%s): %d layers, n_embd %d, %d/%d heads, head dim %d\n", s->name,
-           hp.arch_name, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim);
-    kvv_memory_arith(stdout, &hp, full_mb, kvd_mb);
+    if (!out->stdout_taken) {
+        printf("shape %s (%s): %d layers, n_embd %d, %d/%d heads, head dim %d\n", s->name,
+               hp.arch_name, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim);
+        kvv_memory_arith(stdout, &hp, full_mb, kvd_mb);
+    }
     if (json_path) {
         json_t *j = kvv_memory_arith_json(&hp, full_mb, kvd_mb);
         json_object_set_new(j, "shape", json_string(s->name));
@@ -147,7 +150,7 @@ int kvv_cmd_memory(int argc, char **argv)
                : c.out.html_path ? (fprintf(stderr, "kvverify memory: option --html: --shape "
                                                     "prints arithmetic, it has no figures\n"),
                                     KVV_EXIT_BAD_INPUT)
-                              : run_shape(a.shape, a.full_mb, a.kvd_mb, c.out.json_path);
+                              : run_shape(a.shape, a.full_mb, a.kvd_mb, &c.out);
         kvv_check_cli_free(&c);
         return code;
     }
@@ -176,7 +179,7 @@ int kvv_cmd_memory(int argc, char **argv)
     snprintf(run.report.prompt_source, sizeof run.report.prompt_source, "%s",
              tt ? "text" : "random");
     kvv_check_cli_print_header(&c, &run);
-    if (!c.out.quiet) {
+    if (kvv_output_cli_verbose(&c.out)) {
         printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,
                tt ? "built-in text" : "seeded token ids", gen);
         fflush(stdout);
@@ -185,7 +188,7 @@ int kvv_cmd_memory(int argc, char **argv)
     kvv_memory_result res;
     kvv_error err = {0};
     if (r && kvv_memory_run(&mo, &res, r, &err) == KVV_OK) {
-        if (!c.out.quiet) {
+        if (kvv_output_cli_verbose(&c.out)) {
             kvv_memory_print(stdout, &res);
             kvv_token_memory tm;
             kvv_token_memory_of(&run.model->hp, &tm);
@@ -196,7 +199,7 @@ int kvv_cmd_memory(int argc, char **argv)
         }
         kvv_memory_result_free(&res);
     }
-    if (!c.out.quiet)
+    if (kvv_output_cli_verbose(&c.out))
         printf("\n");
     for (int t = 0; tt && t < turns; t++)
         free(tt[t]);

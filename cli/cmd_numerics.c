@@ -317,7 +317,7 @@ static void numerics_cli(kvv_check_cli *c)
     c->engine.allow_all = true;
     c->engine.engine_help = "ref, cpu or all (default all: ref, cpu fast, cpu invariant)";
     c->engine.mode_help = "cpu mode to measure: fast or invariant (default both)";
-    c->out.accepts = KVV_OUT_JSON_FILE | KVV_OUT_HTML | KVV_OUT_QUIET;
+    c->out.accepts = KVV_OUT_JSON | KVV_OUT_HTML | KVV_OUT_QUIET;
     c->out.json_help = "the full report as JSON";
     c->out.quiet_help = "no per-layer table";
 }
@@ -472,14 +472,18 @@ static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_o
     kvv_error err = {0};
     if (kvv_numerics_run(&nopt, ops->ref, ops->list, ops->n, &rep, &err))
         return kvv_cli_fail(&err);
-    print_header(c, run, &rep);
-    print_report(&rep, c->out.quiet);
+    const bool text = !c->out.stdout_taken; /* else stdout is the JSON's */
+    if (text) {
+        print_header(c, run, &rep);
+        print_report(&rep, c->out.quiet);
+    }
     int code = rep.capture_mismatch ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
     if (ops->control) {
         bool ok = control_ok(&rep.engines[ops->n - 1]);
-        printf("\ncontrol  planted +1 ULP %s\n",
-               ok ? "measured as exactly 1 ULP on every value: detected"
-                  : "NOT measured as exactly 1 ULP: the measurement is broken");
+        if (text || !ok)
+            fprintf(text ? stdout : stderr, "\ncontrol  planted +1 ULP %s\n",
+                    ok ? "measured as exactly 1 ULP on every value: detected"
+                       : "NOT measured as exactly 1 ULP: the measurement is broken");
         if (!ok)
             code = KVV_EXIT_FAIL;
     }

@@ -4,7 +4,8 @@
  * kvv_html_write_trend for several). One file gives the page its command
  * would have written with --html; several reports of the same audit or
  * suite (nights) give one page with a trend per check, then the latest in
- * full. Without --html it prints each file's verdict and checks.
+ * full. It prints each file's verdict and checks (unless the page takes
+ * stdout: --html -).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,21 +21,22 @@
 static void report_output(kvv_output_cli *out)
 {
     kvv_output_cli_init(out, "report", KVV_OUT_HTML);
+    out->html_help = "the page (several reports: the trend page)";
 }
 
 static void help(FILE *f)
 {
     kvv_output_cli out;
     report_output(&out);
-    fprintf(f, "usage: kvverify report FILE.json... [--html OUT]\n\n"
+    fprintf(f, "usage: kvverify report FILE.json... [--html [OUT|-]]\n\n"
             "Render JSON reports written with --json: a check report (audit, kv, patch,\n"
             "greedy, invariance, compare, evict, memory, latency), suite results, or a\n"
             "numerics report. One FILE: the same page the command writes with --html.\n"
             "Several reports of the same audit or suite (e.g. one per night): one page\n"
             "with a trend per check (verdicts, elements differing, time; nights ordered\n"
             "by their start time), then the latest report in full. The page is\n"
-            "self-contained (inline SVG and style, no script, nothing fetched). Without\n"
-            "--html, prints each file's verdict and checks.\n\n");
+            "self-contained (inline SVG and style, no script, nothing fetched). Prints\n"
+            "each file's verdict and checks (not when the page goes to stdout).\n\n");
     kvv_output_cli_help(f, &out);
     fprintf(f, "\nexit codes: 0 rendered (whatever the reports' verdicts), 2 a file cannot be\n"
             "read or is not a kvverify report, or the reports are of different kinds.\n");
@@ -129,7 +131,7 @@ int kvv_cmd_report(int argc, char **argv)
     for (int i = 0; i < a.n && !code; i++)
         if (!(docs[i] = load(a.files[i])))
             code = KVV_EXIT_BAD_INPUT;
-    if (!code && !out.html_path)
+    if (!code && !out.stdout_taken)
         for (int i = 0; i < a.n; i++)
             print_summary(a.files[i], docs[i]);
     if (!code && out.html_path) {
@@ -139,9 +141,8 @@ int kvv_cmd_report(int argc, char **argv)
                                                         a.n, out.html_path, &err);
         if (st)
             code = kvv_cli_fail(&err);
-        else if (strcmp(out.html_path, "-") != 0)
-            fprintf(stderr, "kvverify report: wrote %s (%d report%s)\n", out.html_path, a.n,
-                    a.n == 1 ? "" : "s");
+        else if (!kvv_output_is_stdout(out.html_path))
+            printf("wrote %s (%d report%s)\n", out.html_path, a.n, a.n == 1 ? "" : "s");
     }
     for (int i = 0; docs && i < a.n; i++)
         json_decref(docs[i]);

@@ -48,7 +48,7 @@ typedef struct {
     unsigned ggml;           /* --emulate-ggml */
     long n_ctx;              /* --n-ctx, 0 = the engine's default */
     kvv_engine_cli engine;   /* --engine --mode --threads --cache-type */
-    kvv_output_cli out;      /* --json (stdout) */
+    kvv_output_cli out;      /* --json [FILE|-] */
 } run_args;
 
 static void run_args_init(run_args *a)
@@ -57,7 +57,7 @@ static void run_args_init(run_args *a)
     a->n_gen = 16;
     a->top_k = 5;
     kvv_engine_cli_init(&a->engine, "run", "ref", KVV_ENGINE_OPT_ALL);
-    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON_STDOUT);
+    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON);
     a->out.json_help = "one JSON object (steps: position, argmax, top-K)";
 }
 
@@ -144,7 +144,7 @@ static void own_finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "--raw applies to -p only");
     else if (a->teacher && a->n_given)
         kvv_opts_error(o, "-n does not apply to --teacher (it reports every position)");
-    else if (a->all_logits && !(a->teacher && a->out.json_stdout))
+    else if (a->all_logits && !(a->teacher && a->out.json_path))
         kvv_opts_error(o, "--all-logits needs --teacher and --json");
     else if (!a->teacher && a->n_gen == 0)
         kvv_opts_error(o, "option -n: generate at least 1 token");
@@ -290,7 +290,6 @@ static void report_step(reporter *rp, int step, int pos, int32_t input, const fl
         }
         json_object_set_new(s, "top", top);
         json_array_append_new(rp->steps, s);
-        return;
     }
     if (!rp->print_steps)
         return;
@@ -516,7 +515,8 @@ static kvv_status conclude(run_state *s, kvv_error *err)
 }
 
 /* --json: one object on stdout; steps (taken from rp) already collected. */
-static void print_json(const run_args *a, const run_state *s, json_t *steps)
+/* The JSON object to --json's FILE or stdout. @return 0 or the exit code. */
+static int write_json(const run_args *a, const run_state *s, json_t *steps)
 {
     const int nv = s->m->hp.n_vocab;
     json_t *root = json_object();
@@ -561,9 +561,9 @@ static void print_json(const run_args *a, const run_state *s, json_t *steps)
     }
     if (s->tr)
         json_object_set_new(root, "sha256", json_string(s->hash));
-    json_dumpf(root, stdout, JSON_REAL_PRECISION(9) | JSON_COMPACT);
-    putchar('\n');
+    int rc = kvv_output_write_json(a->out.json_path, root, JSON_REAL_PRECISION(9) | JSON_COMPACT);
     json_decref(root);
+    return rc;
 }
 
 /* Text: the generated ids and text, the hash. */
@@ -601,11 +601,11 @@ int kvv_cmd_run(int argc, char **argv)
         rp.n_vocab = s.m->hp.n_vocab;
         rp.k = (int)(a.top_k < rp.n_vocab ? a.top_k : rp.n_vocab);
         rp.top = s.top;
-        if (a.out.json_stdout) {
+        if (a.out.json_path)
             rp.steps = json_array();
-        } else {
+        if (!a.out.stdout_taken) {
             rp.print_steps = a.teacher || a.top_given;
-            if (!a.top_given && !a.teacher)
+            if (!a.top_given && !a.teacher && !rp.steps)
                 rp.k = 0;
             print_ids("prompt", s.seq, s.n_prompt);
         }
@@ -616,13 +616,13 @@ int kvv_cmd_run(int argc, char **argv)
         print_times(s.t_load, s.n_prompt, s.t_prompt, s.n_gen > 0 ? s.n_gen - 1 : 0, s.t_dec);
     if (!st)
         st = conclude(&s, &err);
-    if (!st && a.out.json_stdout) {
-        print_json(&a, &s, rp.steps);
-        rp.steps = NULL;
-    } else if (!st) {
+    if (!st && !a.out.stdout_taken)
         print_text(&a, &s);
-    }
     rc = st ? kvv_cli_fail(&err) : 0;
+    if (!st && a.out.json_path) {
+        rc = write_json(&a, &s, rp.steps);
+        rp.steps = NULL;
+    }
     json_decref(rp.steps);
     run_free(&s);
     free(a.ids);

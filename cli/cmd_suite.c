@@ -1,6 +1,6 @@
 /*
- * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit FILE]
- * [--json FILE] [--html FILE] [--list] [--quiet]`: run a nightly manifest (verify/suite.h,
+ * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit [FILE|-]]
+ * [--json [FILE|-]] [--html [FILE|-]] [--list] [--quiet]`: run a nightly manifest (verify/suite.h,
  * docs/nightly.md), or a deterministic 1/N share of it.
  *
  * Exit codes: 0 every testcase of the shard passed; 1 one failed; 2 bad
@@ -18,8 +18,7 @@
 
 static void suite_output(kvv_output_cli *out)
 {
-    kvv_output_cli_init(out, "suite",
-                        KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
+    kvv_output_cli_init(out, "suite", KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
     out->json_help = "the results (every check's full report object)";
     out->quiet_help = "no per-testcase lines, only the summary";
 }
@@ -28,8 +27,8 @@ static void usage(FILE *f)
 {
     kvv_output_cli out;
     suite_output(&out);
-    fprintf(f, "usage: kvverify suite MANIFEST [--shard I/N] [--junit FILE] [--json FILE]\n"
-            "                      [--html FILE] [--list] [-q]\n\n"
+    fprintf(f, "usage: kvverify suite MANIFEST [--shard I/N] [--junit [FILE]] [--json [FILE]]\n"
+            "                      [--html [FILE]] [--list] [-q]\n\n"
             "Run every case of MANIFEST (model, engine, mode, cache type, checks or a golden\n"
             "vector; syntax in docs/nightly.md).\n\n"
             "  --shard I/N         run only cases whose 0-based index i has i %% N == I-1, so\n"
@@ -98,7 +97,7 @@ int kvv_cmd_suite(int argc, char **argv)
         return 0;
     }
     kvv_suite_results res;
-    kvv_suite_run_opts ro = {quiet ? NULL : stdout};
+    kvv_suite_run_opts ro = {quiet || out.stdout_taken ? NULL : stdout};
     if (kvv_suite_run(s, si, sn, &ro, &res, &err)) {
         kvv_suite_results_free(&res);
         kvv_suite_free(s);
@@ -108,9 +107,10 @@ int kvv_cmd_suite(int argc, char **argv)
     int n[4] = {0, 0, 0, 0};
     for (int i = 0; i < res.n_out; i++)
         n[res.out[i].r.verdict]++;
-    printf("suite %s shard %d/%d: %d cases, %d testcases: %d passed, %d failed, %d errors, "
-           "%d skipped (%.2f s)\n", manifest, si, sn, res.n_cases_run, res.n_out, n[0], n[1], n[2],
-           n[3], res.seconds);
+    if (!out.stdout_taken)
+        printf("suite %s shard %d/%d: %d cases, %d testcases: %d passed, %d failed, %d errors, "
+               "%d skipped (%.2f s)\n", manifest, si, sn, res.n_cases_run, res.n_out, n[0], n[1],
+               n[2], n[3], res.seconds);
     if (junit && kvv_suite_write_junit(&res, junit, &err))
         rc = kvv_cli_fail(&err);
     if (json && kvv_suite_write_json(&res, json, &err))

@@ -30,8 +30,8 @@
 static void tokenize_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special] [--json]\n"
-            "       kvverify tokenize MODEL.gguf --decode (IDS | -f FILE) [--json]\n\n"
+            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special] [--json [FILE]]\n"
+            "       kvverify tokenize MODEL.gguf --decode (IDS | -f FILE) [--json [FILE]]\n\n"
             "Tokenize TEXT (or the bytes of FILE; '-' reads stdin) with the model's\n"
             "tokenizer (tokenizer.ggml.*: SentencePiece 'llama', byte-level BPE 'gpt2' with\n"
             "its pre-tokenizer, WordPiece 'bert') and print the token ids on one line,\n"
@@ -44,8 +44,9 @@ static void tokenize_usage(FILE *f)
             "                    (llama.cpp's parse_special=true)\n"
             "  --decode          the input is token ids (separated by commas, spaces or\n"
             "                    newlines): print their text instead\n"
-            "  --json            one JSON object: model, tokenizer, tokens, pieces (and\n"
-            "                    text with --decode)\n"
+            "  --json [FILE|-]   one JSON object: model, tokenizer, tokens, pieces (and\n"
+            "                    text with --decode) to FILE (--json=FILE), or alone / - to\n"
+            "                    stdout\n"
             "  -h, --help        this help\n\n"
             "exit codes: 0 done, 2 bad usage or unreadable/malformed file,\n"
             "77 the model's tokenizer is not supported\n");
@@ -171,8 +172,9 @@ static json_t *json_bytes(const char *s, size_t n)
     return j;
 }
 
-static int print_json(const char *model, const kvv_tokenizer *t, const int32_t *ids, int n,
-                      const char *text, size_t text_len)
+/* The JSON object to --json's FILE or stdout. @return the exit code. */
+static int write_json(const char *path, const char *model, const kvv_tokenizer *t,
+                      const int32_t *ids, int n, const char *text, size_t text_len)
 {
     json_t *root = json_object(), *toks = json_array(), *pieces = json_array();
     if (!root || !toks || !pieces)
@@ -201,15 +203,9 @@ static int print_json(const char *model, const kvv_tokenizer *t, const int32_t *
     json_object_set_new(root, "pieces", pieces);
     if (text)
         json_object_set_new(root, "text", json_bytes(text, text_len));
-    char *s = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
+    int rc = kvv_output_write_json(path, root, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(root);
-    if (!s) {
-        fprintf(stderr, "kvverify tokenize: out of memory writing JSON\n");
-        return KVV_EXIT_BAD_INPUT;
-    }
-    puts(s);
-    free(s);
-    return KVV_EXIT_PASS;
+    return rc;
 }
 
 /* tokenize's own options. */
@@ -244,14 +240,16 @@ int kvv_cmd_tokenize(int argc, char **argv)
     kvv_opts o;
     kvv_opts_init(&o, "tokenize", argc, argv);
     kvv_output_cli output;
-    kvv_output_cli_init(&output, "tokenize", KVV_OUT_JSON_STDOUT);
+    kvv_output_cli_init(&output, "tokenize", KVV_OUT_JSON);
     tokenize_args a = {0};
     const kvv_opt_group groups[] = {kvv_output_cli_group(&output), {own_option, NULL, &a}};
     int code = kvv_opts_parse(&o, tokenize_usage, groups, 2);
     if (code != KVV_OPTS_RUN)
         return code;
     const char *model = a.model, *text = a.text, *file = a.file;
-    const bool raw = a.raw, json = output.json_stdout, special = a.special, decode = a.decode;
+    const bool raw = a.raw, special = a.special, decode = a.decode;
+    const bool text_out = !output.stdout_taken;
+    const char *json = output.json_path;
     if (!model) {
         kvv_opts_error(&o, "missing MODEL.gguf");
         return KVV_EXIT_BAD_INPUT;
@@ -300,26 +298,25 @@ int kvv_cmd_tokenize(int argc, char **argv)
             rc = kvv_cli_fail(&err);
             goto done;
         }
-        if (json) {
-            rc = print_json(model, t, ids, n, out, out_len);
-        } else {
+        rc = KVV_EXIT_PASS;
+        if (text_out)
             fwrite(out, 1, out_len, stdout);
-            rc = KVV_EXIT_PASS;
-        }
+        if (json)
+            rc = write_json(json, model, t, ids, n, out, out_len);
         goto done;
     }
     if (kvv_tokenize_ex(t, text, len, !raw, special, &ids, &n, &err)) {
         rc = kvv_cli_fail(&err);
         goto done;
     }
-    if (json) {
-        rc = print_json(model, t, ids, n, NULL, 0);
-    } else {
+    rc = KVV_EXIT_PASS;
+    if (text_out) {
         for (int i = 0; i < n; i++)
             printf(i ? " %d" : "%d", ids[i]);
         putchar('\n');
-        rc = KVV_EXIT_PASS;
     }
+    if (json)
+        rc = write_json(json, model, t, ids, n, NULL, 0);
 done:
     if (fflush(stdout) != 0 && rc == KVV_EXIT_PASS) {
         fprintf(stderr, "kvverify tokenize: error writing output\n");

@@ -54,7 +54,8 @@ static void usage(FILE *f)
     fprintf(f, "  --perturb weight    negative control: flip one weight bit\n"
             "  --perturb resid:L:P negative control: flip one bit of the residual entering\n"
             "                      layer L at position P; check must then exit 1\n"
-            "  --json              machine-readable result on stdout\n\n"
+            "  --json [FILE|-]     machine-readable result to FILE (--json=FILE), or alone /\n"
+            "                      - to stdout\n\n"
             "exit codes: 0 pass, 1 divergence, 2 bad usage or corrupt/mismatched file\n"
             "(wrong model, truncated, bad CRC, unknown version), 77 unsupported model.\n");
 }
@@ -270,7 +271,7 @@ static int cmd_check(int argc, char **argv)
     kvv_engine_cli eng;
     check_engine(&eng);
     kvv_output_cli out;
-    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON_STDOUT);
+    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON);
     check_args a = {.co = &co};
     const kvv_opt_group g[] = {kvv_engine_cli_group(&eng), kvv_output_cli_group(&out),
                                {check_option, check_finish, &a}};
@@ -278,7 +279,8 @@ static int cmd_check(int argc, char **argv)
     if (code != KVV_OPTS_RUN)
         return code;
     const char *model = a.model, *vec = a.vec;
-    const bool json = out.json_stdout;
+    const char *json = out.json_path;
+    const bool text = !out.stdout_taken;
     co.engine = eng.engine;
     co.mode = eng.mode;
     if (eng.n_threads > 0)
@@ -290,10 +292,7 @@ static int cmd_check(int argc, char **argv)
             /* machine readers get a verdict too; the message also goes to stderr */
             json_t *j = json_pack("{s:s, s:s, s:s, s:i}", "verdict", "error", "vector", vec,
                                   "message", err.msg, "exit_code", kvv_exit_code(err.status));
-            char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-            if (s)
-                puts(s);
-            free(s);
+            kvv_output_write_json(json, j, JSON_INDENT(2) | JSON_SORT_KEYS);
             json_decref(j);
         }
         return kvv_cli_fail(&err);
@@ -314,11 +313,13 @@ static int cmd_check(int argc, char **argv)
                                  r.engine.n_threads, "control", (int)r.engine.control);
         if (root && r.diverged)
             json_object_set_new(root, "first", divergence_json(&r.first));
-        char *s = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-        if (s)
-            puts(s);
-        free(s);
+        code = kvv_output_write_json(json, root, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(root);
+        if (code)
+            return code;
+    }
+    if (!text) {
+        /* stdout holds the JSON */
     } else if (!r.diverged && (co.control || co.perturb_layer >= 0)) {
         printf("CONTROL NOT DETECTED %s: the perturbed engine (engine %s %s) still reproduces "
                "every value; the comparison or the engine's control is broken\n", vec,
@@ -369,12 +370,13 @@ static int cmd_show(int argc, char **argv)
     kvv_opts_init(&o, "vectors show", argc, argv);
     const char *path = NULL;
     kvv_output_cli out;
-    kvv_output_cli_init(&out, "vectors show", KVV_OUT_JSON_STDOUT);
+    kvv_output_cli_init(&out, "vectors show", KVV_OUT_JSON);
     const kvv_opt_group g[] = {kvv_output_cli_group(&out), {show_option, show_finish, &path}};
     int code = kvv_opts_parse(&o, usage, g, 2);
     if (code != KVV_OPTS_RUN)
         return code;
-    const bool json = out.json_stdout;
+    const char *json = out.json_path;
+    code = 0;
     kvv_error err = {0};
     kvv_file *f = NULL;
     kvv_meta mt;
@@ -409,12 +411,10 @@ static int cmd_show(int argc, char **argv)
                                  meta ? meta : json_null(), "records", recs, "raw_total",
                                  (json_int_t)raw, "compressed_total", (json_int_t)z, "ratio",
                                  (double)raw / (double)(z ? z : 1));
-        char *s = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-        if (s)
-            puts(s);
-        free(s);
+        code = kvv_output_write_json(json, root, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(root);
-    } else {
+    }
+    if (!out.stdout_taken && !code) {
         printf("file      %s (%llu bytes, .kvv format version %u)\n", path,
                (unsigned long long)f->size, f->version);
         printf("model     %s  sha256 %s\n", mt.model_file, mt.model_sha256);
@@ -447,7 +447,7 @@ static int cmd_show(int argc, char **argv)
     }
     kvv_meta_free(&mt);
     kvv_file_free(f);
-    return 0;
+    return code;
 }
 
 int kvv_cmd_vectors(int argc, char **argv)

@@ -1,7 +1,14 @@
 /* output_opts.c — the output options every command shares (see output_opts.h). */
 #include "cli/output_opts.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vectors/kvv_file.h"
+#include "verify/report/report.h"
 
 void kvv_output_cli_init(kvv_output_cli *out, const char *cmd, unsigned accepts)
 {
@@ -10,46 +17,52 @@ void kvv_output_cli_init(kvv_output_cli *out, const char *cmd, unsigned accepts)
     out->accepts = accepts;
 }
 
-/* --json, --json FILE, --json=FILE, as the command takes them. */
-static bool json_option(kvv_output_cli *out, kvv_opts *o)
+bool kvv_output_is_stdout(const char *path)
 {
-    const bool bare = strcmp(o->arg, "--json") == 0;
-    const bool with_value = strncmp(o->arg, "--json=", 7) == 0;
-    if (!bare && !with_value)
+    return path && strcmp(path, KVV_OUTPUT_STDOUT) == 0;
+}
+
+bool kvv_output_cli_verbose(const kvv_output_cli *out)
+{
+    return !out->quiet && !out->stdout_taken;
+}
+
+/* Is o->arg the output option `name`? Sets *path to "-" (bare, or a next
+ * argument that is an option), FILE (--name FILE, --name=FILE). An option
+ * the command does not take (bit) is consumed with an error. */
+static bool path_option(const kvv_output_cli *out, kvv_opts *o, const char *name, unsigned bit,
+                        const char **path)
+{
+    size_t n = strlen(name);
+    if (strncmp(o->arg, name, n) != 0 || (o->arg[n] != '\0' && o->arg[n] != '='))
         return false;
-    if (!(out->accepts & (KVV_OUT_JSON_FILE | KVV_OUT_JSON_STDOUT))) {
-        kvv_opts_error(o, "option --json: not used by %s", out->cmd);
-    } else if (bare && (out->accepts & KVV_OUT_JSON_STDOUT)) {
-        out->json_stdout = true;
-    } else if (!(out->accepts & KVV_OUT_JSON_FILE)) {
-        kvv_opts_error(o, "option --json prints to stdout and takes no FILE here");
-    } else if (kvv_opts_value(o, "--json") && o->value) {
-        if (!o->value[0])
-            kvv_opts_error(o, "option --json: empty file name");
-        out->json_path = o->value;
+    if (!(out->accepts & bit)) {
+        kvv_opts_error(o, "option %s: not used by %s", name, out->cmd);
+        return true;
     }
+    const char *v = KVV_OUTPUT_STDOUT;
+    if (o->arg[n] == '=') {
+        v = o->arg + n + 1;
+    } else if (o->i < o->argc) {
+        const char *next = o->argv[o->i];
+        if (next[0] != '-' || strcmp(next, KVV_OUTPUT_STDOUT) == 0) {
+            v = next;
+            o->i++;
+        }
+    }
+    if (!v[0])
+        kvv_opts_error(o, "option %s: empty file name", name);
+    *path = v;
     return true;
 }
 
 bool kvv_output_cli_parse(void *state, kvv_opts *o)
 {
     kvv_output_cli *out = state;
-    if (json_option(out, o))
+    if (path_option(out, o, "--json", KVV_OUT_JSON, &out->json_path) ||
+        path_option(out, o, "--junit", KVV_OUT_JUNIT, &out->junit_path) ||
+        path_option(out, o, "--html", KVV_OUT_HTML, &out->html_path))
         return true;
-    if (kvv_opts_value(o, "--junit")) {
-        if (!(out->accepts & KVV_OUT_JUNIT))
-            kvv_opts_error(o, "option --junit: not used by %s", out->cmd);
-        out->junit_path = o->value;
-        return true;
-    }
-    if (kvv_opts_value(o, "--html")) {
-        if (!(out->accepts & KVV_OUT_HTML))
-            kvv_opts_error(o, "option --html: not used by %s", out->cmd);
-        else if (o->value && !o->value[0])
-            kvv_opts_error(o, "option --html: empty file name");
-        out->html_path = o->value;
-        return true;
-    }
     if (kvv_opts_flag(o, "--quiet") || kvv_opts_flag(o, "-q")) {
         if (!(out->accepts & KVV_OUT_QUIET))
             kvv_opts_error(o, "option %s: not used by %s", o->arg, out->cmd);
@@ -59,27 +72,108 @@ bool kvv_output_cli_parse(void *state, kvv_opts *o)
     return false;
 }
 
+/* Does the existing file at path begin with a GGUF or .kvv magic? */
+static bool is_input_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char magic[4] = {0};
+    size_t n = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return n == 4 && (memcmp(magic, "GGUF", 4) == 0 || memcmp(magic, KVV_FILE_MAGIC, 4) == 0);
+}
+
+bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path)
+{
+    if (!path || kvv_output_is_stdout(path))
+        return true;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            kvv_opts_error(o, "option %s: cannot write %s: it is a folder", option, path);
+            return false;
+        }
+        if (is_input_file(path)) {
+            kvv_opts_error(o, "option %s: %s is a model or vector file; refusing to overwrite "
+                              "it (--json FILE takes the next argument: write --json=FILE, or "
+                              "put --json after MODEL)", option, path);
+            return false;
+        }
+    }
+    /* the folder: the writer creates FILE.tmp there and renames it */
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) {
+        kvv_opts_error(o, "option %s: out of memory", option);
+        return false;
+    }
+    bool ok = false;
+    if (stat(dir, &st) != 0)
+        kvv_opts_error(o, "option %s: cannot write %s: folder %s %s", option, path, dir,
+                       errno == ENOENT ? "does not exist" : strerror(errno));
+    else if (!S_ISDIR(st.st_mode))
+        kvv_opts_error(o, "option %s: cannot write %s: %s is not a folder", option, path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        kvv_opts_error(o, "option %s: cannot write %s: folder %s is not writable (%s)", option,
+                       path, dir, strerror(errno));
+    else
+        ok = true;
+    free(dir);
+    return ok;
+}
+
+/* After the last option: the paths, at most one of them stdout, none the
+ * same file twice. */
+static void finish(void *state, kvv_opts *o)
+{
+    kvv_output_cli *out = state;
+    const char *names[] = {"--json", "--junit", "--html"};
+    const char *paths[] = {out->json_path, out->junit_path, out->html_path};
+    int n_stdout = 0;
+    for (int i = 0; i < 3 && !o->failed; i++) {
+        if (!paths[i])
+            continue;
+        n_stdout += kvv_output_is_stdout(paths[i]);
+        if (!kvv_output_path_check(o, names[i], paths[i]))
+            return;
+        for (int j = 0; j < i; j++)
+            if (paths[j] && !kvv_output_is_stdout(paths[i]) && strcmp(paths[i], paths[j]) == 0) {
+                kvv_opts_error(o, "options %s and %s both write %s", names[j], names[i],
+                               paths[i]);
+                return;
+            }
+    }
+    if (n_stdout > 1 && !o->failed)
+        kvv_opts_error(o, "only one of --json, --junit and --html can write to stdout; give "
+                          "the others a FILE");
+    out->stdout_taken = n_stdout > 0;
+}
+
+int kvv_output_write_json(const char *path, const json_t *j, size_t flags)
+{
+    kvv_error err = {0};
+    return kvv_json_write_file(j, flags, path, &err) ? kvv_cli_fail(&err) : 0;
+}
+
 kvv_opt_group kvv_output_cli_group(kvv_output_cli *out)
 {
-    return (kvv_opt_group){kvv_output_cli_parse, NULL, out};
+    return (kvv_opt_group){kvv_output_cli_parse, finish, out};
 }
 
 void kvv_output_cli_help(FILE *f, const kvv_output_cli *out)
 {
-    const char *what = out->json_help ? out->json_help : "JSON";
     const unsigned a = out->accepts;
-    if ((a & KVV_OUT_JSON_STDOUT) && (a & KVV_OUT_JSON_FILE)) {
-        fprintf(f, "  --json              print %s on stdout\n", what);
-        fprintf(f, "  --json=FILE         also write it to FILE\n");
-    } else if (a & KVV_OUT_JSON_STDOUT) {
-        fprintf(f, "  --json              print %s on stdout\n", what);
-    } else if (a & KVV_OUT_JSON_FILE) {
-        fprintf(f, "  --json FILE         write %s to FILE\n", what);
-    }
+    if (a & KVV_OUT_JSON)
+        fprintf(f, "  --json [FILE|-]     %s to FILE (--json=FILE), or alone / - to stdout\n",
+                out->json_help ? out->json_help : "JSON");
     if (a & KVV_OUT_JUNIT)
-        fprintf(f, "  --junit FILE        write a JUnit XML report to FILE\n");
+        fprintf(f, "  --junit [FILE|-]    a JUnit XML report, the same way\n");
     if (a & KVV_OUT_HTML)
-        fprintf(f, "  --html FILE         write a self-contained HTML report with figures to FILE\n");
+        fprintf(f, "  --html [FILE|-]     %s, the same way\n",
+                out->html_help ? out->html_help : "a self-contained HTML report");
     if (a & KVV_OUT_QUIET)
         fprintf(f, "  -q, --quiet         %s\n", out->quiet_help ? out->quiet_help : "print less");
+    if (a & (KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML))
+        fprintf(f, "                      (a document on stdout replaces the console text)\n");
 }

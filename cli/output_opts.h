@@ -1,70 +1,113 @@
 /*
  * output_opts.h — the one parser of the output options, shared by every
  * command that has them (the checks, compare, audit, evict, memory,
- * latency, numerics, suite, run, bench, info, tokenize, vectors check/show):
+ * latency, numerics, suite, run, bench, info, tokenize, vectors check/show).
+ * One convention for all of them:
  *
- *   --json FILE, --json=FILE   write the command's JSON to FILE
- *   --json                     print the command's JSON on stdout
- *   --junit FILE               write a JUnit XML report
- *   -q, --quiet                print less (the command says what)
+ *   --json              the command's JSON on stdout
+ *   --json FILE         ... written to FILE (also --json=FILE)
+ *   --json -            ... on stdout (so is --json=-)
+ *   --junit [FILE|-]    a JUnit XML report, the same way
+ *   --html [FILE|-]     a self-contained HTML report, the same way
+ *   -q, --quiet         print less (the command says what), and no progress
  *
- * Which forms a command takes is its `accepts` (KVV_OUT_*): today the check
- * commands write JSON to a file, info/run/tokenize/vectors print it, and
- * bench does both (bare --json prints, --json=FILE writes).
+ * `--json FILE` takes the next argument as FILE when it does not start with
+ * '-' (or is "-"), so `kvverify kv MODEL --json` and `... --json --junit
+ * r.xml` print the JSON, and `... --json r.json` writes it.
+ *
+ * When one of them writes to stdout, stdout carries that document alone:
+ * the command leaves its console text out (out.stdout_taken) and messages
+ * and progress stay on stderr. At most one output may take stdout.
+ *
+ * Output paths are checked once every option is read, before anything
+ * runs (the group's finish): FILE is not a folder, its folder exists and
+ * is writable, it is not an existing GGUF model or .kvv vector file (a
+ * model named after --json by mistake is never overwritten), and no two
+ * outputs name the same file. The writers then write through a temporary
+ * file and rename (verify/report/sbuf.h), so a run that fails to write
+ * leaves an existing FILE as it was. "-" is standard output to every
+ * writer there (KVV_OUTPUT_STDOUT).
  *
  *   kvv_output_cli out;
- *   kvv_output_cli_init(&out, "kv", KVV_OUT_JSON_FILE | KVV_OUT_JUNIT | KVV_OUT_QUIET);
- *   out.json_help = "write the JSON report (docs/report-schema.md)";
+ *   kvv_output_cli_init(&out, "kv", KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_QUIET);
+ *   out.json_help = "the JSON report (docs/report-schema.md)";
  *   kvv_opt_group g[] = {..., kvv_output_cli_group(&out)};
+ *   ... kvv_opts_parse ...
+ *   if (!out.stdout_taken) print_the_table(stdout);
+ *   if (out.json_path) kvv_report_write_json(&rep, out.json_path, &err);  // "-" = stdout
  *
- * Adding an output option (--html FILE, --progress) is one edit in this
- * pair of files: a KVV_OUT_* bit, a field, its case in kvv_output_cli_parse
- * and its line in kvv_output_cli_help; the commands that accept it then
- * write it (the reports room, verify/report/, has the writers). A new
- * convention for every command — e.g. `--json` alone = stdout, `--json
- * FILE` / `--json=FILE` = a file, `-` = stdout, output paths checked before
- * the run — is a change to kvv_output_cli_parse and a finish function of
- * this group, not to the commands.
+ * Which options a command takes is its `accepts` (KVV_OUT_*); one it does
+ * not take is "not used by CMD". The HTML report's writer lives in the
+ * reports room (verify/report/); a command that writes it takes
+ * KVV_OUT_HTML and reads out.html_path.
  */
 #ifndef KVV_OUTPUT_OPTS_H
 #define KVV_OUTPUT_OPTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 #include "cli/opts.h"
 
 /* The output options a command takes (kvv_output_cli.accepts). */
 enum {
-    KVV_OUT_JSON_FILE = 1u << 0,   /* --json FILE, --json=FILE (beside JSON_STDOUT: =FILE only) */
-    KVV_OUT_JSON_STDOUT = 1u << 1, /* --json alone: JSON on stdout */
-    KVV_OUT_JUNIT = 1u << 2,       /* --junit FILE */
-    KVV_OUT_QUIET = 1u << 3,       /* -q, --quiet */
-    KVV_OUT_HTML = 1u << 4         /* --html FILE, --html=FILE: the HTML report */
+    KVV_OUT_JSON = 1u << 0,   /* --json [FILE|-] */
+    KVV_OUT_JUNIT = 1u << 1,  /* --junit [FILE|-] */
+    KVV_OUT_HTML = 1u << 2,   /* --html [FILE|-] */
+    KVV_OUT_QUIET = 1u << 3   /* -q, --quiet */
 };
+
+/* The output path that means standard output (verify/report/sbuf.h writes
+ * it there). */
+#define KVV_OUTPUT_STDOUT "-"
 
 typedef struct {
     /* what the command takes: set by kvv_output_cli_init, then adjustable */
     const char *cmd;             /* subcommand name, for messages */
     unsigned accepts;            /* KVV_OUT_* */
     const char *json_help;       /* what the JSON is, for --help (NULL: "JSON") */
+    const char *html_help;       /* what the HTML is, for --help (NULL: "an HTML report") */
     const char *quiet_help;      /* what --quiet leaves out, for --help */
-    /* what the command line said */
-    const char *json_path;       /* --json FILE / --json=FILE (borrowed), NULL = none */
-    bool json_stdout;            /* --json alone */
-    const char *junit_path;      /* --junit FILE (borrowed), NULL = none */
-    const char *html_path;       /* --html FILE (borrowed), NULL = none */
+    /* what the command line said; each path NULL = not asked, "-" = stdout,
+     * else a FILE (borrowed from argv) that finish has checked */
+    const char *json_path;       /* --json */
+    const char *junit_path;      /* --junit */
+    const char *html_path;       /* --html */
     bool quiet;                  /* -q, --quiet */
+    bool stdout_taken;           /* one of the paths is "-": no console text on stdout */
 } kvv_output_cli;
 
 /* Nothing given yet. */
 void kvv_output_cli_init(kvv_output_cli *out, const char *cmd, unsigned accepts);
 
-/* The group for kvv_opts_parse (state: out, which must outlive the parse). */
+/* The group for kvv_opts_parse (state: out, which must outlive the parse);
+ * its finish checks the output paths (see the top of this file). */
 kvv_opt_group kvv_output_cli_group(kvv_output_cli *out);
 /* Consume o->arg if it is an output option; one this command does not take
  * is an error ("not used by CMD"). @return true when consumed. */
 bool kvv_output_cli_parse(void *out, kvv_opts *o);
+
+/* Is path the standard output ("-")? NULL is not. */
+bool kvv_output_is_stdout(const char *path);
+
+/* Check an output FILE before the run, for an option of any group (e.g.
+ * evict's --csv): "-" passes; otherwise the rules at the top of this file,
+ * the message naming the option and the reason ("kvverify CMD: option
+ * --json: cannot write /x/r.json: folder /x does not exist"), o->failed
+ * set. @return true when it may be written. */
+bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path);
+
+/* Does the command print its detailed text (tables, notes) on stdout:
+ * neither --quiet nor a document on stdout? */
+bool kvv_output_cli_verbose(const kvv_output_cli *out);
+
+/* Write j (borrowed) with json_dumps flags to path ("-": stdout), the one
+ * way a command writes its JSON document (atomically to a FILE). A failure
+ * is printed. @return 0, or the exit code. */
+int kvv_output_write_json(const char *path, const json_t *j, size_t flags);
 
 /* The option lines of the options out accepts. */
 void kvv_output_cli_help(FILE *f, const kvv_output_cli *out);

@@ -88,6 +88,13 @@ cp "$T/suite.json" "$T/suite-night1.json"
 "$KVV" report "$T/suite-night1.json" "$T/suite.json" --html "$T/suite-trend.html" >/dev/null 2>&1 ||
     fail "report (suite trend)"
 
+# --html - : the page alone on stdout
+"$KVV" report "$T/audit.json" --html - > "$T/stdout.html" 2>/dev/null &&
+    head -c 15 "$T/stdout.html" | grep -q '<!DOCTYPE html>' && cmp -s "$T/stdout.html" "$T/audit.html" ||
+    fail "report --html - is not the page alone"
+"$KVV" kv "$M" --html > "$T/kv-stdout.html" 2>/dev/null &&
+    head -c 15 "$T/kv-stdout.html" | grep -q '<!DOCTYPE html>' || fail "kv --html (stdout)"
+
 # report: bad input is exit 2 with a message naming the file
 expect2() { # PATTERN ARGS...: kvverify report ARGS exits 2 saying PATTERN
     pat=$1; shift

@@ -575,19 +575,6 @@ kvv_status kvv_html_render(const json_t *doc, kvv_sbuf *b, kvv_error *err)
     return KVV_OK;
 }
 
-kvv_status kvv_html_write_sbuf(kvv_sbuf *b, const char *path, kvv_error *err)
-{
-    if (strcmp(path, "-") != 0)
-        return kvv_sbuf_write_file(b, path, err);
-    kvv_status st = KVV_OK;
-    if (b->oom)
-        st = kvv_error_set(err, KVV_ERR_NOMEM, "HTML report: out of memory");
-    else if (b->n && (fwrite(b->p, 1, b->n, stdout) != b->n || fflush(stdout)))
-        st = kvv_error_set(err, KVV_ERR_IO, "HTML report: cannot write to stdout");
-    kvv_sbuf_free(b);
-    return st;
-}
-
 kvv_status kvv_html_write(const json_t *doc, const char *path, kvv_error *err)
 {
     kvv_sbuf b = {0};
@@ -596,5 +583,5 @@ kvv_status kvv_html_write(const json_t *doc, const char *path, kvv_error *err)
         kvv_sbuf_free(&b);
         return st;
     }
-    return kvv_html_write_sbuf(&b, path, err);
+    return kvv_sbuf_write_file(&b, path, err); /* "-": stdout */
 }

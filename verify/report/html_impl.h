@@ -142,9 +142,8 @@ void kvv_html_fig_memory(kvv_sbuf *b, const json_t *check, const char *id_prefix
 void kvv_html_fig_latency(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 
 /* The page of any kvverify document into b (KVV_ERR_USAGE when doc is not
- * one), and b to path ("-": stdout), freeing b. */
+ * one). */
 kvv_status kvv_html_render(const json_t *doc, kvv_sbuf *b, kvv_error *err);
-kvv_status kvv_html_write_sbuf(kvv_sbuf *b, const char *path, kvv_error *err);
 
 /* Whole pages of the documents that are not a check report. */
 void kvv_html_numerics_page(kvv_sbuf *b, const json_t *doc);

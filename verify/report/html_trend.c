@@ -404,7 +404,7 @@ kvv_status kvv_html_write_trend(const json_t *const *docs, const char *const *la
     }
     if (!st) {
         trend_page(&b, &t);
-        st = kvv_html_write_sbuf(&b, path, err);
+        st = kvv_sbuf_write_file(&b, path, err); /* "-": stdout */
     }
     kvv_sbuf_free(&b);
     for (int k = 0; k < t.ns; k++)

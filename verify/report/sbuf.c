@@ -90,8 +90,20 @@ kvv_status kvv_sbuf_write_file(kvv_sbuf *b, const char *path, kvv_error *err)
     return st;
 }
 
+/* "-": the document on standard output (the command line's convention,
+ * cli/output_opts.h). */
+static kvv_status write_stdout(const void *data, size_t len, kvv_error *err)
+{
+    if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
+        return kvv_error_set(err, KVV_ERR_IO, "standard output: cannot write: %s",
+                             strerror(errno));
+    return KVV_OK;
+}
+
 kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len, kvv_error *err)
 {
+    if (strcmp(path, "-") == 0)
+        return write_stdout(data, len, err);
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16);
     if (!tmp)

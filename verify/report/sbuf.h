@@ -40,11 +40,14 @@ void kvv_sbuf_xml(kvv_sbuf *b, const char *s);
 
 void kvv_sbuf_free(kvv_sbuf *b); /* b is empty and reusable afterwards */
 
-/* Write b's text to path atomically and free b (also on failure).
+/* Write b's text to path atomically and free b (also on failure). The path
+ * "-" is standard output (the command line's convention for every output,
+ * cli/output_opts.h), written and flushed there.
  * KVV_ERR_NOMEM if an append ran out of memory, KVV_ERR_IO naming the file. */
 kvv_status kvv_sbuf_write_file(kvv_sbuf *b, const char *path, kvv_error *err);
 
-/* Write len bytes to path via path.tmp + rename. KVV_ERR_IO naming the file. */
+/* Write len bytes to path via path.tmp + rename ("-": to stdout).
+ * KVV_ERR_IO naming the file. */
 kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len,
                                  kvv_error *err);
 

@@ -1,0 +1,109 @@
+#!/bin/sh
+# One output convention on every command (cli/output_opts.h): --json alone
+# and --json - print the JSON on stdout (and nothing else there), --json FILE
+# and --json=FILE write it; the same for --junit. Output paths are checked
+# before anything runs: a missing folder, a folder as FILE, a model named
+# after --json, two outputs on stdout or on one file are exit 2 at once,
+# and an existing file is left as it was.
+if [ -z "$KVV" ]; then
+    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
+fi
+T=${TMPDIR:-/tmp}/kvv-test-output.$$
+mkdir -p "$T" || exit 1
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails+1)); }
+
+expect() { # want-exit, description, command...
+    want=$1; what=$2; shift 2
+    "$@" >"$T/out" 2>"$T/err"; rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "$what: exit $rc, want $want"
+        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
+        return 1
+    fi
+    return 0
+}
+# stdout is one JSON document
+is_json() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
+is_xml() { xmllint --noout "$1" 2>/dev/null; }
+
+$KVV synth --shape llama-tiny -o "$T/m.gguf" >/dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
+M="$T/m.gguf"
+$KVV vectors gen "$M" --random 6 -n 2 -o "$T/v.kvv" >/dev/null 2>&1 || fail "vectors gen"
+printf '%s\n' "tiny model=m.gguf checks=kv" >"$T/suite.txt"
+
+# ---- --json alone, --json -, --json=- : the JSON alone on stdout, every command
+for cmd in "kv $M" "audit $M --checks kv" "info $M" "info --shape llama-tiny" "info --cpu" \
+           "run $M --tokens 1,2,3 -n 2" "tokenize $M hello" "bench $M --prompt 4 --gen 2 --repeats 1" \
+           "vectors check $M $T/v.kvv" "vectors show $T/v.kvv" "suite $T/suite.txt" \
+           "memory --shape llama-tiny"; do
+    for form in "--json" "--json -" "--json=-"; do
+        # shellcheck disable=SC2086
+        expect 0 "$cmd $form" $KVV $cmd $form || continue
+        is_json "$T/out" || fail "$cmd $form: stdout is not one JSON document: $(head -c 120 "$T/out")"
+    done
+    # shellcheck disable=SC2086
+    expect 0 "$cmd --json FILE" $KVV $cmd --json "$T/f.json" && is_json "$T/f.json" ||
+        fail "$cmd --json FILE: no JSON file"
+    # shellcheck disable=SC2086
+    expect 0 "$cmd --json=FILE" $KVV $cmd --json="$T/g.json" && is_json "$T/g.json" ||
+        fail "$cmd --json=FILE: no JSON file"
+    rm -f "$T/f.json" "$T/g.json" ./-
+done
+[ -e ./- ] && fail "a file named '-' was created"
+# numerics (slower): bare and =FILE
+expect 0 "numerics --json" $KVV numerics "$M" --engine ref --random 4 --samples 1 --json &&
+    is_json "$T/out" || fail "numerics --json: stdout is not one JSON document"
+expect 0 "numerics --json=FILE" $KVV numerics "$M" --engine ref --random 4 --samples 1 \
+    --json="$T/n.json" && is_json "$T/n.json" || fail "numerics --json=FILE: no JSON file"
+
+# ---- --junit the same way (the check commands and suite)
+for cmd in "kv $M" "suite $T/suite.txt"; do
+    # shellcheck disable=SC2086
+    expect 0 "$cmd --junit" $KVV $cmd --junit && is_xml "$T/out" || fail "$cmd --junit: stdout is not XML"
+    # shellcheck disable=SC2086
+    expect 0 "$cmd --junit - --json F" $KVV $cmd --junit - --json "$T/j.json" &&
+        is_xml "$T/out" && is_json "$T/j.json" || fail "$cmd --junit - --json FILE"
+done
+# a document on stdout replaces the console text; -q and --json together too
+expect 0 "kv -q --json" $KVV kv "$M" -q --json && is_json "$T/out" || fail "kv -q --json"
+
+# ---- paths checked before the run: exit 2 at once, the reason on stderr
+expect 2 "missing folder" $KVV kv "$M" --json "$T/no/such/dir/r.json" &&
+    grep -q "folder $T/no/such/dir does not exist" "$T/err" || fail "missing folder: no reason"
+[ -s "$T/out" ] && fail "missing folder: the check ran (stdout: $(head -c 80 "$T/out"))"
+expect 2 "missing folder, junit" $KVV audit "$M" --junit "$T/none/r.xml" || true
+expect 2 "a folder as FILE" $KVV kv "$M" --json "$T" && grep -q "it is a folder" "$T/err" ||
+    fail "a folder as FILE: no reason"
+expect 2 "--csv missing folder" $KVV evict "$M" --csv "$T/none/e.csv" || true
+cp "$M" "$T/keep.gguf"
+expect 2 "--json MODEL" $KVV kv --json "$T/keep.gguf" "$M" &&
+    grep -q "refusing to overwrite" "$T/err" || fail "--json MODEL: no refusal"
+cmp -s "$M" "$T/keep.gguf" || fail "--json MODEL: the model was overwritten"
+expect 2 "two on stdout" $KVV kv "$M" --json --junit || true
+expect 2 "one file twice" $KVV kv "$M" --json "$T/x" --junit "$T/x" || true
+expect 2 "empty name" $KVV kv "$M" --json= || true
+expect 2 "junit where not taken" $KVV info "$M" --junit "$T/x.xml" &&
+    grep -q "not used by info" "$T/err" || fail "info --junit: not refused"
+# a failed write leaves an existing file as it was (the writer renames a temp file)
+echo keep >"$T/keep.json"
+expect 2 "corrupt model" $KVV kv "$T/no-such.gguf" --json "$T/keep.json" || true
+[ "$(cat "$T/keep.json")" = keep ] || fail "keep.json overwritten by a run that failed"
+if [ "$(id -u)" != 0 ]; then
+    mkdir "$T/ro" && chmod a-w "$T/ro"
+    expect 2 "read-only folder" $KVV kv "$M" --json "$T/ro/r.json" &&
+        grep -q "not writable" "$T/err" || fail "read-only folder: no reason"
+    chmod u+w "$T/ro"
+else
+    echo "SKIP: running as root, a read-only folder is writable (case not checked)"
+fi
+
+# ---- help says the convention once, in the same words everywhere
+for c in kv info run bench tokenize suite "vectors check"; do
+    # shellcheck disable=SC2086
+    $KVV $c --help | grep -q -- '--json \[FILE|-\]' || fail "$c --help: no --json [FILE|-] line"
+done
+
+[ $fails -eq 0 ] && echo "output options: all cases passed"
+[ $fails -eq 0 ]
