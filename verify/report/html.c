@@ -374,9 +374,9 @@ static void controls_table(kvv_sbuf *b, const json_t *controls)
 {
     if (!json_array_size(controls))
         return;
-    kvv_sbuf_str(b, "<h3>Negative controls (a planted difference the check must detect)</h3>\n"
-                    "<table><thead><tr><th>control</th><th>result</th><th>detail</th></tr>"
-                    "</thead><tbody>\n");
+    static const char *const heads[] = {"control", "result", "detail"};
+    kvv_sbuf_str(b, "<h3>Negative controls (a planted difference the check must detect)</h3>\n");
+    kvv_html_table_begin(b, NULL, heads, 3);
     size_t i;
     const json_t *c;
     json_array_foreach(controls, i, c) {
@@ -388,7 +388,7 @@ static void controls_table(kvv_sbuf *b, const json_t *controls)
         kvv_sbuf_xml(b, kvv_jget_str(c, "detail"));
         kvv_sbuf_str(b, "</td></tr>\n");
     }
-    kvv_sbuf_str(b, "</tbody></table>\n");
+    kvv_html_table_end(b, false);
 }
 
 static void layers_table(kvv_sbuf *b, const json_t *layers)
@@ -490,27 +490,38 @@ void kvv_html_check_section(kvv_sbuf *b, const json_t *check, const char *id_pre
     kvv_sbuf_str(b, "</section>\n");
 }
 
+void kvv_html_summary_row(kvv_sbuf *b, const char *lead, const char *id_prefix,
+                          const json_t *check)
+{
+    const char *name = kvv_jget_str(check, "name");
+    kvv_sbuf_str(b, "<tr>");
+    if (lead) {
+        kvv_sbuf_str(b, "<td>");
+        kvv_sbuf_xml(b, lead);
+        kvv_sbuf_str(b, "</td>");
+    }
+    kvv_sbuf_str(b, "<td><a href=\"#");
+    kvv_sbuf_xml(b, id_prefix ? id_prefix : "");
+    kvv_sbuf_str(b, "check-");
+    kvv_sbuf_xml(b, name);
+    kvv_sbuf_str(b, "\">");
+    kvv_sbuf_xml(b, name);
+    kvv_sbuf_str(b, "</a></td><td>");
+    kvv_html_badge(b, kvv_jget_str(check, "verdict"));
+    kvv_sbuf_str(b, "</td><td>");
+    kvv_sbuf_xml(b, kvv_jget_str(check, "key_figure"));
+    kvv_sbuf_fmt(b, "</td><td class=\"n\">%.3g s</td></tr>\n", kvv_jget_num(check, "seconds"));
+}
+
 void kvv_html_check_summary(kvv_sbuf *b, const json_t *checks, const char *id_prefix)
 {
-    kvv_sbuf_str(b, "<table class=\"summary\"><thead><tr><th>check</th><th>verdict</th>"
-                    "<th>key figure</th><th>time</th></tr></thead><tbody>\n");
+    static const char *const heads[] = {"check", "verdict", "key figure", "time"};
+    kvv_html_table_begin(b, NULL, heads, 4);
     size_t i;
     const json_t *c;
-    json_array_foreach(checks, i, c) {
-        const char *name = kvv_jget_str(c, "name");
-        kvv_sbuf_str(b, "<tr><td><a href=\"#");
-        kvv_sbuf_xml(b, id_prefix ? id_prefix : "");
-        kvv_sbuf_str(b, "check-");
-        kvv_sbuf_xml(b, name);
-        kvv_sbuf_str(b, "\">");
-        kvv_sbuf_xml(b, name);
-        kvv_sbuf_str(b, "</a></td><td>");
-        kvv_html_badge(b, kvv_jget_str(c, "verdict"));
-        kvv_sbuf_str(b, "</td><td>");
-        kvv_sbuf_xml(b, kvv_jget_str(c, "key_figure"));
-        kvv_sbuf_fmt(b, "</td><td class=\"n\">%.3g s</td></tr>\n", kvv_jget_num(c, "seconds"));
-    }
-    kvv_sbuf_str(b, "</tbody></table>\n");
+    json_array_foreach(checks, i, c)
+        kvv_html_summary_row(b, NULL, id_prefix, c);
+    kvv_html_table_end(b, false);
 }
 
 /* ------------------------------------------------------------ documents */

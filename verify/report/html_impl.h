@@ -73,6 +73,11 @@ void kvv_html_check_section(kvv_sbuf *b, const json_t *check, const char *id_pre
 void kvv_html_report_body(kvv_sbuf *b, const json_t *doc, const char *id_prefix);
 /* A suite document's summary table and result sections (no header). */
 void kvv_html_suite_body(kvv_sbuf *b, const json_t *doc, const char *id_prefix);
+/* One row of a summary table: lead (a first cell, NULL: none), the check
+ * linked to its section (id_prefix + "check-" + name), verdict, key figure,
+ * time. */
+void kvv_html_summary_row(kvv_sbuf *b, const char *lead, const char *id_prefix,
+                          const json_t *check);
 /* The summary table of checks (check, verdict, key figure, time). */
 void kvv_html_check_summary(kvv_sbuf *b, const json_t *checks, const char *id_prefix);
 

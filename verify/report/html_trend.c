@@ -40,26 +40,19 @@ static void case_context(const json_t *res, char *buf, size_t size)
 void kvv_html_suite_body(kvv_sbuf *b, const json_t *doc, const char *id_prefix)
 {
     const json_t *results = json_object_get(doc, "results");
-    kvv_sbuf_str(b, "<section class=\"block\"><h2>Testcases</h2>\n<table><thead><tr>"
-                    "<th>case</th><th>check</th><th>verdict</th><th>key figure</th>"
-                    "<th>time</th></tr></thead><tbody>\n");
+    static const char *const heads[] = {"case", "check", "verdict", "key figure", "time"};
+    kvv_sbuf_str(b, "<section class=\"block\"><h2>Testcases</h2>\n");
+    kvv_html_table_begin(b, NULL, heads, 5);
     size_t i;
     const json_t *res;
     json_array_foreach(results, i, res) {
-        const json_t *r = json_object_get(res, "result");
-        kvv_sbuf_str(b, "<tr><td>");
-        kvv_sbuf_xml(b, kvv_jget_str(res, "case"));
-        kvv_sbuf_fmt(b, "</td><td><a href=\"#%sr%zu-check-", id_prefix, i);
-        kvv_sbuf_xml(b, kvv_jget_str(r, "name"));
-        kvv_sbuf_str(b, "\">");
-        kvv_sbuf_xml(b, kvv_jget_str(r, "name"));
-        kvv_sbuf_str(b, "</a></td><td>");
-        kvv_html_badge(b, kvv_jget_str(r, "verdict"));
-        kvv_sbuf_str(b, "</td><td>");
-        kvv_sbuf_xml(b, kvv_jget_str(r, "key_figure"));
-        kvv_sbuf_fmt(b, "</td><td class=\"n\">%.3g s</td></tr>\n", kvv_jget_num(r, "seconds"));
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "%sr%zu-", id_prefix, i);
+        kvv_html_summary_row(b, kvv_jget_str(res, "case"), prefix,
+                             json_object_get(res, "result"));
     }
-    kvv_sbuf_str(b, "</tbody></table></section>\n");
+    kvv_html_table_end(b, false);
+    kvv_sbuf_str(b, "</section>\n");
     json_array_foreach(results, i, res) {
         char prefix[48], ctx[2400], heading[160];
         const json_t *r = json_object_get(res, "result");
