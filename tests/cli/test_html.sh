@@ -5,7 +5,7 @@
 # points, titled and inside its plot; no script, no request but the page,
 # no console error; the screenshot is not blank. Negative controls: a page
 # with a figure removed, one with a point removed, a console error, an
-# external fetch and a hidden page must each fail. Screenshots:
+# external image, a stylesheet fetch and a hidden page must each fail. Screenshots:
 # $O/test-logs/html/*.png (KVV_KEEP=1 keeps the pages in $O/tmp).
 #
 # Chromium and python3 come from scripts/install-deps.sh: missing is a
@@ -120,6 +120,8 @@ sed 's|</body>|<script>console.error("planted error")</script></body>|' "$T/patc
     > "$T/console.html"
 sed 's|</main>|<img src="http://127.0.0.1:9/planted.png" alt=""></main>|' "$T/memory.html" \
     > "$T/fetch.html"
+sed 's|</head>|<style>body{background-image:url(http://127.0.0.1:9/bg.png)}</style></head>|' \
+    "$T/kv.html" > "$T/css-fetch.html"
 sed 's|</head>|<style>main{visibility:hidden}</style></head>|' "$T/latency.html" > "$T/blank.html"
 
 cat > "$T/pages.txt" <<EOF
@@ -143,6 +145,7 @@ no-figure     $T/no-figure.html        $T/audit.json                            
 no-point      $T/no-point.html         $T/greedy.json                                fail=greedy-margin:
 console       $T/console.html          $T/patch.json                                 fail=console errors
 fetch         $T/fetch.html            $T/memory.json                                fail=external references
+css-fetch     $T/css-fetch.html        $T/kv.json                                    fail=network requests
 blank         $T/blank.html            $T/latency.json                               fail=screenshot blank
 EOF
 python3 tests/browser/check_pages.py "$T/pages.txt" --shots "$SHOTS" --chromium "$CHROMIUM" ||
