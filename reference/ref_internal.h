@@ -141,4 +141,8 @@ void ref_proj(const kvv_ref *r, float *out, const float *x, const float *W,
               const kvv_gguf_tensor *raw, int64_t row0, const float *bias, int n, int rows,
               int cols, bool reversed, ref_ggml_scratch *g);
 
+/* The cache size kvv_ref_open uses for a requested n_ctx (0 = the model's
+ * training context, at most 4096). ref_plan.c. */
+int kvv_ref_resolve_ctx(const kvv_model *m, int n_ctx);
+
 #endif

@@ -46,6 +46,7 @@
 #define KVV_CPU_ENGINE_H
 
 #include "engine/engine.h"
+#include "runtime/mem_limit.h"
 
 typedef struct {
     const char *isa;    /* NULL or "" = best the CPU has; "generic", "avx2", "avx512" */
@@ -65,6 +66,12 @@ kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv
                                kvv_error *err);
 kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                                   const kvv_cpu_opts *co, kvv_engine **out, kvv_error *err);
+
+/* What kvv_cpu_engine_open_ex(m, o, co) will allocate (weights as held,
+ * KV cache, RoPE tables, thread scratch), part by part; open checks it
+ * against the memory limit first (runtime/mem_limit.h). co NULL: defaults. */
+void kvv_cpu_engine_plan(const kvv_model *m, const kvv_engine_opts *o, const kvv_cpu_opts *co,
+                         kvv_mem_plan *p);
 
 /* Bytes of weights one token's pass reads as this engine holds them (the
  * layers' projections; *head: the output head), for roofline figures.
