@@ -53,6 +53,8 @@ static void usage(FILE *f)
             KVV_VERSION);
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fputc('\n', f);
+    kvv_opts_global_help(f);
     fprintf(f,
             "\nexit codes: 0 every check ran and passed, 1 a check failed, 2 bad input or\n"
             "usage, 77 nothing could be checked (e.g. unsupported architecture).\n");
