@@ -117,10 +117,22 @@ static void plan_of(const kvv_cpu *c, kvv_mem_plan *p)
     const uint64_t ctx = (uint64_t)c->n_ctx;
     const uint64_t grp = (uint64_t)(hp->n_head / hp->n_head_kv);
     const uint64_t rowmax = (uint64_t)(hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v);
-    /* per thread: scores [grp][n_ctx], key rows [n_ctx][rowmax], queries */
-    uint64_t per_thread = kvv_mem_mul(kvv_mem_add(kvv_mem_mul(grp, ctx), kvv_mem_mul(ctx, rowmax)),
+    /* per thread: scores [grp][n_ctx], key rows [n_ctx][rowmax], queries
+     * [grp][head_dim], the dequantization tile (max_cols once loaded: the
+     * widest projection input, n_embd, n_head*head_dim_v or n_ff) */
+    uint64_t cols = (uint64_t)hp->n_embd;
+    if ((uint64_t)hp->n_head * (uint64_t)hp->head_dim_v > cols)
+        cols = (uint64_t)hp->n_head * (uint64_t)hp->head_dim_v;
+    if ((uint64_t)hp->n_ff > cols)
+        cols = (uint64_t)hp->n_ff;
+    uint64_t tile = 4 * cols > KVV_CPU_TILE_FLOATS ? 4 * cols : KVV_CPU_TILE_FLOATS;
+    uint64_t per_thread = kvv_mem_mul(kvv_mem_add(kvv_mem_add(kvv_mem_mul(grp, ctx),
+                                                              kvv_mem_mul(ctx, rowmax)),
+                                                  kvv_mem_add(tile, grp * (uint64_t)hp->head_dim)),
                                       sizeof(float));
-    uint64_t rope = kvv_mem_mul(kvv_mem_mul(ctx, (uint64_t)(hp->n_rot / 2)), 4 * sizeof(float));
+    /* cos and sin [n_ctx][n_rot/2], for one base or two (local layers) */
+    uint64_t rope = kvv_mem_mul(kvv_mem_mul(ctx, (uint64_t)(hp->n_rot / 2)),
+                                (hp->rope_base_swa == hp->rope_base ? 2 : 4) * sizeof(float));
     *p = kvv_mem_plan_new("cpu engine");
     kvv_mem_plan_add(p, kvv_cpu_weights_plan(c), "weights as held (%s mode)", kvv_mode_name(c->mode));
     kvv_mem_plan_add(p, kvv_kv_cache_bytes(c->cache_type, hp->n_layer, c->n_ctx, hp->n_head_kv,
