@@ -205,6 +205,8 @@ static kvv_status add_case(pctx *p, kvv_suite *s, int *cap, const kvv_suite_case
     for (int i = 0; i < s->n_cases; i++)
         if (strcmp(s->cases[i].name, c->name) == 0)
             return perr(p, "name", "'%s' already used at %d", c->name, s->cases[i].line);
+    if (s->n_cases == KVV_SUITE_MAX_CASES)
+        return perr(p, "name", "more than %d cases in one manifest", KVV_SUITE_MAX_CASES);
     if (s->n_cases == *cap) {
         int nc = *cap ? *cap * 2 : 16;
         kvv_suite_case *n = realloc(s->cases, (size_t)nc * sizeof *n);
@@ -322,9 +324,12 @@ static kvv_status parse_json(pctx *p, const char *text, size_t len, kvv_suite *s
                         st = perr(p, key, "array item %zu is not a string", k);
                         break;
                     }
-                    off += (size_t)snprintf(buf + off, off < sizeof buf ? sizeof buf - off : 0,
-                                            "%s%s", k ? "," : "", json_string_value(e));
+                    if (off < sizeof buf)
+                        off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", k ? "," : "",
+                                                json_string_value(e));
                 }
+                if (!st && off >= sizeof buf)
+                    st = perr(p, key, "list too long");
             } else
                 st = perr(p, key, "value of an unsupported JSON type");
             if (st)
