@@ -39,10 +39,14 @@ done <"$T/cases"
 # ---- --max-memory
 SYN=$T/llama.gguf
 $KVV synth --shape llama-tiny --seed 2 -o "$SYN" >/dev/null 2>&1 || fail "synth llama-tiny"
-$KVV kv "$SYN" -q --max-memory 1M >"$T/out" 2>&1; rc=$?
-[ $rc -eq 2 ] || fail "kv --max-memory 1M: exit $rc, want 2"
-grep -q "reference engine: needs .*weights as fp32 .*KV cache of .* but the memory limit (--max-memory) leaves" \
-    "$T/out" || fail "kv --max-memory 1M: no plan message: $(cat "$T/out")"
+# (caps of a few MiB work too, but not in a sanitizer build, whose allocator
+# and leak checker map megabytes of their own)
+$KVV run "$SYN" --tokens 1,2 -n 2 --n-ctx 1048576 --max-memory 256M >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "run --n-ctx 1048576 --max-memory 256M: exit $rc, want 2"
+grep -q "reference engine: needs .*weights as fp32 .*KV cache of 1048576 positions (f32) .* but the memory limit (--max-memory) leaves" \
+    "$T/out" || fail "run --n-ctx 1048576 --max-memory 256M: no plan message: $(cat "$T/out")"
+$KVV run "$SYN" --tokens 1,2 -n 2 --n-ctx 1024 --max-memory 256M >"$T/out" 2>&1 ||
+    fail "run --n-ctx 1024 --max-memory 256M: exit $?: $(cat "$T/out")"
 $KVV kv "$SYN" -q --max-memory 256M >"$T/out" 2>&1 || fail "kv --max-memory 256M: exit $?: $(cat "$T/out")"
 $KVV kv "$SYN" -q --engine cpu --mode fast --threads 2 --max-memory=100M >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "cpu engine: needs .*OpenBLAS buffers of 1 pool threads" "$T/out" ||
