@@ -142,10 +142,14 @@ static void plan_of(const kvv_cpu *c, kvv_mem_plan *p)
                      "RoPE tables and key index");
     kvv_mem_plan_add(p, kvv_mem_mul(per_thread, (uint64_t)c->n_threads),
                      "attention scratch of %d threads", c->n_threads);
+    /* Address space that is mostly never touched counts only against a
+     * data limit (--max-memory), not against the machine's memory: the pool
+     * threads' stacks and, in fast mode, the OpenBLAS work buffer each pool
+     * thread beyond the caller maps for its own sgemm. */
+    if (kvv_mem_available() == UINT64_MAX)
+        return;
     kvv_mem_plan_add(p, kvv_mem_mul(kvv_mem_thread_stack(), (uint64_t)c->n_threads - 1),
                      "stacks of %d pool threads", c->n_threads - 1);
-    /* fast mode: each pool thread beyond the caller runs its own sgemm,
-     * with its own OpenBLAS work buffer */
     if (c->mode == KVV_MODE_FAST)
         kvv_mem_plan_add(p, kvv_mem_mul(KVV_MEM_BLAS_BUFFER, (uint64_t)c->n_threads - 1),
                          "OpenBLAS buffers of %d pool threads", c->n_threads - 1);
