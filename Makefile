@@ -5,6 +5,7 @@
 #   make test-asan       the same under AddressSanitizer + UBSan
 #   make test-slow       exhaustive sweeps (portable math over all fp32 inputs)
 #   make fuzz            build the libFuzzer targets (clang) and run each briefly
+#   make fuzz-measure    the long fuzzing measurement of docs/fuzzing.md
 #   make bench           throughput table (bench/run.sh), evict wall time (bench/evict.sh),
 #                        audit memory (bench/memory.sh)
 #   make vectors-update  regenerate vectors/golden/
@@ -48,6 +49,7 @@ L_REF     := $(O)/libkvv_reference.a
 L_ENGINE  := $(O)/libkvv_engine.a
 L_VECTORS := $(O)/libkvv_vectors.a
 L_VERIFY  := $(O)/libkvv_verify.a
+L_CLI     := $(O)/libkvv_cli.a
 
 LAYERS_model     := $(L_MODEL)
 LAYERS_runtime   := $(L_RUNTIME) $(L_MODEL)
@@ -64,7 +66,7 @@ TEST_SRC := $(wildcard tests/model/test_*.c tests/runtime/test_*.c tests/referen
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
 
-.PHONY: all kvverify plugins test test-asan test-slow fuzz fuzz-one bench vectors-update clean
+.PHONY: all kvverify plugins test test-asan test-slow fuzz fuzz-build fuzz-one fuzz-measure bench vectors-update clean
 all: $(BIN) kvverify plugins
 
 # Always re-pointed: `make test-asan` points it at the ASan build, and the
@@ -82,13 +84,14 @@ $(L_REF):     $(call obj,$(REF_SRC))
 $(L_ENGINE):  $(call obj,$(ENGINE_SRC))
 $(L_VECTORS): $(call obj,$(VECTORS_SRC))
 $(L_VERIFY):  $(call obj,$(VERIFY_SRC))
+$(L_CLI):     $(call obj,$(filter-out cli/main.c,$(CLI_SRC)))
 $(O)/libkvv_%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^ $(if $^,,$(O)/empty.o)
 
 $(O)/empty.o:
 	@mkdir -p $(O) && echo 'typedef int kvv_empty_unit;' > $(O)/empty.c && $(CC) -c $(O)/empty.c -o $@
-$(L_MODEL) $(L_RUNTIME) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY): | $(O)/empty.o
+$(L_MODEL) $(L_RUNTIME) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY) $(L_CLI): | $(O)/empty.o
 
 $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LAYERS_all) $(LIBS)
@@ -182,12 +185,13 @@ $(PLANT_BIN): tests/engine/test_cpu_kernels.c $(TEST_UTIL) $(PLANT_OBJ) $(LAYERS
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLANT_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
 
 # Fuzz targets: tests/fuzz/fuzz_*.c define LLVMFuzzerTestOneInput. The plain
-# replay driver runs a corpus without libFuzzer, inside `make test`.
+# replay driver runs a corpus without libFuzzer, inside `make test`
+# (fuzz_opts also links the command objects, all but main.o: $(L_CLI)).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(O)/tests/fuzz/replay_%,$(FUZZ_SRC))
-$(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(LAYERS_all)
+$(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(L_CLI) $(LAYERS_all)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LAYERS_all) $(LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(L_CLI) $(LAYERS_all) $(LIBS)
 
 test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN)
 	@O=$(O) sh tests/run_tests.sh
@@ -206,16 +210,27 @@ FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=un
 # target usable while an unrelated layer does not compile with clang.
 FUZZ_LAYERS_fuzz_gguf := model
 FUZZ_LAYERS_fuzz_kvv  := vectors model
+FUZZ_LAYERS_fuzz_tokenizer := model
+FUZZ_LAYERS_fuzz_vocab := model
+FUZZ_LAYERS_fuzz_opts := cli verify vectors engine reference runtime model
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
 FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference runtime model),build-fuzz/libkvv_$(l).a)
 fuzz:
 	@set -e; for n in $(FUZZ_NAMES); do $(MAKE) --no-print-directory fuzz-one FUZZ_TARGET=$$n; done
 
+# The long measurement (docs/fuzzing.md): each target until 10 million
+# executions or FUZZ_MEASURE_SECONDS (default 3600), ASan+UBSan, on
+# FUZZ_JOBS cores; rows of the results table go to build-fuzz/results.md.
+fuzz-measure:
+	sh tests/fuzz/measure.sh
+
 # One target: FUZZ_TARGET=fuzz_gguf. New inputs go to build-fuzz/corpus-NAME.
-fuzz-one:
+fuzz-build:
 	$(MAKE) --no-print-directory O=build-fuzz CC=$(FUZZ_CC) OPT="-O1 -g" SAN="$(FUZZ_SAN)" $(FUZZ_LIBS)
 	$(FUZZ_CC) -std=c11 -I. -O1 -g -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined -o build-fuzz/$(FUZZ_TARGET) tests/fuzz/$(FUZZ_TARGET).c $(FUZZ_LIBS) $(LIBS)
+
+fuzz-one: fuzz-build
 	mkdir -p build-fuzz/corpus-$(FUZZ_TARGET)
 	./build-fuzz/$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  build-fuzz/corpus-$(FUZZ_TARGET) tests/fuzz/corpus/$(FUZZ_TARGET:fuzz_%=%)

@@ -459,6 +459,8 @@ int kvv_cmd_vectors(int argc, char **argv)
     const char *sub = argv[1];
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
         usage(stdout);
+        fputc('\n', stdout);
+        kvv_opts_global_help(stdout);
         return 0;
     }
     if (strcmp(sub, "gen") == 0)

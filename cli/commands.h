@@ -24,6 +24,12 @@ typedef struct {
     const char *summary; /* one line for `kvverify --help` */
 } kvv_command;
 
+/* Every subcommand, in the order `kvverify --help` lists them (a static
+ * table; *n its length). */
+const kvv_command *kvv_commands(int *n);
+/* The subcommand called name, or NULL. */
+const kvv_command *kvv_command_find(const char *name);
+
 /* `info MODEL | --shape NAME`: metadata, tensors, architecture, per-token
  * memory (--json: one object on stdout). @return 0, or 2 for a file that
  * cannot be read or does not match its architecture. */

@@ -11,37 +11,6 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 
-/* The table `kvverify --help` prints, in this order. */
-static const kvv_command commands[] = {
-    {"audit", kvv_cmd_audit, "one-shot audit: kv, patch, greedy, invariance, kvdirect, compare (also: kvverify MODEL)"},
-    {"info", kvv_cmd_info, "metadata, tensors, architecture and per-token memory of a model"},
-    {"kv", kvv_cmd_kv, "cached K/V bit-equal to K/V recomputed from the residual stream"},
-    {"patch", kvv_cmd_patch, "residual patching at every layer gives KL exactly 0"},
-    {"greedy", kvv_cmd_greedy, "greedy decoding with and without a KV cache, bit for bit"},
-    {"invariance", kvv_cmd_invariance, "chunking, prefill vs decode, threads: same bits"},
-    {"compare", kvv_cmd_compare, "engine A vs engine B per layer and on logits: ULP, NMSE, KL, top-1"},
-    {"numerics", kvv_cmd_numerics, "each engine's ops vs the correctly rounded result (MPFR), in ULPs"},
-    {"bench", kvv_cmd_bench, "prompt and decode tokens/s of an engine, with FLOPs and bytes per token"},
-    {"evict", kvv_cmd_evict, "cache policies and KV-Direct against the full cache, by budget and bytes"},
-    {"memory", kvv_cmd_memory, "bytes held over a multi-turn conversation: full cache vs KV-Direct"},
-    {"latency", kvv_cmd_latency, "read cached K/V vs recompute them from residuals, per batch size"},
-    {"run", kvv_cmd_run, "greedy decoding or a teacher-forced pass: token ids, text, logits"},
-    {"synth", kvv_cmd_synth, "write a random-weight GGUF model of a supported architecture"},
-    {"tokenize", kvv_cmd_tokenize, "text to token ids (and --decode ids to text), as llama.cpp"},
-    {"vectors", kvv_cmd_vectors, "golden vectors: gen, check (bit for bit) and show .kvv files"},
-    {"suite", kvv_cmd_suite, "run a nightly manifest of cases, or one --shard I/N of it"},
-    {"report", kvv_cmd_report, "render saved JSON reports as one HTML page; several nights: a trend"},
-};
-#define N_COMMANDS (sizeof commands / sizeof commands[0])
-
-static const kvv_command *find_command(const char *name)
-{
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(commands[i].name, name) == 0)
-            return &commands[i];
-    return NULL;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -52,8 +21,12 @@ static void usage(FILE *f)
             "       kvverify MODEL.gguf [options]  one-shot audit of a model\n\n"
             "commands:\n",
             KVV_VERSION);
-    for (size_t i = 0; i < N_COMMANDS; i++)
+    int n;
+    const kvv_command *commands = kvv_commands(&n);
+    for (int i = 0; i < n; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fputc('\n', f);
+    kvv_opts_global_help(f);
     fprintf(f,
             "\nexit codes: 0 every check ran and passed, 1 a check failed, 2 bad input or\n"
             "usage, 77 nothing could be checked (e.g. unsupported architecture).\n");
@@ -74,11 +47,11 @@ int main(int argc, char **argv)
         printf("kvverify %s\n", KVV_VERSION);
         return 0;
     }
-    const kvv_command *c = find_command(a);
+    const kvv_command *c = kvv_command_find(a);
     if (c)
         return c->run(argc - 1, argv + 1);
     /* `kvverify MODEL` is the audit. */
-    const kvv_command *audit = find_command("audit");
+    const kvv_command *audit = kvv_command_find("audit");
     if (audit && a[0] != '-') {
         argv[0] = (char *)"audit";
         return audit->run(argc, argv);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/mem_limit.h"
+
 void kvv_opts_init(kvv_opts *o, const char *cmd, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
@@ -154,13 +156,79 @@ bool kvv_opts_int_list(kvv_opts *o, const char *name, const char *s, int32_t **o
     return true;
 }
 
+bool kvv_opts_bytes(kvv_opts *o, const char *name, const char *s, uint64_t *out)
+{
+    static const char units[] = "KMGT";
+    char *end;
+    errno = 0;
+    double v = s && *s >= '0' && *s <= '9' ? strtod(s, &end) : -1;
+    uint64_t mul = 1;
+    if (v >= 0 && !errno && *end) {
+        const char *u = strchr(units, *end >= 'a' ? *end - 'a' + 'A' : *end);
+        if (u && *end) {
+            for (const char *k = units; k <= u; k++)
+                mul *= 1024;
+            end++;
+            if (strcmp(end, "B") == 0 || strcmp(end, "b") == 0 || strcmp(end, "iB") == 0)
+                end += strlen(end);
+        }
+    }
+    double bytes = v * (double)mul;
+    if (v < 0 || errno || *end || bytes < 1 || bytes >= 9223372036854775807.0) {
+        kvv_opts_error(o, "option %s: '%s' is not a byte count (e.g. 4096, 512M, 4G)", name,
+                       s ? s : "");
+        return false;
+    }
+    *out = (uint64_t)bytes;
+    return true;
+}
+
+/* Test seam (opts.h): the only mutable state of the option loop. */
+static bool parse_only;
+
+void kvv_opts_set_parse_only(bool on)
+{
+    parse_only = on;
+}
+
+void kvv_opts_global_help(FILE *f)
+{
+    fprintf(f, "global options (every command):\n"
+            "  --max-memory BYTES  cap what the run may allocate (suffix K, M, G or T: 512M,\n"
+            "                      4G): weights, KV cache and captures that would not fit are\n"
+            "                      refused before they are allocated, and any allocation past\n"
+            "                      the cap fails; either is a message and exit 2\n");
+}
+
+/* A global option (opts.h)? Consumed (a bad value sets failed). */
+static bool global_option(kvv_opts *o)
+{
+    if (!kvv_opts_value(o, "--max-memory"))
+        return false;
+    if (o->value)
+        kvv_opts_bytes(o, "--max-memory", o->value, &o->max_memory);
+    return true;
+}
+
+/* Apply the global options once the command line is known good. */
+static void apply_globals(kvv_opts *o)
+{
+    kvv_error err = {0};
+    if (o->max_memory && kvv_mem_limit_set(o->max_memory, &err))
+        kvv_opts_error(o, "option %s", err.msg);
+}
+
 int kvv_opts_parse(kvv_opts *o, void (*help)(FILE *f), const kvv_opt_group *groups, int n)
 {
     while (kvv_opts_next(o)) {
         if (kvv_opts_flag(o, "--help") || kvv_opts_flag(o, "-h")) {
             help(stdout);
+            fputc('\n', stdout);
+            kvv_opts_global_help(stdout);
             return 0;
         }
+        if (global_option(o))
+            continue;
         int i = 0;
         while (i < n && !groups[i].parse(groups[i].state, o))
             i++;
@@ -170,6 +238,10 @@ int kvv_opts_parse(kvv_opts *o, void (*help)(FILE *f), const kvv_opt_group *grou
     for (int i = 0; i < n && !o->failed; i++)
         if (groups[i].finish)
             groups[i].finish(groups[i].state, o);
+    if (parse_only)
+        return o->failed ? KVV_EXIT_BAD_INPUT : 0;
+    if (!o->failed)
+        apply_globals(o);
     return o->failed ? KVV_EXIT_BAD_INPUT : KVV_OPTS_RUN;
 }
 

@@ -29,6 +29,16 @@
  * help line, and the field it fills); `--` ending the options, or a new
  * convention for every command, is one edit to kvv_opts_next /
  * kvv_opts_parse.
+ *
+ * Global options, taken by every command in this loop itself (its --help
+ * lists them after the command's own lines):
+ *
+ *   --max-memory BYTES   cap what the run may allocate (512M, 4G, 1.5GiB;
+ *                        runtime/mem_limit.h): applied when the loop ends,
+ *                        so an engine's or a check's planned allocations
+ *                        that do not fit are a message and exit 2, and any
+ *                        allocation past the cap fails as out of memory
+ *                        (exit 2) instead of the kernel killing the run.
  */
 #ifndef KVV_OPTS_H
 #define KVV_OPTS_H
@@ -50,6 +60,7 @@ typedef struct {
     const char *value;   /* value of the last matched option */
     const char *arg;     /* current argument (option or positional) */
     bool failed;         /* a message was printed; exit 2 */
+    uint64_t max_memory; /* --max-memory BYTES, 0 = not given */
 } kvv_opts;
 
 void kvv_opts_init(kvv_opts *o, const char *cmd, int argc, char **argv);
@@ -67,6 +78,10 @@ bool kvv_opts_positional(const kvv_opts *o);
 bool kvv_opts_int(kvv_opts *o, const char *name, const char *s, long lo, long hi, long *out);
 bool kvv_opts_u64(kvv_opts *o, const char *name, const char *s, uint64_t *out);
 bool kvv_opts_double(kvv_opts *o, const char *name, const char *s, double *out);
+/* A byte count: digits (a decimal fraction allowed) and an optional binary
+ * suffix K, M, G or T (also KB/KiB..., any case): "4096", "512M", "1.5G".
+ * Must be at least 1 and fit in 63 bits. */
+bool kvv_opts_bytes(kvv_opts *o, const char *name, const char *s, uint64_t *out);
 /* Comma-separated ints, e.g. "1,2,3": malloc'ed array (caller frees). */
 bool kvv_opts_int_list(kvv_opts *o, const char *name, const char *s, int32_t **out, int *n);
 /* Report an unknown option or extra positional and set failed. */
@@ -89,12 +104,25 @@ typedef struct {
 #define KVV_OPTS_RUN (-1)
 
 /* The one option loop every command runs: -h / --help prints help(stdout)
- * and stops; every other argument is offered to the groups in order until
- * one takes it, else it is an unknown option (or an unexpected positional);
- * then each group's finish. The first bad argument stops the loop.
+ * and the global options' lines, and stops; a global option is taken here;
+ * every other argument is offered to the groups in order until one takes
+ * it, else it is an unknown option (or an unexpected positional); then each
+ * group's finish; then the global options are applied (--max-memory: the
+ * limit is set). The first bad argument stops the loop.
  * @return KVV_OPTS_RUN, 0 after --help, or KVV_EXIT_BAD_INPUT after the
  * message. */
 int kvv_opts_parse(kvv_opts *o, void (*help)(FILE *f), const kvv_opt_group *groups, int n);
+
+/* The global options' help lines (what kvv_opts_parse prints after a
+ * command's --help; also `kvverify --help`). */
+void kvv_opts_global_help(FILE *f);
+
+/* Test seam for the option-parser fuzz target (tests/fuzz/fuzz_opts.c) and
+ * nothing else: while on, kvv_opts_parse parses and finishes as usual but
+ * applies no global option and never answers KVV_OPTS_RUN (0 instead, as
+ * after --help), so a command returns after parsing and frees what it
+ * parsed, without running. Off by default. */
+void kvv_opts_set_parse_only(bool on);
 
 /* Print "kvverify: MSG" for a library error and return its exit code. */
 int kvv_cli_fail(const kvv_error *err);

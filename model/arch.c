@@ -137,6 +137,13 @@ static void set_swa_pattern(kvv_hparams *hp, int period)
  * {arch}.vocab_size, else the rows of token_embd.weight. */
 static kvv_status read_vocab(const kvv_gguf *g, const char *arch, kvv_hparams *hp, kvv_error *err)
 {
+    /* {arch}.vocab_size is range-checked even when the token list decides:
+     * a declared 2^31 vocabulary is refused by name, never believed. */
+    bool found = false;
+    int declared = 0;
+    kvv_status st = get_dim(g, arch, "vocab_size", false, 1, MAX_DIM, &declared, &found, err);
+    if (st)
+        return st;
     const kvv_gguf_kv *tok = kvv_gguf_find_kv(g, "tokenizer.ggml.tokens");
     if (tok) {
         if (tok->type != KVV_GGUF_ARRAY || tok->arr_type != KVV_GGUF_STRING)
@@ -151,10 +158,10 @@ static kvv_status read_vocab(const kvv_gguf *g, const char *arch, kvv_hparams *h
         hp->n_vocab = (int)tok->arr_n;
         return KVV_OK;
     }
-    bool found = false;
-    kvv_status st = get_dim(g, arch, "vocab_size", false, 1, MAX_DIM, &hp->n_vocab, &found, err);
-    if (st || found)
-        return st;
+    if (found) {
+        hp->n_vocab = declared;
+        return KVV_OK;
+    }
     const kvv_gguf_tensor *t = kvv_gguf_find_tensor(g, "token_embd.weight");
     if (t && t->ne[1] >= 1 && t->ne[1] <= MAX_DIM) {
         hp->n_vocab = (int)t->ne[1];

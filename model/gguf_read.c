@@ -417,6 +417,13 @@ static kvv_status rd_tensor_info(cursor *c, kvv_gguf *g, lookup *lk, uint64_t i)
     if (!ok)
         return fail(c, ".type", at, "tensor size in bytes overflows int64");
     t->nbytes = (uint64_t)bytes;
+    /* A resource claim checked where it is made: whatever later holds this
+     * tensor (dequantized, copied) is sized from these dimensions, and the
+     * data must be in the file anyway. */
+    if (t->nbytes > c->size)
+        return fail(c, ".ne", t->info_offset + 8 + name.len + 4, "%" PRId64 " elements of %s "
+                    "need %" PRIu64 " bytes, more than the whole %" PRIu64 "-byte file",
+                    nel, tt->name, t->nbytes, c->size);
     return rd_u64(c, ".offset", &t->offset);
 }
 

@@ -309,9 +309,10 @@ static kvv_status load_tokens(kvv_tokenizer *t, const kvv_gguf *g, kvv_error *er
                                         KVV_GGUF_STRING, true, &st, err);
     if (!tok)
         return st;
-    if (tok->arr_n == 0 || tok->arr_n > INT32_MAX / 2)
-        return kvv_error_set(err, KVV_ERR_FORMAT, "%s: tokenizer.ggml.tokens at byte %llu: %llu tokens",
-                             g->path, (unsigned long long)tok->offset, (unsigned long long)tok->arr_n);
+    if (tok->arr_n == 0 || tok->arr_n > KVV_TOK_MAX_VOCAB)
+        return kvv_error_set(err, KVV_ERR_FORMAT, "%s: tokenizer.ggml.tokens at byte %llu: %llu tokens "
+                             "is out of range (1..%d)", g->path, (unsigned long long)tok->offset,
+                             (unsigned long long)tok->arr_n, KVV_TOK_MAX_VOCAB);
     int n = (int)tok->arr_n;
     const kvv_gguf_kv *sc = find_array(g, "tokenizer.ggml.scores", KVV_GGUF_FLOAT32,
                                        KVV_GGUF_INT32, false, &st, err);
@@ -396,9 +397,10 @@ static kvv_status load_merges(kvv_tokenizer *t, const kvv_gguf *g, kvv_error *er
                                       KVV_GGUF_STRING, true, &st, err);
     if (!m)
         return st;
-    if (m->arr_n > INT32_MAX)
-        return kvv_error_set(err, KVV_ERR_FORMAT, "%s: tokenizer.ggml.merges at byte %llu: %llu merges",
-                             g->path, (unsigned long long)m->offset, (unsigned long long)m->arr_n);
+    if (m->arr_n > KVV_TOK_MAX_VOCAB)
+        return kvv_error_set(err, KVV_ERR_FORMAT, "%s: tokenizer.ggml.merges at byte %llu: %llu merges "
+                             "is more than %d", g->path, (unsigned long long)m->offset,
+                             (unsigned long long)m->arr_n, KVV_TOK_MAX_VOCAB);
     size_t bytes = 1;
     for (uint64_t i = 0; i < m->arr_n; i++)
         bytes += m->arr_str[i].len + 1;

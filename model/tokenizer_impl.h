@@ -26,6 +26,11 @@
 
 typedef enum { KVV_TOK_SPM, KVV_TOK_BPE, KVV_TOK_WPM } kvv_tok_type;
 
+/* Most tokens (and BPE merges) a vocabulary may have: 2^24, the bound
+ * model/arch.c puts on every width. Real vocabularies stop near 2^18; the
+ * bound keeps a hostile token count from sizing the tables. */
+#define KVV_TOK_MAX_VOCAB (1 << 24)
+
 /* Token attributes, the values of llama.cpp's llama_token_attr. */
 enum {
     KVV_TOK_ATTR_UNDEFINED = 0,

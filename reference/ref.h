@@ -25,6 +25,7 @@
 #include "model/arch.h"
 #include "model/error.h"
 #include "runtime/kv_cache.h"
+#include "runtime/mem_limit.h"
 #include "runtime/runtime.h" /* also KVV_CTL_* and KVV_GGML_* flags */
 
 typedef struct {
@@ -38,10 +39,17 @@ kvv_ref_opts kvv_ref_opts_default(void);
 
 typedef struct kvv_ref kvv_ref;
 
-/* Binds the weights: matrices are borrowed from the model's mapping (the
+/* What kvv_ref_open(m, o) will allocate (norm and bias vectors as fp32, one
+ * weight row of scratch, the KV cache), part by part, into *p (o NULL: the
+ * defaults). */
+void kvv_ref_plan(const kvv_model *m, const kvv_ref_opts *o, kvv_mem_plan *p);
+
+/* Binds the weights, after checking kvv_ref_plan against the memory limit
+ * (runtime/mem_limit.h): matrices are borrowed from the model's mapping (the
  * model must outlive the engine), norm and bias vectors dequantized to fp32.
  * Errors: KVV_ERR_UNSUPPORTED for a tensor type it cannot dequantize,
- * KVV_ERR_FORMAT for a tensor whose rows do not fit its data, KVV_ERR_NOMEM. */
+ * KVV_ERR_FORMAT for a tensor whose rows do not fit its data, KVV_ERR_NOMEM
+ * (the plan does not fit: the message names each part). */
 kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out, kvv_error *err);
 void kvv_ref_close(kvv_ref *r); /* accepts NULL */
 

@@ -234,10 +234,12 @@ kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out
         return kvv_error_set(err, KVV_ERR_USAGE,
                              "reference engine: n_ctx %d is outside 0..%d", opts.n_ctx,
                              REF_MAX_CTX);
-    if (opts.n_ctx == 0)
-        opts.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
-    if (opts.n_ctx <= 0)
-        opts.n_ctx = 4096;
+    opts.n_ctx = kvv_ref_resolve_ctx(m, opts.n_ctx);
+    kvv_mem_plan plan;
+    kvv_ref_plan(m, &opts, &plan);
+    kvv_status st = kvv_mem_plan_check(&plan, err);
+    if (st)
+        return st;
 
     kvv_ref *r = calloc(1, sizeof *r);
     if (!r)
@@ -245,7 +247,7 @@ kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out
     r->model = m;
     r->hp = m->hp;
     r->opts = opts;
-    kvv_status st = load_weights(r, err);
+    st = load_weights(r, err);
     if (st) {
         kvv_ref_close(r);
         return st;

@@ -176,4 +176,8 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
 void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
               int n, bool reversed, ref_ggml_scratch *g);
 
+/* The cache size kvv_ref_open uses for a requested n_ctx (0 = the model's
+ * training context, at most 4096). ref_plan.c. */
+int kvv_ref_resolve_ctx(const kvv_model *m, int n_ctx);
+
 #endif

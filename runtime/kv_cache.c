@@ -12,6 +12,7 @@
 
 #include "model/tensor_types.h"
 #include "runtime/kv_cache.h"
+#include "runtime/mem_limit.h"
 
 static size_t elem_size(kvv_cache_type t)
 {
@@ -26,6 +27,19 @@ static size_t row_k(const kvv_kv_cache *c)
 static size_t row_v(const kvv_kv_cache *c)
 {
     return (size_t)c->n_kv_head * (size_t)c->head_dim_v;
+}
+
+uint64_t kvv_kv_cache_bytes(kvv_cache_type type, int n_layer, int n_ctx, int n_kv_head,
+                            int head_dim_k, int head_dim_v)
+{
+    if (n_layer <= 0 || n_ctx <= 0 || n_kv_head <= 0 || head_dim_k <= 0 || head_dim_v <= 0)
+        return 0;
+    /* per position and layer: K and V rows, one presence byte per KV head */
+    uint64_t row = kvv_mem_add(kvv_mem_mul(kvv_mem_mul((uint64_t)n_kv_head,
+                                                       (uint64_t)head_dim_k + (uint64_t)head_dim_v),
+                                           elem_size(type)),
+                               (uint64_t)n_kv_head);
+    return kvv_mem_mul(kvv_mem_mul(row, (uint64_t)n_ctx), (uint64_t)n_layer);
 }
 
 kvv_kv_cache *kvv_kv_cache_new(kvv_cache_type type, int n_layer, int n_ctx, int n_kv_head,

@@ -33,6 +33,11 @@ typedef struct {
     uint8_t **present;  /* [n_layer] -> [n_ctx][n_kv_head], 1 = live */
 } kvv_kv_cache;
 
+/* Bytes kvv_kv_cache_new allocates for these sizes (K, V and presence
+ * flags; saturates at UINT64_MAX), for the pre-check of runtime/mem_limit.h. */
+uint64_t kvv_kv_cache_bytes(kvv_cache_type type, int n_layer, int n_ctx, int n_kv_head,
+                            int head_dim_k, int head_dim_v);
+
 /* NULL on OOM or bad sizes. */
 kvv_kv_cache *kvv_kv_cache_new(kvv_cache_type type, int n_layer, int n_ctx,
                                int n_kv_head, int head_dim_k, int head_dim_v);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/mem_limit.h"
 #include "vectors/kvv_vectors_impl.h"
 
 /* ============================================================ small helpers */
@@ -387,6 +388,19 @@ kvv_status kvv_vectors_compute(const kvv_model *m, const kvv_vectors_opts *o, kv
     kvv_engine_describe(x.e, d);
 
     const int n_pos = x.n_pos;
+    const uint64_t L = (uint64_t)x.L, P = (uint64_t)n_pos;
+    kvv_mem_plan plan = kvv_mem_plan_new("vector capture");
+    kvv_mem_plan_add(&plan, kvv_mem_mul(kvv_mem_mul(L + 1, P), (uint64_t)x.E * sizeof(float)),
+                     "residuals of %d layers x %d positions", x.L + 1, n_pos);
+    kvv_mem_plan_add(&plan, kvv_mem_mul(kvv_mem_mul(L + 1, P),
+                                        ((uint64_t)x.kdim + (uint64_t)x.vdim) * sizeof(float)),
+                     "K and V of %d layers x %d positions (and their recompute)", x.L, n_pos);
+    kvv_mem_plan_add(&plan, kvv_mem_mul((uint64_t)x.ng, (uint64_t)x.V * sizeof(float)),
+                     "logits of %d steps", x.ng);
+    if ((st = kvv_mem_plan_check(&plan, err))) {
+        kvv_engine_close(x.e);
+        return st;
+    }
     x.c = (capture_state){x.L, x.E, x.kdim, x.vdim, n_pos, NULL, NULL, NULL, true, -1, NULL,
                           o->perturb_layer, o->perturb_pos, false};
     x.c.resid = calloc((size_t)(x.L + 1) * n_pos * x.E, sizeof(float));

@@ -1,6 +1,8 @@
 /* capture.c — recording, patching and perturbing hooks (see capture.h). */
 #include "verify/capture.h"
 
+#include "runtime/mem_limit.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,18 @@ kvv_status kvv_capture_init(kvv_capture *c, const kvv_hparams *hp, int n_pos, un
     c->patch_layer = -1;
     c->flip_layer = -1;
     size_t np = (size_t)n_pos;
+    const uint64_t L = (uint64_t)c->n_layer, P = (uint64_t)(n_pos > 0 ? n_pos : 0);
+    kvv_mem_plan plan = kvv_mem_plan_new("capture of the check's forward passes");
+    if (what & KVV_CAPTURE_RESID)
+        kvv_mem_plan_add(&plan, kvv_mem_mul(kvv_mem_mul(L + 1, P), (uint64_t)c->n_embd * sizeof(float)),
+                         "residuals of %d layers x %d positions", c->n_layer + 1, n_pos);
+    if (what & KVV_CAPTURE_KV)
+        kvv_mem_plan_add(&plan, kvv_mem_mul(kvv_mem_mul(L, P),
+                                            ((uint64_t)c->kdim + (uint64_t)c->vdim) * sizeof(float)),
+                         "K and V of %d layers x %d positions", c->n_layer, n_pos);
+    kvv_status st = kvv_mem_plan_check(&plan, err);
+    if (st)
+        return st;
     if (what & KVV_CAPTURE_RESID)
         c->resid = calloc((size_t)(c->n_layer + 1) * np * (size_t)c->n_embd, sizeof(float));
     if (what & KVV_CAPTURE_KV) {

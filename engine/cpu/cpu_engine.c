@@ -11,6 +11,7 @@
 
 #include "engine/cpu/cpu_impl.h"
 #include "model/tensor_types.h"
+#include "runtime/mem_limit.h"
 
 kvv_cpu_opts kvv_cpu_opts_default(void)
 {
@@ -90,6 +91,85 @@ static const kvv_engine_vtable cpu_vtable = {
     .describe = cpu_describe,
 };
 
+/* The options as the engine keeps them (no allocation). */
+static void setup(kvv_cpu *c, const kvv_model *m, const kvv_engine_opts *o, const kvv_cpu_opts *co,
+                  const kvv_cpu_kernels *k)
+{
+    const kvv_hparams *hp = &m->hp;
+    c->m = m;
+    c->hp = hp;
+    c->mode = o->mode == KVV_MODE_FAST ? KVV_MODE_FAST : KVV_MODE_INVARIANT;
+    c->control = o->control;
+    c->cache_type = o->cache_type;
+    c->k = k;
+    c->copts = *co;
+    c->q8_act = c->mode == KVV_MODE_FAST && !co->f32_act;
+    c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
+    c->n_ctx = o->n_ctx;
+    if (c->n_ctx == 0)
+        c->n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+}
+
+/* What open allocates for a set-up c: weights (cpu_weights.c), the KV
+ * cache, the RoPE tables, the per-thread attention scratch. */
+static void plan_of(const kvv_cpu *c, kvv_mem_plan *p)
+{
+    const kvv_hparams *hp = c->hp;
+    const uint64_t ctx = (uint64_t)c->n_ctx;
+    const uint64_t grp = (uint64_t)(hp->n_head / hp->n_head_kv);
+    const uint64_t rowmax = (uint64_t)(hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v);
+    /* per thread: scores [grp][n_ctx], key rows [n_ctx][rowmax], queries
+     * [grp][head_dim], the dequantization tile (max_cols once loaded: the
+     * widest projection input, n_embd, n_head*head_dim_v or n_ff) */
+    uint64_t cols = (uint64_t)hp->n_embd;
+    if ((uint64_t)hp->n_head * (uint64_t)hp->head_dim_v > cols)
+        cols = (uint64_t)hp->n_head * (uint64_t)hp->head_dim_v;
+    if ((uint64_t)hp->n_ff > cols)
+        cols = (uint64_t)hp->n_ff;
+    uint64_t tile = 4 * cols > KVV_CPU_TILE_FLOATS ? 4 * cols : KVV_CPU_TILE_FLOATS;
+    uint64_t per_thread = kvv_mem_mul(kvv_mem_add(kvv_mem_add(kvv_mem_mul(grp, ctx),
+                                                              kvv_mem_mul(ctx, rowmax)),
+                                                  kvv_mem_add(tile, grp * (uint64_t)hp->head_dim)),
+                                      sizeof(float));
+    /* cos and sin [n_ctx][n_rot/2], for one base or two (local layers) */
+    uint64_t rope = kvv_mem_mul(kvv_mem_mul(ctx, (uint64_t)(hp->n_rot / 2)),
+                                (hp->rope_base_swa == hp->rope_base ? 2 : 4) * sizeof(float));
+    *p = kvv_mem_plan_new("cpu engine");
+    kvv_mem_plan_add(p, kvv_cpu_weights_plan(c), "weights as held (%s mode)", kvv_mode_name(c->mode));
+    kvv_mem_plan_add(p, kvv_kv_cache_bytes(c->cache_type, hp->n_layer, c->n_ctx, hp->n_head_kv,
+                                           hp->head_dim, hp->head_dim_v),
+                     "KV cache of %d positions (%s)", c->n_ctx, kvv_cache_type_name(c->cache_type));
+    kvv_mem_plan_add(p, kvv_mem_add(rope, kvv_mem_mul(ctx, 2 * sizeof(int32_t))),
+                     "RoPE tables and key index");
+    kvv_mem_plan_add(p, kvv_mem_mul(per_thread, (uint64_t)c->n_threads),
+                     "attention scratch of %d threads", c->n_threads);
+    /* Address space that is mostly never touched counts only against a
+     * data limit (--max-memory), not against the machine's memory: the pool
+     * threads' stacks and, in fast mode, the OpenBLAS work buffer each pool
+     * thread beyond the caller maps for its own sgemm. */
+    if (kvv_mem_available() == UINT64_MAX)
+        return;
+    kvv_mem_plan_add(p, kvv_mem_mul(kvv_mem_thread_stack(), (uint64_t)c->n_threads - 1),
+                     "stacks of %d pool threads", c->n_threads - 1);
+    if (c->mode == KVV_MODE_FAST)
+        kvv_mem_plan_add(p, kvv_mem_mul(KVV_MEM_BLAS_BUFFER, (uint64_t)c->n_threads - 1),
+                         "OpenBLAS buffers of %d pool threads", c->n_threads - 1);
+}
+
+void kvv_cpu_engine_plan(const kvv_model *m, const kvv_engine_opts *o, const kvv_cpu_opts *co,
+                         kvv_mem_plan *p)
+{
+    kvv_cpu_opts dco = kvv_cpu_opts_default();
+    kvv_cpu_isa isa;
+    kvv_error ierr = {0};
+    if (kvv_cpu_isa_choose(o->isa, &isa, &ierr))
+        isa = KVV_CPU_ISA_GENERIC; /* the open refuses it; the plan's size is the same */
+    kvv_cpu c;
+    memset(&c, 0, sizeof c);
+    setup(&c, m, o, co ? co : &dco, kvv_cpu_kernels_of(isa));
+    plan_of(&c, p);
+}
+
 kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err)
 {
@@ -123,23 +203,16 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     e->model = m;
     e->opts = *o;
     e->impl = c;
-    c->m = m;
-    c->hp = hp;
-    c->mode = o->mode == KVV_MODE_FAST ? KVV_MODE_FAST : KVV_MODE_INVARIANT;
+    setup(c, m, o, co, k);
     e->opts.mode = c->mode;
-    c->control = o->control;
-    c->cache_type = o->cache_type;
-    c->k = k;
-    c->copts = *co;
-    c->q8_act = c->mode == KVV_MODE_FAST && !co->f32_act;
-    c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     e->opts.n_threads = c->n_threads;
-    c->n_ctx = o->n_ctx;
-    if (c->n_ctx == 0)
-        c->n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     e->opts.n_ctx = c->n_ctx;
 
-    kvv_status st = kvv_cpu_load_weights(c, err);
+    kvv_mem_plan plan;
+    plan_of(c, &plan);
+    kvv_status st = kvv_mem_plan_check(&plan, err);
+    if (!st)
+        st = kvv_cpu_load_weights(c, err);
     if (st) {
         cpu_close(e);
         return st;

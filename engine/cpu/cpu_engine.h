@@ -51,6 +51,7 @@
 
 #include "engine/cpu/cpu_isa.h"
 #include "engine/engine.h"
+#include "runtime/mem_limit.h"
 
 typedef struct {
     int dequant_all;    /* 1: dequantize Q8_0/Q4_0 to F32 at open as well */
@@ -70,6 +71,12 @@ kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv
                                kvv_error *err);
 kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                                   const kvv_cpu_opts *co, kvv_engine **out, kvv_error *err);
+
+/* What kvv_cpu_engine_open_ex(m, o, co) will allocate (weights as held,
+ * KV cache, RoPE tables, thread scratch), part by part; open checks it
+ * against the memory limit first (runtime/mem_limit.h). co NULL: defaults. */
+void kvv_cpu_engine_plan(const kvv_model *m, const kvv_engine_opts *o, const kvv_cpu_opts *co,
+                         kvv_mem_plan *p);
 
 /* Bytes of weights one token's pass reads as this engine holds them (the
  * layers' projections; *head: the output head), for roofline figures.

@@ -126,6 +126,10 @@ typedef struct {
 /* ---- cpu_weights.c ---- */
 /* Load every weight of c->m in the form cpu_weights.c describes. */
 kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err);
+/* Bytes kvv_cpu_load_weights will allocate for c's model, mode and options
+ * (an upper bound: weights used in place from the map count 0), for the
+ * pre-check of runtime/mem_limit.h. */
+uint64_t kvv_cpu_weights_plan(const kvv_cpu *c);
 
 /* ---- cpu_matmul.c ---- */
 typedef struct {

@@ -19,6 +19,7 @@
 
 #include "engine/cpu/cpu_impl.h"
 #include "model/tensor_types.h"
+#include "runtime/mem_limit.h"
 
 /* Register m (may be NULL) to be freed at close. @return m, or NULL (and m
  * freed) on OOM. */
@@ -207,6 +208,49 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
     w->data = (const uint8_t *)d;
     w->row_bytes = (size_t)w->cols * sizeof(float);
     return KVV_OK;
+}
+
+/* The bytes load_mat allocates for t with these flags: the same choices in
+ * the same order (G16, widened Q8_0, kept in place or re-laid out as X4, an
+ * F32 copy). X4 is assumed wherever it could apply (an upper bound). */
+static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
+{
+    const uint64_t cols = (uint64_t)t->ne[0];
+    const uint64_t rows = kvv_mem_mul(kvv_mem_mul((uint64_t)t->ne[1], (uint64_t)t->ne[2]),
+                                      (uint64_t)t->ne[3]);
+    const bool x4 = (flags & LOAD_SPLIT4) && c->mode == KVV_MODE_INVARIANT &&
+                    c->k->gemv_q8_0_x4 && rows % 4 == 0;
+    if (!c->copts.dequant_all && !(flags & LOAD_LOOKUP) && kvv_quant_groups_type(t->type) &&
+        cols % 16 == 0)
+        return kvv_mem_mul(rows, cols / 16 * KVV_CPU_G16_BYTES);
+    if (want_q8_0(c, t))
+        return kvv_mem_mul(rows, kvv_type_row_size(KVV_TYPE_Q8_0, (int64_t)cols));
+    bool keep = t->type == KVV_TYPE_F32 ||
+                (!c->copts.dequant_all && (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
+    if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0))
+        return x4 && t->type == KVV_TYPE_Q8_0 ? t->nbytes : 0;
+    return kvv_mem_mul(kvv_mem_mul(rows, cols), sizeof(float));
+}
+
+uint64_t kvv_cpu_weights_plan(const kvv_cpu *c)
+{
+    const kvv_model *m = c->m;
+    uint64_t b = kvv_mem_mul((uint64_t)c->hp->n_layer, sizeof *c->layers);
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const kvv_gguf_tensor *t = &m->gguf->tensors[i];
+        uint64_t n = 0;
+        if (t == m->tok_embd) {
+            n = mat_plan(c, t, LOAD_LOOKUP);
+            if (m->output == m->tok_embd || !m->output) /* tied: the output's own copy */
+                n = kvv_mem_add(n, mat_plan(c, t, LOAD_SPLIT4));
+        } else if (t->n_dims >= 2 && t->ne[1] > 1) {
+            n = mat_plan(c, t, LOAD_SPLIT4);
+        } else if (strcmp(t->name, "rope_freqs.weight") != 0) {
+            n = kvv_mem_mul((uint64_t)t->ne[0], sizeof(float)); /* load_vec */
+        }
+        b = kvv_mem_add(b, n);
+    }
+    return b;
 }
 
 kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)

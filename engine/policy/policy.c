@@ -12,6 +12,7 @@
 #include "engine/policy/select.h"
 #include "model/tensor_types.h"
 #include "reference/kmath.h"
+#include "runtime/mem_limit.h"
 
 static const char *const policy_names[KVV_POLICY_COUNT] = {
     "full", "window", "streaming", "streaming-reindex", "h2o", "tova", "snapkv", "pyramidkv", "knorm",
@@ -284,6 +285,28 @@ static void hook_select(void *user, int layer, int qpos, int head, const float *
 
 /* ------------------------------------------------------------ open/close */
 
+
+/* What the policy allocates for p's cache, checked before it does: the
+ * score table, and for KV-Direct the residual checkpoints and the restore
+ * scratch. */
+static kvv_status plan_check(const kvv_policy *p, const kvv_kv_cache *c, kvv_error *err)
+{
+    const uint64_t nc = (uint64_t)p->n_ctx, L = (uint64_t)p->n_layer, E = (uint64_t)p->n_embd;
+    const uint64_t kv = kvv_mem_mul((uint64_t)p->n_kv,
+                                    (uint64_t)c->head_dim_k + (uint64_t)c->head_dim_v);
+    kvv_mem_plan plan = kvv_mem_plan_new("cache policy");
+    kvv_mem_plan_add(&plan, kvv_mem_mul(kvv_mem_mul(L, (uint64_t)p->n_kv), nc * sizeof(double)),
+                     "scores of %d layers x %d positions", p->n_layer, p->n_ctx);
+    if (kvv_policy_is_kvdirect(p->cfg.kind)) {
+        uint64_t rows = p->cfg.kind == KVV_POLICY_KVDIRECT_TOKEN ? nc : kvv_mem_mul(L, nc);
+        kvv_mem_plan_add(&plan, kvv_mem_mul(kvv_mem_mul(rows, E), ckpt_elem_size(p->cfg.ckpt)),
+                         "residual checkpoints of %d positions", p->n_ctx);
+        kvv_mem_plan_add(&plan, kvv_mem_mul(nc, kvv_mem_add(E, kv) * sizeof(float)),
+                         "restore scratch");
+    }
+    return kvv_mem_plan_check(&plan, err);
+}
+
 kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy **out,
                            kvv_error *err)
 {
@@ -319,6 +342,11 @@ kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy 
     p->n_kv = p->hp->n_head_kv;
     p->n_embd = p->hp->n_embd;
     size_t nc = (size_t)p->n_ctx;
+    kvv_status st = plan_check(p, c, err);
+    if (st) {
+        kvv_policy_close(p);
+        return st;
+    }
     p->score = calloc((size_t)p->n_layer * (size_t)p->n_kv * nc, sizeof *p->score);
     p->tmp = calloc(nc, sizeof *p->tmp);
     p->cand = calloc(nc, sizeof *p->cand);

@@ -451,7 +451,9 @@ static void test_bad_tensors(void **state)
     expect_bad(&f, nd + 4 + 8, 8, 1ull << 62, "product of dimensions overflows int64",
                (int64_t)(nd + 12));
     expect_bad(&f, nd + 4, 8, 1ull << 61, "tensor size in bytes overflows int64", -1);
-    expect_bad(&f, nd + 4 + 8, 8, 1000, "lies outside", -1);
+    expect_bad(&f, nd + 4 + 8, 8, 1000, "'a'.ne at byte", (int64_t)(nd + 4));
+    expect_bad(&f, nd + 4 + 8, 8, 1000, "4000 elements of F32 need 16000 bytes, more than the whole", -1);
+    expect_bad(&f, nd + 4 + 8, 8, 1ull << 38, "1099511627776 elements of F32", (int64_t)(nd + 4));
     expect_bad(&f, ty, 4, 4, "'a'.type at byte", (int64_t)ty);
     expect_bad(&f, ty, 4, 4, "unknown tensor type 4", -1);
     expect_bad(&f, ty, 4, 0xffffffffu, "unknown tensor type 4294967295", -1);

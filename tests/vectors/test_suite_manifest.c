@@ -124,6 +124,40 @@ static void test_manifest_errors(void **state)
     assert_int_equal(kvv_suite_load("/nonexistent/m.txt", &s, &err), KVV_ERR_IO);
 }
 
+/* KVV_SUITE_MAX_CASES cases parse (and quickly: names are hashed); one
+ * more is an error naming the line; a duplicate far down is still found. */
+static void test_manifest_case_bound(void **state)
+{
+    (void)state;
+    const int n = KVV_SUITE_MAX_CASES + 1;
+    char *text = malloc((size_t)n * 32 + 64);
+    assert_non_null(text);
+    size_t o = 0, all_but_last = 0;
+    for (int i = 0; i < n; i++) {
+        all_but_last = o;
+        o += (size_t)sprintf(text + o, "c%d model=m checks=kv\n", i);
+    }
+    kvv_suite *s = NULL;
+    kvv_error err = {0};
+    assert_int_equal(kvv_suite_parse(text, all_but_last, "big.txt", ".", &s, &err), KVV_OK);
+    assert_int_equal(s->n_cases, KVV_SUITE_MAX_CASES);
+    kvv_suite_free(s);
+    assert_int_equal(kvv_suite_parse(text, o, "big.txt", ".", &s, &err), KVV_ERR_FORMAT);
+    assert_null(s);
+    char want[96];
+    snprintf(want, sizeof want, "big.txt: line %d: key name: more than %d cases", n,
+             KVV_SUITE_MAX_CASES);
+    assert_non_null(strstr(err.msg, want));
+    /* line 5001 repeats line 1's name */
+    o = 0;
+    for (int i = 0; i < 5000; i++)
+        o += (size_t)sprintf(text + o, "c%d model=m checks=kv\n", i);
+    o += (size_t)sprintf(text + o, "c0 model=m checks=patch\n");
+    assert_int_equal(kvv_suite_parse(text, o, "dup.txt", ".", &s, &err), KVV_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "dup.txt: line 5001: key name: 'c0' already used at 1"));
+    free(text);
+}
+
 /* Every case lands in exactly one of the N shards, and shards differ in
  * size by at most one. */
 static void test_shards(void **state)
@@ -166,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_text_manifest),
         cmocka_unit_test(test_json_manifest),
         cmocka_unit_test(test_manifest_errors),
+        cmocka_unit_test(test_manifest_case_bound),
         cmocka_unit_test(test_shards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -66,6 +66,8 @@ typedef struct {
     kvv_error *err;
     int line;           /* text: line number; JSON: case number (1-based) */
     bool json;
+    int *names;         /* case names by hash: case index + 1, 0 = empty */
+    size_t names_mask;  /* slots - 1 (a power of two, at least twice the cases) */
 } pctx;
 
 static kvv_status perr(pctx *p, const char *key, const char *fmt, ...)
@@ -195,6 +197,37 @@ static void case_defaults(kvv_suite_case *c)
     c->perturb_pos = -1;
 }
 
+/* The slot of p->names holding case name n, or the empty one it would
+ * take (FNV-1a, linear probing): duplicate names are found in constant
+ * time, so a manifest of many cases parses in linear time. */
+static int *name_slot(const pctx *p, const kvv_suite *s, const char *n)
+{
+    uint32_t h = 2166136261u;
+    for (const char *c = n; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    for (size_t i = h & p->names_mask;; i = (i + 1) & p->names_mask)
+        if (!p->names[i] || strcmp(s->cases[p->names[i] - 1].name, n) == 0)
+            return &p->names[i];
+}
+
+/* Room for cap cases and twice as many name slots. */
+static bool grow(pctx *p, kvv_suite *s, int cap)
+{
+    kvv_suite_case *nc = realloc(s->cases, (size_t)cap * sizeof *nc);
+    if (!nc)
+        return false;
+    s->cases = nc;
+    int *slots = calloc(2 * (size_t)cap, sizeof *slots);
+    if (!slots)
+        return false;
+    free(p->names);
+    p->names = slots;
+    p->names_mask = 2 * (size_t)cap - 1;
+    for (int i = 0; i < s->n_cases; i++)
+        *name_slot(p, s, s->cases[i].name) = i + 1;
+    return true;
+}
+
 /* Check a finished case and append it. */
 static kvv_status add_case(pctx *p, kvv_suite *s, int *cap, const kvv_suite_case *c)
 {
@@ -202,18 +235,22 @@ static kvv_status add_case(pctx *p, kvv_suite *s, int *cap, const kvv_suite_case
         return perr(p, "model", "missing (every case names its model)");
     if (!c->checks && !c->vector[0])
         return perr(p, "checks", "a case needs checks=... or vector=...");
-    for (int i = 0; i < s->n_cases; i++)
-        if (strcmp(s->cases[i].name, c->name) == 0)
-            return perr(p, "name", "'%s' already used at %d", c->name, s->cases[i].line);
+    if (s->n_cases > 0) {
+        int used = *name_slot(p, s, c->name);
+        if (used)
+            return perr(p, "name", "'%s' already used at %d", c->name, s->cases[used - 1].line);
+    }
+    if (s->n_cases == KVV_SUITE_MAX_CASES)
+        return perr(p, "name", "more than %d cases in one manifest", KVV_SUITE_MAX_CASES);
     if (s->n_cases == *cap) {
         int nc = *cap ? *cap * 2 : 16;
-        kvv_suite_case *n = realloc(s->cases, (size_t)nc * sizeof *n);
-        if (!n)
+        if (!grow(p, s, nc))
             return kvv_error_set(p->err, KVV_ERR_NOMEM, "%s: out of memory", p->file);
-        s->cases = n;
         *cap = nc;
     }
-    s->cases[s->n_cases++] = *c;
+    s->cases[s->n_cases] = *c;
+    *name_slot(p, s, c->name) = s->n_cases + 1;
+    s->n_cases++;
     return KVV_OK;
 }
 
@@ -322,9 +359,12 @@ static kvv_status parse_json(pctx *p, const char *text, size_t len, kvv_suite *s
                         st = perr(p, key, "array item %zu is not a string", k);
                         break;
                     }
-                    off += (size_t)snprintf(buf + off, off < sizeof buf ? sizeof buf - off : 0,
-                                            "%s%s", k ? "," : "", json_string_value(e));
+                    if (off < sizeof buf)
+                        off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", k ? "," : "",
+                                                json_string_value(e));
                 }
+                if (!st && off >= sizeof buf)
+                    st = perr(p, key, "list too long");
             } else
                 st = perr(p, key, "value of an unsupported JSON type");
             if (st)
@@ -354,7 +394,7 @@ kvv_status kvv_suite_parse(const char *text, size_t len, const char *name, const
     memcpy(copy, text, len);
     copy[len] = '\0';
     snprintf(s->path, sizeof s->path, "%s", name);
-    pctx p = {name, base_dir ? base_dir : ".", err, 0, false};
+    pctx p = {name, base_dir ? base_dir : ".", err, 0, false, NULL, 0};
     kvv_status st;
     if (strlen(copy) != len)
         st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: byte %zu: NUL byte in a text file", name,
@@ -368,6 +408,7 @@ kvv_status kvv_suite_parse(const char *text, size_t len, const char *name, const
     if (!st && s->n_cases == 0)
         st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: no cases", name);
     free(copy);
+    free(p.names);
     if (st) {
         kvv_suite_free(s);
         return st;

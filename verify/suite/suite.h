@@ -81,6 +81,11 @@ typedef struct {
     int perturb_pos;
 } kvv_suite_case;
 
+/* Most cases a manifest may hold: a case takes about 2 KiB in memory (its
+ * two paths), so this bounds what a manifest can make the parser allocate
+ * (about 140 MiB) whatever its size; nightly suites hold tens to hundreds. */
+#define KVV_SUITE_MAX_CASES 65536
+
 typedef struct {
     char path[1024];
     kvv_suite_case *cases;   /* n_cases, in manifest order (owned) */
