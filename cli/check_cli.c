@@ -17,7 +17,8 @@ void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
     c->accepts = KVV_CHECK_OPT_ALL;
     kvv_engine_cli_init(&c->engine, cmd, "ref", KVV_ENGINE_OPT_ALL);
     kvv_prompt_cli_init(&c->prompt, cmd);
-    kvv_output_cli_init(&c->out, cmd, KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_QUIET);
+    kvv_output_cli_init(&c->out, cmd,
+                        KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_QUIET | KVV_OUT_PROGRESS);
     c->out.json_help = "the JSON report (docs/report-schema.md)";
     c->out.quiet_help = "print only the summary table and failures";
     c->controls = true;
@@ -102,10 +103,24 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
                 "not detected), 2 bad input or usage, 77 nothing could be checked.\n");
 }
 
-static void progress(void *user, const char *label, long done, long total)
+/* What every check would refuse, refused before any runs: prompt tokens
+ * outside the vocabulary, positions past the context (-n). @return 0 or 2. */
+static int validate(const kvv_check_cli *c, const kvv_check_opts *o)
 {
-    (void)user;
-    kvv_progress(label, done, total);
+    kvv_error err = {0};
+    const char *prefix = "check: "; /* the library's; the command's name replaces it */
+    if (kvv_check_opts_validate(o, o->n_tokens, &err)) {
+        const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
+        fprintf(stderr, "kvverify %s: prompt: %s\n", c->cmd, m);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (c->n_gen > 0 && kvv_check_opts_validate(o, o->n_tokens + o->n_gen - 1, &err)) {
+        const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
+        fprintf(stderr, "kvverify %s: option -n: %d steps after a %d-token prompt: %s\n",
+                c->cmd, o->n_gen, o->n_tokens, m);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    return 0;
 }
 
 static int prepare(kvv_check_cli *c, kvv_check_run *run)
@@ -153,7 +168,10 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     o->controls = c->controls;
     o->force_fail = c->force_fail;
     o->seed = c->prompt.seed;
-    o->progress = progress;
+    o->progress = kvv_output_progress;
+    o->progress_user = &c->out;
+    if ((code = validate(c, o)))
+        return code;
 
     kvv_report *rep = &run->report;
     kvv_report_init(rep, c->model_path, c->prompt.seed);
@@ -237,6 +255,14 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     if (!c->out.stdout_taken) {
         kvv_report_print_console(stdout, rep, flags);
         fflush(stdout);
+    }
+    /* why a check could not run, on stderr too (stdout may be a report) */
+    for (int i = 0; i < rep->n_checks; i++) {
+        const kvv_check_result *r = &rep->checks[i];
+        if (r->verdict == KVV_VERDICT_ERROR || r->verdict == KVV_VERDICT_SKIPPED)
+            fprintf(stderr, "kvverify %s: %s %s: %s\n", c->cmd, r->name,
+                    r->verdict == KVV_VERDICT_ERROR ? "could not run" : "nothing checked",
+                    r->message[0] ? r->message : r->key_figure);
     }
     int code = kvv_report_exit_code(rep);
     if (c->out.json_path && kvv_report_write_json(rep, c->out.json_path, &err))

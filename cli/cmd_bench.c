@@ -49,7 +49,7 @@ static void bench_args_init(bench_args *a)
     a->repeats = 3;
     a->seed = 1;
     kvv_engine_cli_init(&a->engine, "bench", "cpu", KVV_ENGINE_OPT_ALL);
-    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON);
+    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (one line on stdout)";
 }
 
@@ -271,6 +271,7 @@ static int measure(const bench_args *a, kvv_engine *e, const kvv_hparams *hp, ra
         double t2 = kvv_now_seconds(), c2 = cpu_seconds();
         r->tg[k] = ng > 0 ? ng / (t2 - t1) : 0;
         r->tgc[k] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
+        kvv_output_progress((void *)&a->out, "bench", k + 1, a->repeats);
     }
     r->pp_med = median(r->pp, (int)a->repeats);
     r->tg_med = median(r->tg, (int)a->repeats);

@@ -56,14 +56,21 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
+static void own_finish(void *state, kvv_opts *o)
+{
+    const compare_args *a = state;
+    kvv_engine_cli_check_name(o, "--against", a->against);
+}
+
 int kvv_cmd_compare(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "compare");
     c.layers = true;
+    c.engine.threads_elsewhere = true;
     compare_args a = {.against = "cpu", .tol = KVV_COMPARE_REL_TOL};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
-                                   &(kvv_opt_group){own_option, NULL, &a});
+                                   &(kvv_opt_group){own_option, own_finish, &a});
     if (code != KVV_OPTS_RUN)
         return code;
     const char *engine_a = c.engine.engine;

@@ -141,7 +141,7 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--csv")) {
         a->csv = o->value;
         if (a->csv)
-            kvv_output_path_check(o, "--csv", a->csv); /* before the run, like --json */
+            kvv_output_path_check(o, "--csv", a->csv, false); /* before the run, like --json */
     } else if (kvv_opts_flag(o, "--no-equal-bytes")) {
         a->equal_bytes = false;
     } else {

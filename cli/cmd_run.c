@@ -57,7 +57,7 @@ static void run_args_init(run_args *a)
     a->n_gen = 16;
     a->top_k = 5;
     kvv_engine_cli_init(&a->engine, "run", "ref", KVV_ENGINE_OPT_ALL);
-    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON);
+    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (steps: position, argmax, top-K)";
 }
 
@@ -106,7 +106,8 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_flag(o, "--raw")) {
         a->raw = true;
     } else if (kvv_opts_value(o, "-n")) {
-        if (o->value && kvv_opts_int(o, "-n", o->value, 0, 1 << 20, &a->n_gen))
+        /* 0 and -5 alike: "-n: 0 is outside 1..1048576" (--teacher takes no -n) */
+        if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 20, &a->n_gen))
             a->n_given = true;
     } else if (kvv_opts_value(o, "--top")) {
         if (o->value && kvv_opts_int(o, "--top", o->value, 0, 1 << 24, &a->top_k))
@@ -146,8 +147,6 @@ static void own_finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "-n does not apply to --teacher (it reports every position)");
     else if (a->all_logits && !(a->teacher && a->out.json_path))
         kvv_opts_error(o, "--all-logits needs --teacher and --json");
-    else if (!a->teacher && a->n_gen == 0)
-        kvv_opts_error(o, "option -n: generate at least 1 token");
 }
 
 /* @return KVV_OPTS_RUN to go on, else the exit code (0 after --help). */
@@ -496,6 +495,7 @@ static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_erro
                                                   KVV_LOGITS_LAST, s->logits, nv, err)))
             return st;
         stamp_add(&s->t_dec, t1, now_s());
+        kvv_output_progress((void *)&a->out, "run", i + 1, s->n_gen);
     }
     return KVV_OK;
 }

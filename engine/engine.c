@@ -3,6 +3,7 @@
  * (engine/engine.h). Engines are opened by name from one const table; each
  * engine's open function is declared in engine/engine_impl.h.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,6 +87,17 @@ void kvv_engine_list(char *buf, size_t size)
     }
 }
 
+static kvv_status unknown_engine(const char *name, kvv_error *err)
+{
+    char list[128];
+    kvv_engine_list(list, sizeof list);
+    return kvv_error_set(err, KVV_ERR_USAGE,
+                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
+                         "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "
+                         "plugins/ beside kvverify)",
+                         name, list);
+}
+
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err)
 {
@@ -141,13 +153,31 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
     kvv_status s;
     if (!o->ggml && kvv_engine_open_plugin_by_name(m, o, name, out, &s, err))
         return s;
-    char list[128];
-    kvv_engine_list(list, sizeof list);
-    return kvv_error_set(err, KVV_ERR_USAGE,
-                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
-                         "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "
-                         "plugins/ beside kvverify)",
-                         name, list);
+    return unknown_engine(name, err);
+}
+
+kvv_status kvv_engine_exists(const char *name, kvv_error *err)
+{
+    char path[1024];
+    if (!name)
+        return kvv_error_set(err, KVV_ERR_USAGE, "no engine named");
+    if (strncmp(name, KVV_PLUGIN_PREFIX, strlen(KVV_PLUGIN_PREFIX)) == 0) {
+        const char *file = name + strlen(KVV_PLUGIN_PREFIX);
+        FILE *f = file[0] ? fopen(file, "rb") : NULL;
+        if (!f)
+            return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: cannot load plugin file '%s': %s",
+                                 name, file, file[0] ? strerror(errno) : "empty path");
+        fclose(f);
+        return KVV_OK;
+    }
+    for (size_t i = 0; i < N_ENGINES; i++)
+        if (strcmp(engines[i].name, name) == 0)
+            return engines[i].open == kvv_engine_open_llama_cpp
+                       ? kvv_plugin_find(KVV_LLAMA_CPP_PLUGIN, path, sizeof path, err)
+                       : KVV_OK;
+    if (kvv_plugin_find_by_name(name, path, sizeof path))
+        return KVV_OK;
+    return unknown_engine(name, err);
 }
 
 void kvv_engine_close(kvv_engine *e)

@@ -151,6 +151,12 @@ struct kvv_engine {
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err);
 void kvv_engine_close(kvv_engine *e); /* accepts NULL */
+/* Is there an engine named `name` (as kvv_engine_open resolves it: a
+ * built-in, plugin:PATH with a readable file, an installed plugin NAME),
+ * without opening it? For command lines, which refuse an unknown name
+ * before anything runs. @return KVV_OK, else KVV_ERR_USAGE (or KVV_ERR_IO
+ * for a missing llama.cpp plugin) with kvv_engine_open's message. */
+kvv_status kvv_engine_exists(const char *name, kvv_error *err);
 /* The registered engine names, "ref, cpu", into buf (for messages, help). */
 void kvv_engine_list(char *buf, size_t size);
 

@@ -22,6 +22,7 @@
 #define KVV_PLUGIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "engine/engine.h"
 
@@ -42,6 +43,11 @@ kvv_status kvv_engine_open_plugin(const kvv_model *m, const kvv_engine_opts *o, 
 bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
                                     const char *name, kvv_engine **out, kvv_status *status,
                                     kvv_error *err);
+
+/* The file of plugin engine `name` (NAME.so in the plugin folders, names
+ * as for kvv_engine_open_plugin_by_name) into path. @return false when
+ * there is none. */
+bool kvv_plugin_find_by_name(const char *name, char *path, size_t size);
 
 /* Open the llama.cpp plugin (engine name "llama.cpp"). */
 kvv_status kvv_engine_open_llama_cpp(const kvv_model *m, const kvv_engine_opts *o,

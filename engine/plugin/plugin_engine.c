@@ -460,18 +460,24 @@ kvv_status kvv_engine_open_plugin(const kvv_model *m, const kvv_engine_opts *o, 
     return open_plugin(m, o, path, name ? name : full, out, err);
 }
 
-bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
-                                    const char *name, kvv_engine **out, kvv_status *status,
-                                    kvv_error *err)
+bool kvv_plugin_find_by_name(const char *name, char *path, size_t size)
 {
     size_t n = strlen(name);
     if (n < 1 || n > 15 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                         "0123456789._-") != n || name[0] == '.')
         return false;
-    char file[32], path[1024];
+    char file[32];
     kvv_error ignored = {0};
     snprintf(file, sizeof file, "%s.so", name);
-    if (kvv_plugin_find(file, path, sizeof path, &ignored) != KVV_OK)
+    return kvv_plugin_find(file, path, size, &ignored) == KVV_OK;
+}
+
+bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
+                                    const char *name, kvv_engine **out, kvv_status *status,
+                                    kvv_error *err)
+{
+    char path[1024];
+    if (!kvv_plugin_find_by_name(name, path, sizeof path))
         return false;
     *status = open_plugin(m, o, path, name, out, err);
     return true;

@@ -151,6 +151,10 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             o.n_gen = c->n_gen;
             o.seed = c->seed;
             o.force_fail = c->force_fail;
+            if (ro) {
+                o.progress = ro->progress;
+                o.progress_user = ro->progress_user;
+            }
             kvv_error e2 = {0};
             double t0 = kvv_now_seconds();
             kvv_status cs = table[k].run(&o, r, &e2);
