@@ -114,6 +114,12 @@ static int validate(const kvv_check_cli *c, const kvv_check_opts *o)
         fprintf(stderr, "kvverify %s: prompt: %s\n", c->cmd, m);
         return KVV_EXIT_BAD_INPUT;
     }
+    if (c->chunk > 0 && c->chunk >= o->n_tokens) {
+        fprintf(stderr, "kvverify %s: option --chunk: %ld is not below the prompt's %d tokens: "
+                        "the chunked recompute would be the whole one\n", c->cmd, c->chunk,
+                o->n_tokens);
+        return KVV_EXIT_BAD_INPUT;
+    }
     if (c->n_gen > 0 && kvv_check_opts_validate(o, o->n_tokens + o->n_gen - 1, &err)) {
         const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
         fprintf(stderr, "kvverify %s: option -n: %d steps after a %d-token prompt: %s\n",

@@ -245,6 +245,57 @@ void kvv_engine_reset(kvv_engine *e)
 
 /* ------------------------------------------------------------ capabilities */
 
+void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out)
+{
+    memset(out, 0, sizeof *out);
+    if (e && e->vt->batch_paths)
+        e->vt->batch_paths(e, out);
+}
+
+int kvv_batch_path_of(const kvv_batch_paths *p, int n)
+{
+    if (!p->known)
+        return n;
+    int k = 0;
+    while (k < p->n && p->sw[k].at <= n)
+        k++;
+    return k;
+}
+
+void kvv_batch_paths_add(kvv_batch_paths *p, int at, const char *what)
+{
+    p->known = true;
+    int k = 0;
+    while (k < p->n && p->sw[k].at < at)
+        k++;
+    if (k < p->n && p->sw[k].at == at) {
+        if (strstr(p->sw[k].what, what))
+            return;
+        size_t len = strlen(p->sw[k].what);
+        snprintf(p->sw[k].what + len, sizeof p->sw[k].what - len, "; %s", what);
+        return;
+    }
+    if (p->n >= KVV_BATCH_MAX_SWITCHES)
+        return;
+    memmove(&p->sw[k + 1], &p->sw[k], (size_t)(p->n - k) * sizeof p->sw[0]);
+    p->sw[k].at = at;
+    snprintf(p->sw[k].what, sizeof p->sw[k].what, "%s", what);
+    p->n++;
+}
+
+const char *kvv_batch_paths_list(const kvv_batch_paths *p, char *buf, size_t size)
+{
+    if (!p->known || !p->n) {
+        snprintf(buf, size, "%s", p->known ? "none" : "unknown");
+        return buf;
+    }
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < p->n && off < size; k++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%d", k ? ", " : "", p->sw[k].at);
+    return buf;
+}
+
 unsigned kvv_engine_caps(kvv_engine *e)
 {
     if (!e)

@@ -13,6 +13,7 @@
 #ifndef KVV_ENGINE_H
 #define KVV_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -116,6 +117,39 @@ enum {
 };
 #define KVV_ENGINE_CAP_ALL 0x7fffu
 
+/* Where an engine's kernels change with the number of tokens n in one call
+ * (forward, kv_from_residual): at each switch some product takes another
+ * kernel for n >= at than for n < at (the cpu engine in fast mode: GEMV
+ * kernels below 4 tokens, OpenBLAS sgemm from 4). Batch sizes between two
+ * switches run the same kernels, so comparing them cannot show a
+ * batch-shape difference: a check whose shapes all lie on one path has
+ * nothing to check (verify/check.h), and the audit sizes its workload to
+ * straddle every switch (verify/audit.h). An engine that does not say
+ * (known = false: the reference, plugins) is taken to possibly change at
+ * every size. */
+#define KVV_BATCH_MAX_SWITCHES 8
+typedef struct {
+    int at;                 /* first batch size of the new path, >= 2 */
+    char what[96];          /* what changes there, e.g. "Q8_0 products: one-token X4 GEMV
+                               below, dequantized tiles from here" */
+} kvv_batch_switch;
+
+typedef struct {
+    bool known;             /* the engine described its paths (even as none) */
+    int n;                  /* switches in sw[], ascending by at, distinct */
+    kvv_batch_switch sw[KVV_BATCH_MAX_SWITCHES];
+} kvv_batch_paths;
+
+/* Which path batch size n runs on: the number of switches at or below n
+ * (paths unknown: n itself, every size its own path). */
+int kvv_batch_path_of(const kvv_batch_paths *p, int n);
+/* Add a switch at `at` (kept ascending; one at the same size adds its
+ * `what` after "; " unless it is there already). For engines describing
+ * their paths. */
+void kvv_batch_paths_add(kvv_batch_paths *p, int at, const char *what);
+/* "4" / "2, 4" / "none" / "unknown" into buf. @return buf. */
+const char *kvv_batch_paths_list(const kvv_batch_paths *p, char *buf, size_t size);
+
 typedef struct kvv_engine kvv_engine;
 
 /* Each slot is required unless marked optional. */
@@ -130,6 +164,9 @@ typedef struct {
     void (*describe)(kvv_engine *e, kvv_engine_desc *d);
     /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_ALL */
     unsigned (*caps)(kvv_engine *e);
+    /* (optional) the batch sizes where its kernels change (kvv_batch_paths,
+     * filled from zero); default: not known */
+    void (*batch_paths)(kvv_engine *e, kvv_batch_paths *p);
 } kvv_engine_vtable;
 
 struct kvv_engine {
@@ -171,6 +208,10 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
 
 /* Convenience: clear the cache (a new sequence). */
 void kvv_engine_reset(kvv_engine *e);
+
+/* The batch sizes where e's kernels change (see kvv_batch_paths); an
+ * engine without the slot (or NULL) gives known = false. */
+void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */
 unsigned kvv_engine_caps(kvv_engine *e);

@@ -103,6 +103,21 @@ kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_p
 void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
                         const char *fail_key, const char *clean);
 
+/* The one-path rule (engine/engine.h kvv_batch_paths): a check that compares
+ * runs of different batch sizes, sizes[0..n), has nothing to compare when
+ *   - they are all one size, or
+ *   - e switches kernels by batch size and every size lies between the same
+ *     two switches (e.g. 1 to 3 tokens on the cpu engine in fast mode, whose
+ *     GEMM starts at 4): the comparison cannot reach the routes' difference.
+ * Then r becomes SKIPPED — "nothing could be checked" — with the sizes, the
+ * switch and the smallest prompt that would cross it, and the check returns
+ * without a verdict. An engine with one route for every size (the cpu
+ * engine's invariant mode on F32 weights) or that does not describe its
+ * routes (the reference, plugins) is compared across any distinct sizes:
+ * that is all the batch shape can change there. @return true when r was
+ * marked SKIPPED. */
+bool kvv_check_skip_one_path(kvv_check_result *r, kvv_engine *e, const int *sizes, int n);
+
 /* Deterministic pseudo-random prompt: n tokens uniform in [0, n_vocab),
  * from seed (splitmix64; same seed -> same tokens on every machine). When
  * bos >= 0 the first token is bos. */

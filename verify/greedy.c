@@ -124,6 +124,11 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     kvv_engine_desc d;
     kvv_engine_describe(e, &d);
     kvv_check_set_engine(r, &d);
+    /* the batch sizes compared: the cached run's prefill T and 1-token steps
+     * against the cache-free run's T .. T+N-1 */
+    const int sizes[] = {c->T, c->N > 1 ? 1 : c->T, c->T + c->N - 1};
+    if (kvv_check_skip_one_path(r, e, sizes, 3))
+        goto out;
     if (o->controls || o->force_fail) {
         kvv_engine_opts po = eo;
         po.control |= KVV_CTL_PERTURB_WEIGHT;

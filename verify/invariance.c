@@ -173,6 +173,21 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     variant vs[8];
     int nv = 0;
     const int steps[] = {1, 2, 7};
+    /* the batch sizes compared: all T at once against the chunkings' pieces
+     * and prefill T/2 + 1-token decode */
+    int sizes[16], ns = 0;
+    sizes[ns++] = c->T;
+    for (size_t i = 0; i < 3; i++) {
+        sizes[ns++] = steps[i] < c->T ? steps[i] : c->T;
+        if (steps[i] < c->T && c->T % steps[i])
+            sizes[ns++] = c->T % steps[i];
+    }
+    if (c->T >= 2) {
+        sizes[ns++] = c->T / 2;
+        sizes[ns++] = 1;
+    }
+    if (kvv_check_skip_one_path(r, e, sizes, ns))
+        goto out;
     for (size_t i = 0; i < 3; i++) {
         vs[nv] = (variant){.step = steps[i], .flip = o->force_fail && steps[i] == 7};
         snprintf(vs[nv].name, sizeof vs[nv].name, "chunk=%d%s", steps[i],

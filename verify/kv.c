@@ -240,6 +240,12 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
     kvv_engine_desc d;
     kvv_engine_describe(e, &d);
     kvv_check_set_engine(r, &d);
+    int chunk = o->chunk > 0 ? o->chunk : kvv_kv_default_chunk(c->T);
+    /* the batch sizes compared: the prefill against recomputes of 1, T and
+     * chunk tokens (and the chunked run's remainder) */
+    const int sizes[] = {c->T, 1, chunk < c->T ? chunk : c->T, c->T % chunk ? c->T % chunk : 1};
+    if (kvv_check_skip_one_path(r, e, sizes, 4))
+        goto out;
 
     /* 1. prefill, recording h_l(t) and the hook's K/V */
     kvv_hooks h = kvv_capture_hooks(&c->cap);
@@ -265,7 +271,6 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
         goto nomem;
 
     /* 3. recompute (a) token by token, (b) all at once, (c) in odd chunks */
-    int chunk = o->chunk > 0 ? o->chunk : kvv_kv_default_chunk(c->T);
     char chunk_name[24];
     snprintf(chunk_name, sizeof chunk_name, "chunk=%d", chunk);
     const struct { const char *name; int step; } modes[] = {

@@ -82,12 +82,18 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
 }
 
+static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
+{
+    kvv_cpu_batch_paths(e->impl, p);
+}
+
 static const kvv_engine_vtable cpu_vtable = {
     .close = cpu_close,
     .forward = kvv_cpu_forward,
     .kv_from_residual = kvv_cpu_kv_from_residual,
     .cache = cpu_cache,
     .describe = cpu_describe,
+    .batch_paths = cpu_batch_paths,
 };
 
 kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,

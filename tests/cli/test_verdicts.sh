@@ -1,0 +1,68 @@
+#!/bin/sh
+# Verdicts a certifier can stand behind (issue 20 items 1-6): every
+# --force-fail turns its command red; a prompt too short to exercise
+# anything is exit 2 (empty) or 77 (every batch shape on one kernel path),
+# never a PASS; nothing verified is 77.
+if [ -z "$KVV" ]; then
+    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
+fi
+SHARED=${KVV_SHARED:-../shared}
+T=${TMPDIR:-/tmp}/kvv-test-verdicts.$$
+mkdir -p "$T" || exit 1
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails+1)); }
+
+expect() { # want-exit, description, command...
+    want=$1; what=$2; shift 2
+    "$@" >"$T/out" 2>"$T/err"; rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "$what: exit $rc, want $want"
+        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
+        return 1
+    fi
+    return 0
+}
+
+$KVV synth --shape llama-tiny -o "$T/m.gguf" -q || { echo "FAIL: synth"; exit 1; }
+$KVV synth --shape llama-tiny --type q8_0 -o "$T/q.gguf" -q || { echo "FAIL: synth q8_0"; exit 1; }
+M="$T/m.gguf"
+
+# ---- item 1: every command that lists --force-fail fails with it
+for c in kv patch greedy invariance compare audit "memory --turns 2" latency \
+         "evict --policies window,kvdirect-layer --budgets 8 -n 4 --n-prompts 1"; do
+    # shellcheck disable=SC2086
+    $KVV $c --help | grep -q -- --force-fail || { fail "$c --help does not list --force-fail"; continue; }
+    # shellcheck disable=SC2086
+    expect 1 "$c --force-fail" $KVV $c "$M" --force-fail -q || true
+done
+
+# ---- item 2: an empty prompt is bad input
+for c in kv greedy invariance audit; do
+    expect 2 "$c -p ''" $KVV $c "$M" -p "" && grep -q "prompt is empty" "$T/err" ||
+        fail "$c -p '': no 'prompt is empty' on stderr"
+done
+# every batch shape on one kernel path: nothing could be checked (77), never PASS
+for c in kv invariance; do
+    for n in 2 3; do
+        expect 77 "$c --engine cpu --mode fast --random $n" $KVV $c "$M" --engine cpu --mode fast --random $n -q &&
+            grep -q "switch at 4 tokens" "$T/out" || fail "$c --random $n: the reason lacks the switch"
+    done
+    expect 77 "$c --tokens 1 (one shape)" $KVV $c "$M" --tokens 1 -q || true
+done
+expect 77 "greedy --tokens 1 -n 1" $KVV greedy "$M" --tokens 1 -n 1 -q || true
+# the same engine at 4 tokens reaches its GEMM and finds the differences
+expect 1 "kv --engine cpu --mode fast --random 4" $KVV kv "$M" --engine cpu --mode fast --random 4 -q || true
+# invariant Q8_0: one token is the X4 GEMV, two are tiles: 3 tokens straddle it
+expect 0 "kv q8_0 --engine cpu --random 3" $KVV kv "$T/q.gguf" --engine cpu --random 3 -q || true
+# a chunk as long as the prompt would make the chunked run the whole one
+expect 2 "kv --chunk 31 (>= prompt)" $KVV kv "$M" --random 8 --chunk 31 -q &&
+    grep -q "option --chunk: 31 is not below" "$T/err" || fail "kv --chunk 31: no reason"
+expect 2 "kv --chunk 9 = prompt" $KVV kv "$M" --random 9 --chunk 9 -q || true
+expect 0 "kv --chunk 7 < prompt" $KVV kv "$M" --random 9 --chunk 7 -q || true
+
+# ---- item 3: nothing verified is 77
+expect 77 "evict without KV-Direct" $KVV evict "$M" --policies window --budgets 8 -n 4 --n-prompts 1 || true
+
+[ $fails -eq 0 ] && echo "verdicts: all cases passed"
+[ $fails -eq 0 ]
