@@ -9,9 +9,12 @@
 /* One KV-Direct configuration, greedy. If every token matches the full
  * cache's, both runs saw the same inputs at every step, so their logits are
  * compared bit for bit directly (no teacher-forced rerun needed); a token
- * mismatch already fails the comparison. */
+ * mismatch already fails the comparison. When they differ, *first (if not
+ * NULL) gets the first logit that really differs (the same search as
+ * evict's). */
 static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *full,
-                          const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_error *err)
+                          const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_mismatch *first,
+                          kvv_error *err)
 {
     kvv_policy_run_out g;
     memset(row, 0, sizeof *row);
@@ -23,6 +26,17 @@ static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *ful
     row->kind = cfg->kind;
     row->budget = cfg->budget;
     row->fits = true;
+    if (first && !row->bit_equal) {
+        *first = (kvv_mismatch){.layer = -1, .token = row->prefix_match, .head = -1,
+                                .index = -1};
+        snprintf(first->tensor, sizeof first->tensor, "%s",
+                 kvv_evict_first_difference(full, &g, row->prefix_match, first) ? "logits"
+                                                                                 : "token");
+        if (!strcmp(first->tensor, "token") && row->prefix_match < g.n_gen) {
+            first->expected = (float)full->tokens[row->prefix_match];
+            first->actual = (float)g.tokens[row->prefix_match];
+        }
+    }
     kvv_policy_run_out_free(&g);
     return KVV_OK;
 }
@@ -64,7 +78,8 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         if (o->force_fail && kind == KVV_POLICY_KVDIRECT_LAYER)
             cfg.ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
         kvv_evict_row row;
-        s = run_one(o, &full, &cfg, &row, err);
+        kvv_mismatch mm;
+        s = run_one(o, &full, &cfg, &row, r->has_mismatch ? NULL : &mm, err);
         if (s != KVV_OK)
             break;
         runs++;
@@ -82,11 +97,8 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         json_object_set_new(j, "recompute_flops", json_real(row.recompute_flops));
         json_array_append_new(arr, j);
         if (!row.bit_equal && !r->has_mismatch) {
-            kvv_mismatch mm = {.layer = -1, .token = row.prefix_match, .head = -1,
-                               .index = -1};
-            snprintf(mm.tensor, sizeof mm.tensor, "logits");
-            snprintf(mm.variant, sizeof mm.variant, "%s budget=%d",
-                     kvv_policy_name(kind), budget);
+            snprintf(mm.variant, sizeof mm.variant, "%s budget=%d", kvv_policy_name(kind),
+                     budget);
             kvv_check_note_mismatch(r, &mm);
         }
         if (o->progress)
@@ -97,7 +109,7 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, quarter);
         cfg.ckpt = KVV_CKPT_BF16;
         kvv_evict_row row;
-        s = run_one(o, &full, &cfg, &row, err);
+        s = run_one(o, &full, &cfg, &row, NULL, err);
         if (s == KVV_OK)
             kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", !row.bit_equal,
                                   row.bit_equal ? "logits stayed bit-equal: not detected"

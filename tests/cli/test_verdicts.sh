@@ -64,5 +64,34 @@ expect 0 "kv --chunk 7 < prompt" $KVV kv "$M" --random 9 --chunk 7 -q || true
 # ---- item 3: nothing verified is 77
 expect 77 "evict without KV-Direct" $KVV evict "$M" --policies window --budgets 8 -n 4 --n-prompts 1 || true
 
+# ---- item 4: a first mismatch names an element that really differs, in the
+# console, the JSON and the JUnit failure (kvdirect on the fast engine fails)
+expect 1 "audit --engine cpu --mode fast" $KVV audit "$M" --engine cpu --mode fast -q \
+    --json "$T/f.json" --junit "$T/f.xml" || true
+python3 - "$T/f.json" <<'PY' || fail "a JSON first mismatch shows two equal values"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+seen = 0
+for c in rep["checks"]:
+    m = c.get("first_mismatch")
+    if not m or m["tensor"] == "token":
+        continue
+    seen += 1
+    e, a = m["expected"]["bits"], m["actual"]["bits"]
+    assert e != a, (c["name"], m["text"])
+assert seen >= 2, "expected mismatches in kvdirect and greedy"
+assert any(c["name"] == "kvdirect" and c.get("first_mismatch") for c in rep["checks"])
+PY
+grep -o 'first mismatch: [^"]*' "$T/f.xml" | while read -r line; do
+    e=$(echo "$line" | sed -n 's/.*expected \(0x[0-9a-f]*\).*/\1/p')
+    a=$(echo "$line" | sed -n 's/.* got \(0x[0-9a-f]*\).*/\1/p')
+    [ -n "$e" ] && [ "$e" = "$a" ] && echo "FAIL: JUnit first mismatch shows equal values: $line"
+done | grep -q FAIL && fail "JUnit: a first mismatch with two equal values"
+grep "first mismatch" "$T/out" | while read -r line; do
+    e=$(echo "$line" | sed -n 's/.*expected \(0x[0-9a-f]*\).*/\1/p')
+    a=$(echo "$line" | sed -n 's/.* got \(0x[0-9a-f]*\).*/\1/p')
+    [ -n "$e" ] && [ "$e" = "$a" ] && echo "FAIL: $line"
+done | grep -q FAIL && fail "console: a first mismatch with two equal values"
+
 [ $fails -eq 0 ] && echo "verdicts: all cases passed"
 [ $fails -eq 0 ]
