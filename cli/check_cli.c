@@ -8,6 +8,7 @@
 
 #include "model/sha256.h"
 #include "verify/audit.h"
+#include "verify/parallel.h"
 #include "verify/report/report.h"
 
 void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
@@ -57,6 +58,13 @@ static bool parse(void *state, kvv_opts *o)
     } else if (kvv_opts_flag(o, "--layers")) {
         c->layers = true;
         need = KVV_CHECK_OPT_LAYERS;
+    } else if (kvv_opts_flag(o, "--quick")) {
+        c->quick = true;
+        need = KVV_CHECK_OPT_QUICK;
+    } else if (kvv_opts_value(o, "--jobs")) {
+        if (o->value)
+            kvv_opts_int(o, "--jobs", o->value, 1, 256, &c->jobs);
+        need = KVV_CHECK_OPT_JOBS;
     } else {
         return false;
     }
@@ -95,6 +103,13 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
         fprintf(f, "  --no-controls       skip the negative controls (on by default)\n"
                 "  --force-fail        plant each check's control into the real comparison so\n"
                 "                      the check must FAIL (exit 1); for testing pipelines\n");
+    if (c->accepts & KVV_CHECK_OPT_QUICK)
+        fprintf(f, "  --quick             the default workload sized to a time budget alone,\n"
+                   "                      below the floor (every report says so)\n");
+    if (c->accepts & KVV_CHECK_OPT_JOBS)
+        fprintf(f, "  --jobs N            independent runs at a time: checks, cache-free steps,\n"
+                   "                      evict's decodes (default: processors online / --threads;\n"
+                   "                      results never depend on it)\n");
     kvv_output_cli_help(f, &c->out);
     if (c->accepts & KVV_CHECK_OPT_LAYERS)
         fprintf(f, "  --layers            print the per-layer tables\n");
@@ -129,6 +144,60 @@ static int validate(const kvv_check_cli *c, const kvv_check_opts *o)
     return 0;
 }
 
+/* Keep in the report's workload what the named checks use: kv its chunk,
+ * invariance its chunkings and thread counts, the decoding checks their
+ * steps; every run its prompt and the engine's threads. */
+static void trim_workload(kvv_workload *w, const char *const *names, int n)
+{
+    if (!names)
+        return; /* the whole audit uses everything */
+    bool kv = false, inv = false, steps = false;
+    for (int i = 0; i < n; i++) {
+        kv |= strcmp(names[i], "kv") == 0;
+        inv |= strcmp(names[i], "invariance") == 0;
+        steps |= strcmp(names[i], "greedy") == 0 || strcmp(names[i], "kvdirect") == 0 ||
+                 strcmp(names[i], "evict") == 0 || strcmp(names[i], "memory") == 0;
+    }
+    if (!kv)
+        w->kv_chunk = 0;
+    if (!inv) {
+        w->n_chunks = 0;
+        w->n_threads = w->n_threads ? 1 : 0;
+    }
+    if (!steps)
+        w->n_gen = 0;
+    kvv_workload_check_floor(w);
+}
+
+/* The workload every report states: the sizes o runs with, the engine's
+ * switches and the floor of the plan. */
+static void fill_workload(kvv_workload *w, const kvv_audit_plan *plan, const kvv_check_opts *o)
+{
+    memset(w, 0, sizeof *w);
+    w->set = true;
+    w->n_prompt = o->n_tokens;
+    w->n_gen = o->n_gen;
+    w->kv_chunk = o->chunk;
+    for (int i = 0; i < o->n_chunks && i < KVV_WORKLOAD_MAX; i++)
+        w->chunks[w->n_chunks++] = o->chunks[i];
+    static const int default_threads[] = {1, 2};
+    const int *tc = o->thread_counts ? o->thread_counts : default_threads;
+    int ntc = o->thread_counts ? o->n_thread_counts : 2;
+    w->threads[w->n_threads++] = o->engine.n_threads;
+    for (int i = 0; i < ntc && w->n_threads < KVV_WORKLOAD_MAX; i++) {
+        bool seen = false;
+        for (int j = 0; j < w->n_threads; j++)
+            seen |= w->threads[j] == tc[i];
+        if (!seen)
+            w->threads[w->n_threads++] = tc[i];
+    }
+    kvv_batch_paths_list(&plan->paths, w->switches, sizeof w->switches);
+    w->floor_prompt = plan->floor_prompt;
+    w->floor_gen = plan->floor_gen;
+    w->quick = plan->quick;
+    kvv_workload_check_floor(w);
+}
+
 static int prepare(kvv_check_cli *c, kvv_check_run *run)
 {
     memset(run, 0, sizeof *run);
@@ -145,8 +214,9 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
         return code;
     }
     const kvv_model *m = run->model;
-    kvv_audit_plan plan;
-    kvv_audit_plan_for(&m->hp, 0, &plan);
+    kvv_audit_plan plan; /* the floor needs the engine's kernel switches: ask it */
+    if (kvv_audit_plan_engine(m, &eo, c->quick, &plan, &err))
+        return kvv_cli_fail(&err);
     run->n_default_prompt = plan.n_prompt;
     run->n_default_gen = plan.n_gen;
     const char *source = "random";
@@ -168,7 +238,10 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     o->n_tokens = run->n_prompt;
     o->tokens_b = c->tokens_b;
     o->n_gen = c->n_gen > 0 ? (int)c->n_gen : plan.n_gen;
-    o->chunk = (int)c->chunk;
+    o->chunk = c->chunk > 0 ? (int)c->chunk : kvv_audit_kv_chunk(&plan, run->n_prompt);
+    run->n_chunks = kvv_audit_chunks(&plan, run->n_prompt, run->chunks, KVV_AUDIT_MAX_CHUNKS);
+    o->chunks = run->chunks;
+    o->n_chunks = run->n_chunks;
     o->thread_counts = c->thread_counts;
     o->n_thread_counts = c->n_thread_counts;
     o->controls = c->controls;
@@ -176,6 +249,9 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     o->seed = c->prompt.seed;
     o->progress = kvv_output_progress;
     o->progress_user = &c->out;
+    int per = eo.n_threads > 0 ? eo.n_threads : 1;
+    o->n_jobs = c->jobs > 0 ? (int)c->jobs
+                            : (kvv_parallel_cpus() / per > 1 ? kvv_parallel_cpus() / per : 1);
     if ((code = validate(c, o)))
         return code;
 
@@ -184,6 +260,9 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     snprintf(rep->architecture, sizeof rep->architecture, "%s", m->hp.arch_name);
     snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s", source);
     rep->n_prompt = run->n_prompt;
+    fill_workload(&rep->workload, &plan, o);
+    if (strcmp(c->cmd, "audit") != 0) /* a single check's command: what that check uses */
+        trim_workload(&rep->workload, &c->cmd, 1);
     if (kvv_sha256_file(c->model_path, rep->model_sha256, &err))
         return kvv_cli_fail(&err);
     return 0;
@@ -286,6 +365,7 @@ int kvv_check_cli_run(kvv_check_cli *c, const char *const *names, int n_names)
     if (code)
         return code;
     kvv_error err = {0};
+    trim_workload(&run.report.workload, names, n_names);
     if (kvv_audit_run(&run.opts, names, n_names, &run.report, &err)) {
         code = kvv_cli_fail(&err);
         kvv_check_cli_close(c, &run);

@@ -45,8 +45,13 @@ typedef struct {
     const int32_t *tokens_b;     /* patch: prompt B, same length; NULL = derived from seed */
     int n_gen;                   /* greedy: tokens to decode (default 64) */
     int chunk;                   /* kv: odd chunk size (0 = 5, or 3 when 5 divides n) */
+    const int *chunks;           /* invariance: chunk sizes, ascending (NULL = 1, 2, 7);
+                                    the audit's straddle the engine's switches */
+    int n_chunks;
     const int *thread_counts;    /* invariance: thread counts to try (NULL = {1, 2}) */
     int n_thread_counts;
+    int n_jobs;                  /* independent runs at a time (greedy's cache-free steps,
+                                    the audit's checks); < 2 = one after another */
     bool controls;               /* run negative controls (default true) */
     bool force_fail;             /* plant the control in the real comparison */
     uint64_t seed;               /* for derived prompts */

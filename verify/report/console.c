@@ -76,6 +76,10 @@ void kvv_report_print_header(FILE *f, const kvv_report *rep)
     if (rep->n_prompt)
         fprintf(f, "prompt  %s, %d tokens, seed %llu\n", rep->prompt_source, rep->n_prompt,
                 (unsigned long long)rep->seed);
+    if (rep->workload.set) {
+        char w[512];
+        fprintf(f, "workload %s\n", kvv_workload_format(&rep->workload, w, sizeof w));
+    }
 }
 
 void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)

@@ -97,6 +97,24 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     return o;
 }
 
+static json_t *int_array(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+json_t *kvv_workload_to_json(const kvv_workload *w)
+{
+    return json_pack("{s:i, s:i, s:i, s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:b}", "n_prompt",
+                     w->n_prompt, "n_gen", w->n_gen, "kv_chunk", w->kv_chunk, "chunks",
+                     int_array(w->chunks, w->n_chunks), "threads",
+                     int_array(w->threads, w->n_threads), "kernel_switches", w->switches,
+                     "floor", "n_prompt", w->floor_prompt, "n_gen", w->floor_gen, "quick",
+                     w->quick, "below_floor", w->below_floor);
+}
+
 json_t *kvv_report_to_json(const kvv_report *rep)
 {
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:s, s:o, s:i}", "kvverify_version",
@@ -119,6 +137,8 @@ json_t *kvv_report_to_json(const kvv_report *rep)
                                     : code == KVV_EXIT_NOTHING ? "skipped"
                                                                : "error"));
     json_object_set_new(o, "n_prompt", json_integer(rep->n_prompt));
+    if (rep->workload.set)
+        json_object_set_new(o, "workload", kvv_workload_to_json(&rep->workload));
     json_object_set_new(o, "model",
                         json_pack("{s:s, s:s, s:s}", "path", rep->model_path, "sha256",
                                   rep->model_sha256, "architecture", rep->architecture));

@@ -136,18 +136,23 @@ kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_e
 
     kvv_sbuf b = {0};
     kvv_junit_begin(&b, "kvverify", rep->started, &t);
-    char seed[32], eng[320] = "";
+    char seed[32], eng[320] = "", work[512];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)rep->seed);
-    const char *props[10] = {"model", rep->model_path, "sha256", rep->model_sha256,
+    const char *props[12] = {"model", rep->model_path, "sha256", rep->model_sha256,
                              "kvverify_version", rep->version, "seed", seed};
     int n_props = 4;
     if (rep->has_engine) {
         snprintf(eng, sizeof eng, "%s %s cache=%s threads=%d %s", rep->engine.name,
                  rep->engine.mode, rep->engine.cache_type, rep->engine.n_threads,
                  rep->engine.kernels);
-        props[8] = "engine";
-        props[9] = eng;
-        n_props = 5;
+        props[2 * n_props] = "engine";
+        props[2 * n_props + 1] = eng;
+        n_props++;
+    }
+    if (rep->workload.set) {
+        props[2 * n_props] = "workload";
+        props[2 * n_props + 1] = kvv_workload_format(&rep->workload, work, sizeof work);
+        n_props++;
     }
     kvv_junit_properties(&b, props, n_props);
     for (int i = 0; i < rep->n_checks; i++)

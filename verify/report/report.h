@@ -147,6 +147,37 @@ void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
 
 /* ------------------------------------------------------------------ a run */
 
+/* What a run exercised — part of every certificate (console header, JSON
+ * "workload", JUnit properties): the prompt, the greedy steps, the
+ * chunkings, the thread counts, the engine's kernel switches and the floor
+ * the default never goes below (verify/audit.h). */
+#define KVV_WORKLOAD_MAX 16
+typedef struct {
+    bool set;                  /* filled (a run without one prints none) */
+    int n_prompt;              /* prompt tokens */
+    int n_gen;                 /* greedy / decode steps */
+    int kv_chunk;              /* kv's chunked recompute */
+    int chunks[KVV_WORKLOAD_MAX]; /* invariance's chunk sizes */
+    int n_chunks;
+    int threads[KVV_WORKLOAD_MAX]; /* engine thread counts asked for (first: the engine's) */
+    int n_threads;
+    char switches[64];         /* the engine's kernel switches: "4", "2, 4", "none", "unknown" */
+    int floor_prompt;          /* the floor: prompt tokens, steps */
+    int floor_gen;
+    bool quick;                /* --quick: sized by the time budget alone */
+    bool below_floor;          /* the prompt or the steps are below the floor */
+} kvv_workload;
+
+/* Set w->below_floor: a prompt below floor_prompt, or steps (when the run
+ * has any, n_gen > 0) below floor_gen. Call after trimming what a command
+ * does not run (n_gen = 0 for a run without decoding). */
+void kvv_workload_check_floor(kvv_workload *w);
+
+/* "prompt 8 tokens, 32 greedy steps, kv chunk 5, chunks 1,2,3,4,7, threads
+ * 1,2; kernel switches at 4 tokens; floor prompt 8, 32 steps" (and "QUICK" /
+ * "below the floor" when so) into buf. @return buf. */
+char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size);
+
 typedef struct {
     char version[16];          /* KVV_REPORT_VERSION of the writer ("0.1.0") */
     char model_path[1024];
@@ -157,6 +188,7 @@ typedef struct {
     kvv_engine_desc engine;    /* the engine as requested / first opened */
     char prompt_source[32];    /* "random", "tokens", "text" */
     int n_prompt;              /* prompt length */
+    kvv_workload workload;     /* what the run exercised (set by the command) */
     char started[32];          /* UTC, ISO 8601 */
     double seconds;            /* total wall time */
     kvv_check_result *checks;  /* n_checks (owned) */
@@ -205,6 +237,7 @@ json_t *kvv_check_to_json(const kvv_check_result *r);
 json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d);
 json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s);
 json_t *kvv_mismatch_to_json(const kvv_mismatch *m);
+json_t *kvv_workload_to_json(const kvv_workload *w);
 /* A double as the schema writes it: a number when finite, else "inf",
  * "-inf" or "nan". */
 json_t *kvv_json_number(double x);

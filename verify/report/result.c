@@ -27,6 +27,63 @@ static void copy_str(char *dst, size_t size, const char *src)
     snprintf(dst, size, "%s", src ? src : "");
 }
 
+/* "1,2,7" of n ints into buf at *off. */
+static void int_list(char *buf, size_t size, size_t *off, const int *v, int n)
+{
+    for (int i = 0; i < n && *off < size; i++) {
+        int w = snprintf(buf + *off, size - *off, "%s%d", i ? "," : "", v[i]);
+        *off += w > 0 ? (size_t)w : 0;
+    }
+}
+
+void kvv_workload_check_floor(kvv_workload *w)
+{
+    w->below_floor = w->n_prompt < w->floor_prompt || (w->n_gen > 0 && w->n_gen < w->floor_gen);
+}
+
+char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
+{
+    size_t off = 0;
+#define PUT(...)                                                             \
+    do {                                                                     \
+        if (off < size) {                                                    \
+            int w_ = snprintf(buf + off, size - off, __VA_ARGS__);           \
+            off += w_ > 0 ? (size_t)w_ : 0;                                  \
+        }                                                                    \
+    } while (0)
+    buf[0] = '\0';
+    PUT("prompt %d tokens", w->n_prompt);
+    if (w->n_gen > 0)
+        PUT(", %d greedy steps", w->n_gen);
+    if (w->kv_chunk > 0)
+        PUT(", kv chunk %d", w->kv_chunk);
+    if (w->n_chunks) {
+        PUT(", chunks ");
+        int_list(buf, size, &off, w->chunks, w->n_chunks);
+    }
+    if (w->n_threads) {
+        PUT(", threads ");
+        int_list(buf, size, &off, w->threads, w->n_threads);
+    }
+    PUT("; kernel switches %s%s", strcmp(w->switches, "none") && strcmp(w->switches, "unknown")
+                                      ? "at "
+                                      : "",
+        w->switches);
+    if (strcmp(w->switches, "none") && strcmp(w->switches, "unknown"))
+        PUT(" tokens");
+    PUT("; floor prompt %d", w->floor_prompt);
+    if (w->n_gen > 0)
+        PUT(", %d steps", w->floor_gen);
+    if (w->quick)
+        PUT(" — QUICK: sized to the time budget alone%s", w->below_floor ? ", below the floor" : "");
+    else if (w->below_floor)
+        PUT(" — below the floor (sizes given)");
+#undef PUT
+    if (off >= size && size > 4) /* never end inside a number */
+        snprintf(buf + size - 4, 4, "...");
+    return buf;
+}
+
 char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
 {
     char where[96] = "";
