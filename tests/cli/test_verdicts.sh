@@ -93,5 +93,22 @@ grep "first mismatch" "$T/out" | while read -r line; do
     [ -n "$e" ] && [ "$e" = "$a" ] && echo "FAIL: $line"
 done | grep -q FAIL && fail "console: a first mismatch with two equal values"
 
+# ---- item 5: no key figure ends inside a number: the console cuts at a word
+# boundary with "…", the JSON and the JUnit system-out have all of it
+$KVV vectors gen "$M" --random 6 -n 2 -o "$T/v.kvv" >/dev/null 2>&1 || fail "vectors gen"
+printf 'ctl model=m.gguf vector=v.kvv control=weight\n' >"$T/s.txt"
+expect 0 "suite with a detected control" $KVV suite "$T/s.txt" --json "$T/s.json" --junit "$T/s.xml" || true
+grep -q "control detected" "$T/out" || fail "suite: no control line"
+# every 0x pattern printed is whole (8 hex digits), and a cut line ends in …
+grep -o '0x[0-9a-f]*' "$T/out" | grep -qv '^0x[0-9a-f]\{8\}$' && fail "console: a cut hex figure: $(cat "$T/out")"
+grep -o 'expected 0x[0-9a-f]\{8\} ([^)]*) actual 0x[0-9a-f]\{8\} ([^)]*)' "$T/s.xml" >/dev/null ||
+    fail "JUnit: the key figure is not whole"
+python3 - "$T/s.json" <<'PY' || fail "JSON: the key figure is not whole"
+import json, re, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+k = r.get("key_figure") or r["result"]["key_figure"]
+assert re.search(r"actual 0x[0-9a-f]{8} \(-?[0-9.e+-]+\)$", k), k
+PY
+
 [ $fails -eq 0 ] && echo "verdicts: all cases passed"
 [ $fails -eq 0 ]

@@ -68,8 +68,8 @@ json_t *kvv_mismatch_to_json(const kvv_mismatch *m)
 json_t *kvv_check_to_json(const kvv_check_result *r)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", r->name, "verdict",
-                          kvv_verdict_name(r->verdict), "key_figure", r->key_figure, "message",
-                          r->message, "seconds", jnum(r->seconds));
+                          kvv_verdict_name(r->verdict), "key_figure", kvv_check_key_figure(r),
+                          "message", kvv_check_message(r), "seconds", jnum(r->seconds));
     if (!o)
         return NULL;
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)

@@ -60,20 +60,19 @@ void kvv_junit_properties(kvv_sbuf *b, const char *const *kv, int n)
  * and every undetected control as the body. */
 static void failure(kvv_sbuf *b, const kvv_check_result *r)
 {
-    char mm[256] = "", msg[700];
-    if (r->has_mismatch) {
-        kvv_mismatch_format(&r->mismatch, mm, sizeof mm);
-        snprintf(msg, sizeof msg, "first mismatch: %s", mm);
-    } else {
-        snprintf(msg, sizeof msg, "%s", r->message[0] ? r->message : r->key_figure);
-    }
+    char mm[256] = "";
     kvv_sbuf_str(b, "      <failure message=\"");
-    kvv_sbuf_xml(b, msg);
+    if (r->has_mismatch) {
+        kvv_sbuf_str(b, "first mismatch: ");
+        kvv_sbuf_xml(b, kvv_mismatch_format(&r->mismatch, mm, sizeof mm));
+    } else {
+        kvv_sbuf_xml(b, r->message[0] ? kvv_check_message(r) : kvv_check_key_figure(r));
+    }
     kvv_sbuf_str(b, "\" type=\"mismatch\">");
-    kvv_sbuf_xml(b, r->key_figure);
+    kvv_sbuf_xml(b, kvv_check_key_figure(r));
     if (r->message[0]) {
         kvv_sbuf_str(b, "\n");
-        kvv_sbuf_xml(b, r->message);
+        kvv_sbuf_xml(b, kvv_check_message(r));
     }
     for (int i = 0; i < r->n_controls; i++)
         if (!r->controls[i].detected) {
@@ -95,11 +94,11 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
         failure(b, r);
     } else if (r->verdict == KVV_VERDICT_ERROR) {
         kvv_sbuf_str(b, "      <error message=\"");
-        kvv_sbuf_xml(b, r->message);
+        kvv_sbuf_xml(b, kvv_check_message(r));
         kvv_sbuf_str(b, "\" type=\"error\"/>\n");
     } else if (r->verdict == KVV_VERDICT_SKIPPED) {
         kvv_sbuf_str(b, "      <skipped message=\"");
-        kvv_sbuf_xml(b, r->message[0] ? r->message : r->key_figure);
+        kvv_sbuf_xml(b, r->message[0] ? kvv_check_message(r) : kvv_check_key_figure(r));
         kvv_sbuf_str(b, "\"/>\n");
     }
     kvv_sbuf_str(b, "      <system-out>");
@@ -107,7 +106,7 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
         kvv_sbuf_xml(b, context);
         kvv_sbuf_str(b, "\n");
     }
-    kvv_sbuf_xml(b, r->key_figure);
+    kvv_sbuf_xml(b, kvv_check_key_figure(r));
     for (int i = 0; i < r->n_controls; i++) {
         kvv_sbuf_str(b, "\ncontrol: ");
         kvv_sbuf_xml(b, r->controls[i].name);

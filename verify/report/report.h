@@ -101,8 +101,13 @@ typedef struct {
 typedef struct {
     char name[32];             /* check name: "kv", "patch", ... */
     kvv_verdict verdict;       /* SKIPPED until set */
-    char key_figure[160];      /* the one line the summary table shows */
-    char message[512];         /* error text (ERROR), failure reason (FAIL), or "" */
+    char key_figure[160];      /* the one line the summary table shows: cut at a word
+                                  boundary, never inside a number, with "…" when the
+                                  figure is longer (key_full then holds all of it) */
+    char message[512];         /* error text (ERROR), failure reason (FAIL), or "", cut
+                                  the same way (message_full) */
+    char *key_full;            /* owned; the whole key figure when key_figure is cut, else NULL */
+    char *message_full;        /* owned; the whole message when message is cut, else NULL */
     double seconds;            /* wall time of the check */
     bool has_engine;
     kvv_engine_desc engine;    /* the engine the check measured */
@@ -138,6 +143,14 @@ void kvv_check_set_verdict(kvv_check_result *r, kvv_verdict v, const char *key_f
 /* Set the message (printf-style). */
 void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The whole key figure / message (what JSON and JUnit write; the console
+ * shows the fitted ones). Borrowed from r. */
+const char *kvv_check_key_figure(const kvv_check_result *r);
+const char *kvv_check_message(const kvv_check_result *r);
+/* Copy src into dst[size]; when it does not fit, cut at the last word
+ * boundary (never inside a number or a hex pattern) and end with "…".
+ * @return true when src was cut. */
+bool kvv_text_fit(char *dst, size_t size, const char *src);
 /* Mark ERROR with err's message (for a kvv_status failure inside a check). */
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
 /* Number of controls not detected. */

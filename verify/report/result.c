@@ -3,6 +3,7 @@
  * sbuf.c. */
 #include "verify/report/report.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,10 +126,13 @@ void kvv_check_result_free(kvv_check_result *r)
         return;
     free(r->rows);
     free(r->controls);
+    free(r->key_full);
+    free(r->message_full);
     json_decref(r->details);
     r->rows = NULL;
     r->controls = NULL;
     r->details = NULL;
+    r->key_full = r->message_full = NULL;
     r->n_rows = r->cap_rows = r->n_controls = r->cap_controls = 0;
 }
 
@@ -194,20 +198,80 @@ void kvv_check_note_mismatch(kvv_check_result *r, const kvv_mismatch *m)
     r->has_mismatch = true;
 }
 
+bool kvv_text_fit(char *dst, size_t size, const char *src)
+{
+    static const char ell[] = "\xe2\x80\xa6"; /* … */
+    size_t n = strlen(src);
+    if (!size)
+        return n > 0;
+    if (n < size) {
+        memcpy(dst, src, n + 1);
+        return false;
+    }
+    size_t limit = size > sizeof ell ? size - sizeof ell : 0; /* room for … and the NUL */
+    size_t cut = limit;
+    while (cut > 0 && src[cut] != ' ') /* back to a space: never inside a word */
+        cut--;
+    if (cut == 0) /* one long word: not inside a run of digits and letters */
+        for (cut = limit; cut > 0 && isalnum((unsigned char)src[cut - 1]) &&
+                          isalnum((unsigned char)src[cut]);
+             cut--)
+            ;
+    while (cut > 0 && strchr(" ,;:(", src[cut - 1])) /* no dangling separator */
+        cut--;
+    while (cut > 0 && ((unsigned char)src[cut] & 0xC0) == 0x80) /* nor half a UTF-8 char */
+        cut--;
+    memcpy(dst, src, cut);
+    memcpy(dst + cut, ell, sizeof ell); /* with its NUL */
+    return true;
+}
+
+/* vsnprintf into dst[size] through kvv_text_fit, the whole text kept in
+ * *full (freed and replaced; NULL when it fits). */
+static void set_text(char *dst, size_t size, char **full, const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    free(*full);
+    *full = NULL;
+    if (!text) {
+        vsnprintf(dst, size, fmt, ap);
+        return;
+    }
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    if (kvv_text_fit(dst, size, text))
+        *full = text;
+    else
+        free(text);
+}
+
 void kvv_check_set_verdict(kvv_check_result *r, kvv_verdict v, const char *key_fmt, ...)
 {
     r->verdict = v;
     va_list ap;
     va_start(ap, key_fmt);
-    vsnprintf(r->key_figure, sizeof r->key_figure, key_fmt, ap);
+    set_text(r->key_figure, sizeof r->key_figure, &r->key_full, key_fmt, ap);
     va_end(ap);
+}
+
+const char *kvv_check_key_figure(const kvv_check_result *r)
+{
+    return r->key_full ? r->key_full : r->key_figure;
+}
+
+const char *kvv_check_message(const kvv_check_result *r)
+{
+    return r->message_full ? r->message_full : r->message;
 }
 
 void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    set_text(r->message, sizeof r->message, &r->message_full, fmt, ap);
     va_end(ap);
 }
 
@@ -215,7 +279,7 @@ void kvv_check_set_error(kvv_check_result *r, const kvv_error *err)
 {
     r->verdict = (err && err->status == KVV_ERR_UNSUPPORTED) ? KVV_VERDICT_SKIPPED
                                                              : KVV_VERDICT_ERROR;
-    copy_str(r->message, sizeof r->message, err && err->msg[0] ? err->msg : "internal error");
+    kvv_check_set_message(r, "%s", err && err->msg[0] ? err->msg : "internal error");
     if (!r->key_figure[0])
         copy_str(r->key_figure, sizeof r->key_figure,
                  r->verdict == KVV_VERDICT_SKIPPED ? "not supported" : "did not run");

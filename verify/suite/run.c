@@ -168,9 +168,10 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
                 kvv_check_set_error(r, &e2);
             if (c->force_fail && r->verdict == KVV_VERDICT_FAIL) {
                 /* the planted difference was found: the control passes */
-                char key[sizeof r->key_figure];
-                snprintf(key, sizeof key, "%s", r->key_figure);
-                kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %s", key);
+                char *key = strdup(kvv_check_key_figure(r));
+                kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %s",
+                                      key ? key : r->key_figure);
+                free(key);
             } else if (c->force_fail && r->verdict == KVV_VERDICT_PASS) {
                 kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control NOT detected");
                 kvv_check_set_message(r, "force-fail planted a difference the check did not find");
