@@ -183,7 +183,7 @@ static void compare_logits(const float *la, const float *lb, int n, int V, logit
         }
         double kl = kvv_kl_logits(pa, pb, V);
         f->kl_sum += kl;
-        f->kl_max = kl > f->kl_max ? kl : f->kl_max;
+        f->kl_max = isnan(kl) || kl > f->kl_max ? kl : f->kl_max; /* a NaN stays */
         int a1, a2, b1, b2;
         float av1, av2, bv1, bv2;
         kvv_top2_f32(pa, V, &a1, &av1, &a2, &av2);
@@ -246,10 +246,11 @@ static kvv_status control(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     kvv_cmp_stats cs;
     kvv_cmp_init(&cs);
     kvv_cmp_update(&cs, c->lb, c->lc, (size_t)n * V);
+    char ulp[24];
     kvv_check_add_control(r, "engine B with one flipped bit in output_norm[0]", cs.n_diff > 0,
-                          "%llu of %llu logits differ, max ULP %llu",
+                          "%llu of %llu logits differ, max ULP %s",
                           (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
-                          (unsigned long long)cs.max_ulp);
+                          kvv_ulp_text(cs.max_ulp, ulp, sizeof ulp));
     return KVV_OK;
 }
 
@@ -321,11 +322,16 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
         const int n = o->n_tokens;
         bool pass = f.nonfinite == 0 && f.rel_max <= o->rel_tol && f.required_miss == 0 &&
                     kvv_check_controls_missed(r) == 0;
+        char nonfinite[48] = "", mean[24], max[24];
+        if (f.nonfinite)
+            snprintf(nonfinite, sizeof nonfinite, "%d logits not finite (NaN/inf); ",
+                     f.nonfinite);
         kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
-                              "%s vs %s: logits rel %.2g (tol %.2g), KL mean %.3g max %.3g, "
+                              "%s vs %s: %slogits rel %.2g (tol %.2g), KL mean %s max %s, "
                               "top-1 %d/%d",
-                              c.da.name, c.db.name, f.rel_max, o->rel_tol, f.kl_sum / n,
-                              f.kl_max, f.agree, n);
+                              c.da.name, c.db.name, nonfinite, f.rel_max, o->rel_tol,
+                              kvv_figure_text(f.kl_sum / n, mean, sizeof mean),
+                              kvv_figure_text(f.kl_max, max, sizeof max), f.agree, n);
         if (!pass)
             kvv_check_set_message(r,
                                   "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d "

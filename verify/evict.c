@@ -5,6 +5,7 @@
  */
 #include "verify/evict.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,7 @@ void kvv_evict_score_row(kvv_evict_row *row, const kvv_policy_run_out *full,
         const float *b = tf->logits + (size_t)i * (size_t)nv;
         double kl = kvv_kl_logits(a, b, nv);
         kl_sum += kl;
-        if (kl > kl_max)
+        if (isnan(kl) || kl > kl_max) /* a NaN stays: never hidden behind a 0 */
             kl_max = kl;
         for (int j = 0; j < nv && equal; j++)
             equal = kvv_f32_bit_equal(a[j], b[j]);

@@ -299,9 +299,11 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     char pass[160], fail[160];
     snprintf(pass, sizeof pass, "0 of %llu K/V/residual/logit values differ over %d variants",
              (unsigned long long)c->total.n, r->n_rows / 4);
-    snprintf(fail, sizeof fail, "%llu of %llu values differ, max ULP %llu",
+    char ulp[24], nonfinite[64];
+    snprintf(fail, sizeof fail, "%llu of %llu values differ%s, max ULP %s",
              (unsigned long long)c->total.n_diff, (unsigned long long)c->total.n,
-             (unsigned long long)c->total.max_ulp);
+             kvv_cmp_nonfinite(&c->total, nonfinite, sizeof nonfinite),
+             kvv_ulp_text(c->total.max_ulp, ulp, sizeof ulp));
     kvv_check_conclude(r, c->total.n_diff > 0, pass, fail, "0 differ");
     goto out;
 nomem:

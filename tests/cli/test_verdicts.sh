@@ -110,5 +110,39 @@ k = r.get("key_figure") or r["result"]["key_figure"]
 assert re.search(r"actual 0x[0-9a-f]{8} \(-?[0-9.e+-]+\)$", k), k
 PY
 
+# ---- item 6: NaN and inf are counted and shown as such everywhere. nan.gguf
+# is the synth model with one NaN weight, blk.0.attn_norm[0] (its offset from
+# kvverify info --json, the bits written in place).
+python3 - "$KVV" "$M" "$T/nan.gguf" <<'PY' || fail "could not build nan.gguf"
+import json, shutil, struct, subprocess, sys
+kvv, src, dst = sys.argv[1:4]
+info = json.loads(subprocess.check_output([kvv, "info", src, "--json"]))
+t = [x for x in info["tensors"] if x["name"] == "blk.0.attn_norm.weight"][0]
+assert t["type"] == "F32"
+shutil.copy(src, dst)
+with open(dst, "r+b") as f:
+    f.seek(info["data_offset"] + t["offset"])
+    f.write(struct.pack("<I", 0x7FC00000))
+PY
+expect 1 "kv nan.gguf" $KVV kv "$T/nan.gguf" --json "$T/n.json" || true
+grep -q "18446744073709551615" "$T/out" && fail "nan.gguf: max ULP printed as an integer"
+grep -q "^kv  *FAIL .*NaN), max ULP NaN" "$T/out" || fail "nan.gguf: the summary does not count the NaNs"
+# the per-layer rows: NaN count, max ULP, NMSE and max |d| all say NaN (never 0)
+grep -E '^  0 +K hook +1024 +1024 +1024 +NaN +NaN +NaN ' "$T/out" >/dev/null ||
+    fail "nan.gguf: a per-layer row hides the NaN: $(grep 'K hook' "$T/out" | head -1)"
+python3 - "$T/n.json" <<'PY' || fail "nan.gguf: the JSON hides the NaN"
+import json, sys
+c = json.load(open(sys.argv[1]))["checks"][0]
+row = c["layers"][0]["stats"] if "stats" in c["layers"][0] else c["layers"][0]
+assert row["nan_pairs"] > 0 and row["nmse"] == "nan" and row["max_abs"] == "nan", row
+assert "NaN" in c["key_figure"]
+PY
+expect 1 "audit nan.gguf" $KVV audit "$T/nan.gguf" -q || true
+grep -q "KL mean 0 max 0" "$T/out" && fail "nan.gguf: compare shows KL 0"
+grep -q "max KL = NaN" "$T/out" || fail "nan.gguf: patch does not show KL NaN"
+expect 1 "run nan.gguf" $KVV run "$T/nan.gguf" -p Once -n 4 &&
+    grep -q "logits are not finite" "$T/err" || fail "run nan.gguf: no warning on stderr"
+expect 0 "run a finite model" $KVV run "$M" -p Once -n 4 || true
+
 [ $fails -eq 0 ] && echo "verdicts: all cases passed"
 [ $fails -eq 0 ]

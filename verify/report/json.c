@@ -47,7 +47,8 @@ json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
                           "nmse", jnum(kvv_cmp_nmse(s)), "first_index", (json_int_t)s->first);
     if (!o)
         return NULL;
-    json_object_set_new(o, "max_abs", jnum(s->max_abs));
+    json_object_set_new(o, "max_abs", jnum(kvv_cmp_max_abs(s)));
+    json_object_set_new(o, "inf_pairs", json_integer((json_int_t)s->n_inf));
     if (s->first >= 0) {
         json_object_set_new(o, "first_expected", jfloat_value(s->first_ref));
         json_object_set_new(o, "first_actual", jfloat_value(s->first_test));

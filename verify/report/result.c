@@ -4,6 +4,7 @@
 #include "verify/report/report.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,18 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
     return buf;
 }
 
+/* "%.9g", or "NaN", "inf", "-inf". */
+static const char *value_text(float x, char *buf, size_t size)
+{
+    if (isnan(x))
+        snprintf(buf, size, "NaN");
+    else if (isinf(x))
+        snprintf(buf, size, "%s", x > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, size, "%.9g", (double)x);
+    return buf;
+}
+
 char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
 {
     char where[96] = "";
@@ -106,9 +119,12 @@ char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
     if (m->index >= 0)
         ADD("i=%d", m->index);
 #undef ADD
-    snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%.9g) got 0x%08x (%.9g)", m->tensor, where,
+    char e[32], a[32];
+    const bool nan = isnan(m->expected) || isnan(m->actual);
+    snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%s) got 0x%08x (%s)%s", m->tensor, where,
              m->variant[0] ? " " : "", m->variant, (unsigned)kvv_f32_bits(m->expected),
-             (double)m->expected, (unsigned)kvv_f32_bits(m->actual), (double)m->actual);
+             value_text(m->expected, e, sizeof e), (unsigned)kvv_f32_bits(m->actual),
+             value_text(m->actual, a, sizeof a), nan ? " — a NaN is never equal" : "");
     return buf;
 }
 
