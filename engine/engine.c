@@ -3,6 +3,7 @@
  * (engine/engine.h). Engines are opened by name from one const table; each
  * engine's open function is declared in engine/engine_impl.h.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -178,6 +179,79 @@ kvv_status kvv_engine_exists(const char *name, kvv_error *err)
     if (kvv_plugin_find_by_name(name, path, sizeof path))
         return KVV_OK;
     return unknown_engine(name, err);
+}
+
+/* A plugin at path into info (name given, the rest probed). */
+static void probe(const char *name, const char *path, kvv_engine_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", name);
+    snprintf(info->path, sizeof info->path, "%s", path);
+    snprintf(info->modes, sizeof info->modes, "native");
+    info->plugin = true;
+    kvv_engine_info read;
+    memset(&read, 0, sizeof read);
+    kvv_error err = {0};
+    if (kvv_plugin_probe(path, &read, &err)) {
+        snprintf(info->status, sizeof info->status, "%s", err.msg);
+        return;
+    }
+    snprintf(info->version, sizeof info->version, "%s", read.version);
+    snprintf(info->devices, sizeof info->devices, "%s", read.devices);
+    if (strcmp(read.name, name) != 0) /* reports name it by its table */
+        snprintf(info->status, sizeof info->status, "reports name itself '%s'", read.name);
+}
+
+int kvv_engine_catalog(kvv_engine_info *out, int max)
+{
+    int n = 0;
+    char path[1024];
+    kvv_error err = {0};
+    for (size_t i = 0; i < N_ENGINES && n < max; i++) {
+        kvv_engine_info *e = &out[n++];
+        if (engines[i].open == kvv_engine_open_llama_cpp) {
+            if (kvv_plugin_find(KVV_LLAMA_CPP_PLUGIN, path, sizeof path, &err) == KVV_OK) {
+                probe(engines[i].name, path, e);
+            } else {
+                memset(e, 0, sizeof *e);
+                snprintf(e->name, sizeof e->name, "%s", engines[i].name);
+                e->plugin = true;
+                snprintf(e->status, sizeof e->status, "%s", err.msg);
+            }
+            continue;
+        }
+        memset(e, 0, sizeof *e);
+        snprintf(e->name, sizeof e->name, "%s", engines[i].name);
+        snprintf(e->modes, sizeof e->modes, "%s",
+                 kvv_engine_default_mode(e->name) == KVV_MODE_EXACT ? "exact"
+                                                                     : "fast, invariant");
+        snprintf(e->devices, sizeof e->devices, "cpu");
+    }
+    /* plugins NAME.so in the folders, first folder first, each name once */
+    char dirs[4][1024];
+    int nd = kvv_plugin_dirs(dirs, 4);
+    for (int d = 0; d < nd; d++) {
+        DIR *dir = opendir(dirs[d]);
+        struct dirent *de;
+        while (dir && (de = readdir(dir)) && n < max) {
+            size_t len = strlen(de->d_name);
+            if (len < 4 || len - 3 > 15 || strcmp(de->d_name + len - 3, ".so") != 0 ||
+                strcmp(de->d_name, KVV_LLAMA_CPP_PLUGIN) == 0)
+                continue;
+            char name[16];
+            snprintf(name, sizeof name, "%.*s", (int)(len - 3), de->d_name);
+            bool seen = false;
+            for (int k = 0; k < n; k++)
+                seen |= strcmp(out[k].name, name) == 0;
+            if (seen)
+                continue;
+            snprintf(path, sizeof path, "%.1000s/%s", dirs[d], de->d_name);
+            probe(name, path, &out[n++]);
+        }
+        if (dir)
+            closedir(dir);
+    }
+    return n;
 }
 
 void kvv_engine_close(kvv_engine *e)

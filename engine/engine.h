@@ -197,6 +197,26 @@ kvv_status kvv_engine_exists(const char *name, kvv_error *err);
 /* The registered engine names, "ref, cpu", into buf (for messages, help). */
 void kvv_engine_list(char *buf, size_t size);
 
+/* One engine kvverify can run, as `kvverify engines` lists it. */
+typedef struct {
+    char name[16];          /* as --engine takes it: "ref", "cpu", "llama.cpp", a plugin's
+                               file name without .so */
+    bool plugin;            /* loaded from a shared object (the plugin ABI) */
+    char modes[48];         /* "exact", "fast, invariant"; plugins: "native" unless they
+                               describe their own when opened */
+    char devices[96];       /* "cpu"; plugins: the devices their table lists */
+    char version[96];       /* plugins: their version */
+    char path[1024];        /* plugins: the file */
+    char status[512];       /* "" when it loads; else why not (a kvv_error message) */
+} kvv_engine_info;
+
+/* The built-in engines, then every plugin found (NAME.so in the plugin
+ * folders: $KVV_PLUGIN_DIR, plugins/ beside the executable), each probed
+ * (loaded to read its table, then unloaded; no model needed). A plugin
+ * that does not load is listed with its status. @return how many were
+ * written to out[max]. */
+int kvv_engine_catalog(kvv_engine_info *out, int max);
+
 /* Thin wrappers over the vtable (see reference/ref.h for the semantics). */
 kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                               const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,

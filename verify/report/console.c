@@ -73,6 +73,9 @@ void kvv_report_print_header(FILE *f, const kvv_report *rep)
     fprintf(f, "\n");
     if (rep->has_engine)
         print_engine(f, &rep->engine);
+    if (rep->vs[0])
+        fprintf(f, "vs      %s = engine A, the reference side; the engine above is B, the "
+                   "engine under test\n", rep->vs);
     if (rep->n_prompt)
         fprintf(f, "prompt  %s, %d tokens, seed %llu\n", rep->prompt_source, rep->n_prompt,
                 (unsigned long long)rep->seed);

@@ -138,6 +138,8 @@ json_t *kvv_report_to_json(const kvv_report *rep)
                                     : code == KVV_EXIT_NOTHING ? "skipped"
                                                                : "error"));
     json_object_set_new(o, "n_prompt", json_integer(rep->n_prompt));
+    if (rep->vs[0]) /* compare: the engine under test is "engine", A is this */
+        json_object_set_new(o, "compared_against", json_string(rep->vs));
     if (rep->workload.set)
         json_object_set_new(o, "workload", kvv_workload_to_json(&rep->workload));
     json_object_set_new(o, "model",

@@ -198,7 +198,8 @@ typedef struct {
     char architecture[32];     /* "" if unknown */
     uint64_t seed;
     bool has_engine;
-    kvv_engine_desc engine;    /* the engine as requested / first opened */
+    kvv_engine_desc engine;    /* the engine under test, as requested / first opened */
+    char vs[64];               /* compare: engine A, the reference side ("ref (exact)"); "" */
     char prompt_source[32];    /* "random", "tokens", "text" */
     int n_prompt;              /* prompt length */
     kvv_workload workload;     /* what the run exercised (set by the command) */
