@@ -5,7 +5,7 @@
  *   kvverify vectors gen MODEL -o FILE [--engine E] [--mode M] [--threads N]
  *        [--cache-type T] [-p TEXT | --tokens LIST | --random N] [--seed S]
  *        [-n N] [--full] [--logits full|hash] [--no-patch]
- *   kvverify vectors check MODEL FILE [--engine E] [--mode M] [--threads N]
+ *   kvverify vectors check [MODEL] FILE [--engine E] [--mode M] [--threads N]
  *        [--perturb weight|resid:LAYER:POS] [--json]
  *   kvverify vectors show FILE [--json]
  *
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/engine_opts.h"
@@ -25,6 +26,7 @@
 #include "cli/prompt_opts.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
+#include "vectors/kvv_file.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors.h"
 
@@ -37,7 +39,9 @@ static void usage(FILE *f)
     gen_engine(&ge);
     check_engine(&ce);
     fprintf(f, "usage: kvverify vectors gen MODEL -o FILE [options]   record a golden vector\n"
-            "       kvverify vectors check MODEL FILE [options]   recompute and compare\n"
+            "       kvverify vectors check [MODEL] FILE [options] recompute and compare (MODEL:\n"
+            "                                                     default the vector's own,\n"
+            "                                                     beside FILE or here)\n"
             "       kvverify vectors show FILE [--json]           metadata and records\n\n"
             "gen options:\n"
             "  -o FILE             output .kvv (written atomically; required)\n");
@@ -231,6 +235,7 @@ static json_t *divergence_json(const kvv_divergence *d)
 typedef struct {
     const char *model, *vec;
     kvv_vectors_check_opts *co;
+    char found[1024];           /* the model found from the vector's meta */
 } check_args;
 
 static bool check_option(void *state, kvv_opts *o)
@@ -256,11 +261,69 @@ static bool check_option(void *state, kvv_opts *o)
     return true;
 }
 
+/* What a file is by its first bytes: 'G' a GGUF model, 'K' a .kvv vector,
+ * 0 neither (or unreadable). */
+static char file_kind(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char m[4] = {0};
+    size_t n = f ? fread(m, 1, 4, f) : 0;
+    if (f)
+        fclose(f);
+    return n < 4 ? 0 : !memcmp(m, "GGUF", 4) ? 'G' : !memcmp(m, KVV_FILE_MAGIC, 4) ? 'K' : 0;
+}
+
+/* The model a vector names (its meta's file name), found beside the vector
+ * or in the current folder, into out. @return true when found; else a
+ * message says where it looked. */
+static bool model_of_vector(kvv_opts *o, const char *vec, char *out, size_t size)
+{
+    kvv_error err = {0};
+    kvv_file *f = NULL;
+    kvv_meta mt;
+    if (kvv_file_read(vec, &f, &err) || kvv_meta_parse(f, &mt, &err)) {
+        kvv_file_free(f);
+        kvv_opts_error(o, "%s", err.msg);
+        return false;
+    }
+    const char *slash = strrchr(vec, '/');
+    int dir = slash ? (int)(slash - vec) : 0;
+    snprintf(out, size, "%.*s%s%s", dir, vec, dir ? "/" : "", mt.model_file);
+    bool found = access(out, R_OK) == 0;
+    if (!found) {
+        snprintf(out, size, "%s", mt.model_file);
+        found = access(out, R_OK) == 0;
+    }
+    if (!found)
+        kvv_opts_error(o, "%s was recorded on %s (sha256 %.16s...), which is neither beside it "
+                          "nor in the current folder: give it, `kvverify vectors check MODEL "
+                          "%s`", vec, mt.model_file, mt.model_sha256, vec);
+    kvv_meta_free(&mt);
+    kvv_file_free(f);
+    return found;
+}
+
+/* MODEL FILE in this order (said when swapped); MODEL may be left out when
+ * the vector's model sits beside it or here (a->found holds it then). */
 static void check_finish(void *state, kvv_opts *o)
 {
-    const check_args *a = state;
-    if (!a->model || !a->vec)
-        kvv_opts_error(o, "needs MODEL and FILE");
+    check_args *a = state;
+    if (!a->model) {
+        kvv_opts_error(o, "needs FILE.kvv (and MODEL before it, unless the vector's model is "
+                          "beside it)");
+        return;
+    }
+    char k1 = file_kind(a->model), k2 = a->vec ? file_kind(a->vec) : 0;
+    if (a->vec && k1 == 'K' && k2 == 'G') {
+        kvv_opts_error(o, "the arguments are swapped: %s is the vector and %s the model; the "
+                          "order is MODEL FILE (kvverify vectors check %s %s)",
+                       a->model, a->vec, a->vec, a->model);
+    } else if (!a->vec && k1 == 'K') {
+        a->vec = a->model;
+        a->model = model_of_vector(o, a->vec, a->found, sizeof a->found) ? a->found : NULL;
+    } else if (!a->vec) {
+        kvv_opts_error(o, "needs FILE.kvv after MODEL%s", k1 == 'G' ? "" : " (or FILE.kvv alone)");
+    }
 }
 
 static int cmd_check(int argc, char **argv)

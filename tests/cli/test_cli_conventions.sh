@@ -86,5 +86,16 @@ cmp -s "$T/a" "$T/b" || fail "run -n 0 and -n -5 differ in kind: $(cat "$T/n0") 
 $KVV tokenize "$M" --decode 1,20,30 >"$T/d" || fail "tokenize --decode"
 [ "$(tail -c 1 "$T/d" | od -An -c | tr -d ' ')" = '\n' ] || fail "tokenize --decode: no final newline"
 
+# ---- item 12: vectors check takes the model from the vector; swapped args
+$KVV vectors gen "$M" --random 6 -n 2 -o "$T/v.kvv" >/dev/null 2>&1 || fail "vectors gen"
+expect 0 "vectors check FILE (model beside it)" $KVV vectors check "$T/v.kvv" &&
+    grep -q "^PASS" "$T/out" || fail "vectors check FILE: no PASS"
+expect 2 "vectors check FILE MODEL" $KVV vectors check "$T/v.kvv" "$M" &&
+    grep -q "arguments are swapped.*the order is MODEL FILE" "$T/err" || fail "swapped: order not said"
+mkdir -p "$T/alone" && cp "$T/v.kvv" "$T/alone/"
+KABS=$(cd "$(dirname "$KVV")" && pwd)/$(basename "$KVV")
+(cd "$T/alone" && "$KABS" vectors check v.kvv >"$T/out" 2>"$T/err"); rc=$?
+[ $rc -eq 2 ] && grep -q "recorded on m.gguf" "$T/err" || fail "vector without its model: exit $rc, $(cat "$T/err")"
+
 [ $fails -eq 0 ] && echo "command-line conventions: all cases passed"
 [ $fails -eq 0 ]
