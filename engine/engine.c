@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
@@ -368,6 +369,21 @@ const char *kvv_batch_paths_list(const kvv_batch_paths *p, char *buf, size_t siz
     for (int k = 0; k < p->n && off < size; k++)
         off += (size_t)snprintf(buf + off, size - off, "%s%d", k ? ", " : "", p->sw[k].at);
     return buf;
+}
+
+static double clock_seconds(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double kvv_engine_cpu_seconds(kvv_engine *e)
+{
+    double workers = e && e->vt->worker_cpu_seconds ? e->vt->worker_cpu_seconds(e) : 0;
+    if (workers < 0) /* threads kvverify cannot see (a plugin's) */
+        return clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    return clock_seconds(CLOCK_THREAD_CPUTIME_ID) + workers;
 }
 
 unsigned kvv_engine_caps(kvv_engine *e)

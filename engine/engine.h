@@ -167,6 +167,11 @@ typedef struct {
     /* (optional) the batch sizes where its kernels change (kvv_batch_paths,
      * filled from zero); default: not known */
     void (*batch_paths)(kvv_engine *e, kvv_batch_paths *p);
+    /* (optional) CPU seconds used since open by the engine's own threads
+     * besides the caller's (a pool's workers), or < 0 when they cannot be
+     * told apart (a plugin's: the process's CPU time is used); default:
+     * none (0), the engine runs on the caller's thread only */
+    double (*worker_cpu_seconds)(kvv_engine *e);
 } kvv_engine_vtable;
 
 struct kvv_engine {
@@ -232,6 +237,14 @@ void kvv_engine_reset(kvv_engine *e);
 /* The batch sizes where e's kernels change (see kvv_batch_paths); an
  * engine without the slot (or NULL) gives known = false. */
 void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out);
+
+/* CPU seconds the engine's threads have used: the calling thread's CPU
+ * clock plus the engine's own worker threads (vtable worker_cpu_seconds),
+ * so a benchmark counts the engine's work and not another library's idle
+ * threads (OpenBLAS's). For plugins, whose threads kvverify cannot see,
+ * the whole process's CPU time. Differences between two calls from the
+ * same thread are meaningful; the value itself is not. */
+double kvv_engine_cpu_seconds(kvv_engine *e);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */
 unsigned kvv_engine_caps(kvv_engine *e);

@@ -87,6 +87,11 @@ static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
     kvv_cpu_batch_paths(e->impl, p);
 }
 
+static double cpu_worker_cpu_seconds(kvv_engine *e)
+{
+    return kvv_cpu_pool_worker_cpu_seconds(((kvv_cpu *)e->impl)->pool);
+}
+
 static const kvv_engine_vtable cpu_vtable = {
     .close = cpu_close,
     .forward = kvv_cpu_forward,
@@ -94,6 +99,7 @@ static const kvv_engine_vtable cpu_vtable = {
     .cache = cpu_cache,
     .describe = cpu_describe,
     .batch_paths = cpu_batch_paths,
+    .worker_cpu_seconds = cpu_worker_cpu_seconds,
 };
 
 kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,

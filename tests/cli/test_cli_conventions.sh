@@ -86,6 +86,11 @@ cmp -s "$T/a" "$T/b" || fail "run -n 0 and -n -5 differ in kind: $(cat "$T/n0") 
 $KVV tokenize "$M" --decode 1,20,30 >"$T/d" || fail "tokenize --decode"
 [ "$(tail -c 1 "$T/d" | od -An -c | tr -d ' ')" = '\n' ] || fail "tokenize --decode: no final newline"
 
+# bench counts the CPU of the engine's threads: the reference engine runs one
+$KVV bench "$M" --engine ref --prompt 8 --gen 2 --repeats 2 --json >"$T/b.json" || fail "bench --engine ref"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["prompt_cpu_util"] <= 1.1 and d["decode_cpu_util"] <= 1.1, d' \
+    "$T/b.json" || fail "bench --engine ref: more than one thread's CPU"
+
 # ---- item 12: vectors check takes the model from the vector; swapped args
 $KVV vectors gen "$M" --random 6 -n 2 -o "$T/v.kvv" >/dev/null 2>&1 || fail "vectors gen"
 expect 0 "vectors check FILE (model beside it)" $KVV vectors check "$T/v.kvv" &&
