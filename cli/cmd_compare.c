@@ -98,6 +98,8 @@ int kvv_cmd_compare(int argc, char **argv)
     co.n_tokens = run.opts.n_tokens;
     co.controls = run.opts.controls;
     co.force_fail = run.opts.force_fail;
+    co.progress = run.opts.progress;
+    co.progress_user = run.opts.progress_user;
     co.rel_tol = a.tol;
     co.a = run.opts.engine;
     co.a.name = engine_a;

@@ -53,13 +53,15 @@ static void usage(FILE *f)
             "  --no-patch          leave out the kv and patch result records\n"
             "(the seed also derives the patch donor; threads are not recorded: they must not\n"
             "change a bit)\n\n"
+            "  --progress          progress on stderr also when it is not a terminal\n"
             "check options:\n");
     kvv_engine_cli_help(f, &ce, false);
     fprintf(f, "  --perturb weight    negative control: flip one weight bit\n"
             "  --perturb resid:L:P negative control: flip one bit of the residual entering\n"
             "                      layer L at position P; check must then exit 1\n"
             "  --json [FILE|-]     machine-readable result to FILE (--json=FILE), or alone /\n"
-            "                      - to stdout\n\n"
+            "                      - to stdout\n"
+            "  --progress          progress on stderr also when it is not a terminal\n\n"
             "exit codes: 0 pass, 1 divergence, 2 bad usage or corrupt/mismatched file\n"
             "(wrong model, truncated, bad CRC, unknown version), 77 unsupported model.\n");
 }
@@ -115,6 +117,8 @@ static bool gen_option(void *state, kvv_opts *o)
     long lv;
     if (kvv_opts_value(o, "-o") || kvv_opts_value(o, "--output")) {
         a->out = o->value;
+        if (a->out) /* checked before the run; a .kvv may replace a .kvv */
+            kvv_output_path_check(o, "-o", a->out, true);
     } else if (kvv_opts_value(o, "-n")) {
         if (kvv_opts_int(o, "-n", o->value, 1, 1 << 16, &lv))
             a->vo->n_gen = (int)lv;
@@ -161,15 +165,19 @@ static int cmd_gen(int argc, char **argv)
     kvv_prompt_cli prompt;
     kvv_prompt_cli_init(&prompt, "vectors gen");
     gen_args a = {.vo = &vo, .prompt = &prompt};
+    kvv_output_cli output;
+    kvv_output_cli_init(&output, "vectors gen", KVV_OUT_PROGRESS);
     const kvv_opt_group groups[] = {kvv_engine_cli_group(&eng), kvv_prompt_cli_group(&prompt),
-                                    {gen_option, gen_finish, &a}};
-    int code = kvv_opts_parse(&o, usage, groups, 3);
+                                    {gen_option, gen_finish, &a}, kvv_output_cli_group(&output)};
+    int code = kvv_opts_parse(&o, usage, groups, 4);
     if (code != KVV_OPTS_RUN) {
         kvv_prompt_cli_free(&prompt);
         return code;
     }
     const char *model = a.model, *out = a.out, *text = prompt.text;
     vo.engine = kvv_engine_cli_opts(&eng);
+    vo.progress = kvv_output_progress;
+    vo.progress_user = &output;
     vo.seed = prompt.seed;
     int32_t *toks = prompt.tokens;
     int n_toks = prompt.n_tokens;
@@ -334,7 +342,7 @@ static int cmd_check(int argc, char **argv)
     kvv_engine_cli eng;
     check_engine(&eng);
     kvv_output_cli out;
-    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON);
+    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     check_args a = {.co = &co};
     const kvv_opt_group g[] = {kvv_engine_cli_group(&eng), kvv_output_cli_group(&out),
                                {check_option, check_finish, &a}};
@@ -346,6 +354,8 @@ static int cmd_check(int argc, char **argv)
     const bool text = !out.stdout_taken;
     co.engine = eng.engine;
     co.mode = eng.mode;
+    co.progress = kvv_output_progress;
+    co.progress_user = &out;
     if (eng.n_threads > 0)
         co.n_threads = eng.n_threads;
     kvv_vectors_result r;

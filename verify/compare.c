@@ -266,10 +266,16 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (!c->la || !c->lb)
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n,
                              V);
+    const long runs = o->controls ? 3 : 2;
     if ((st = rec_init(&c->ra, hp, n, err)) || (st = rec_init(&c->rb, hp, n, err)) ||
-        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)) ||
-        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)))
         return st;
+    if (o->progress)
+        o->progress(o->progress_user, "compare", 1, runs);
+    if ((st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        return st;
+    if (o->progress)
+        o->progress(o->progress_user, "compare", 2, runs);
     kvv_check_set_engine(r, &c->db);
     if (o->force_fail) {
         c->planted = kvv_argmax_f32(c->lb, V);
@@ -292,7 +298,12 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
         kvv_check_note_mismatch(r, &mm);
     }
     set_details(r->details, o, &c->da, &c->db, f);
-    return o->controls ? control(o, c, r, err) : KVV_OK;
+    if (!o->controls)
+        return KVV_OK;
+    st = control(o, c, r, err);
+    if (!st && o->progress)
+        o->progress(o->progress_user, "compare", 3, runs);
+    return st;
 }
 
 kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
@@ -359,5 +370,7 @@ kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_e
     co.n_tokens = o->n_tokens;
     co.controls = o->controls;
     co.force_fail = o->force_fail;
+    co.progress = o->progress;
+    co.progress_user = o->progress_user;
     return kvv_compare_run(&co, r, err);
 }

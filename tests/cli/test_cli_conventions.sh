@@ -74,6 +74,15 @@ expect 0 "--progress -q" $KVV kv "$M" --progress -q && grep -q '\[kv\]' "$T/err"
 KVV_PROGRESS=1 $KVV greedy "$M" >/dev/null 2>"$T/err" && grep -q '\[greedy\]' "$T/err" ||
     fail "KVV_PROGRESS=1: no progress"
 expect 2 "--progress where nothing runs long" $KVV info "$M" --progress || true
+# every command that can run long has it
+for c in "compare $M" "vectors gen $M --random 4 -n 2 -o $T/p.kvv" "bench $M --prompt 4 --gen 2 --repeats 1" \
+         "run $M --tokens 1,2 -n 3" "synth --shape llama-tiny -o $T/s.gguf"; do
+    # shellcheck disable=SC2086
+    $KVV $c --progress >/dev/null 2>"$T/err" || fail "$c --progress: exit $?"
+    grep -q '\[[a-z]*\] [0-9]*/[0-9]*' "$T/err" || fail "$c --progress: no progress on stderr"
+done
+$KVV vectors check "$M" "$T/p.kvv" --progress >/dev/null 2>"$T/err" && grep -q '\[vectors\]' "$T/err" ||
+    fail "vectors check --progress"
 
 # ---- item 10: suite -q, run -n, tokenize --decode
 printf 'tiny model=m.gguf checks=kv\n' >"$T/s.txt"
