@@ -292,6 +292,18 @@ void kvv_check_cli_close(kvv_check_cli *c, kvv_check_run *run)
     kvv_check_cli_free(c);
 }
 
+void kvv_check_cli_own_workload(kvv_check_run *run, int n_prompt, int n_gen)
+{
+    kvv_workload *w = &run->report.workload;
+    w->n_prompt = n_prompt;
+    w->n_gen = n_gen;
+    w->kv_chunk = 0;
+    w->n_chunks = 0;
+    w->floor_prompt = w->floor_gen = 0; /* not a batch-shape comparison: no floor */
+    w->below_floor = false;
+    w->set = n_prompt > 0 || n_gen > 0;
+}
+
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name)
 {
     return kvv_report_add(&run->report, name);

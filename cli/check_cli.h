@@ -124,6 +124,10 @@ kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);
  * engine line is what run->opts.engine asks for (the check records the
  * engine's own description, kernels included, in the report). */
 void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run);
+/* A command that sizes its own work (evict's prompt set, memory's turns)
+ * states it: n_prompt tokens (0: none, e.g. latency's seeded residuals),
+ * n_gen decode steps; the audit's floor does not apply to it. */
+void kvv_check_cli_own_workload(kvv_check_run *run, int n_prompt, int n_gen);
 /* Print the report, write --json/--junit, free run and c. @return exit code. */
 int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run);
 /* Free run and c without printing (a command that writes its own output).

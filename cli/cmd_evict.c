@@ -184,6 +184,10 @@ static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_
     snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s",
              strcmp(ps->source, "file") == 0 ? "text" : ps->source);
     rep->n_prompt = ps->items[0].n_tokens;
+    int most = 0;
+    for (int i = 0; i < ps->n; i++)
+        most = ps->items[i].n_tokens > most ? ps->items[i].n_tokens : most;
+    kvv_check_cli_own_workload(run, most, (int)a->c->n_gen);
     return 0;
 }
 

@@ -40,7 +40,8 @@ static void int_list(char *buf, size_t size, size_t *off, const int *v, int n)
 
 void kvv_workload_check_floor(kvv_workload *w)
 {
-    w->below_floor = w->n_prompt < w->floor_prompt || (w->n_gen > 0 && w->n_gen < w->floor_gen);
+    w->below_floor = w->floor_prompt > 0 &&
+                     (w->n_prompt < w->floor_prompt || (w->n_gen > 0 && w->n_gen < w->floor_gen));
 }
 
 char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
@@ -56,7 +57,7 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
     buf[0] = '\0';
     PUT("prompt %d tokens", w->n_prompt);
     if (w->n_gen > 0)
-        PUT(", %d greedy steps", w->n_gen);
+        PUT(", %d %s steps", w->n_gen, w->floor_prompt ? "greedy" : "decode");
     if (w->kv_chunk > 0)
         PUT(", kv chunk %d", w->kv_chunk);
     if (w->n_chunks) {
@@ -73,9 +74,11 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
         w->switches);
     if (strcmp(w->switches, "none") && strcmp(w->switches, "unknown"))
         PUT(" tokens");
-    PUT("; floor prompt %d", w->floor_prompt);
-    if (w->n_gen > 0)
-        PUT(", %d steps", w->floor_gen);
+    if (w->floor_prompt) {
+        PUT("; floor prompt %d", w->floor_prompt);
+        if (w->n_gen > 0)
+            PUT(", %d steps", w->floor_gen);
+    }
     if (w->quick)
         PUT(" — QUICK: sized to the time budget alone%s", w->below_floor ? ", below the floor" : "");
     else if (w->below_floor)
