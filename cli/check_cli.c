@@ -8,6 +8,7 @@
 
 #include "model/sha256.h"
 #include "verify/audit.h"
+#include "verify/parallel.h"
 #include "verify/report/report.h"
 
 void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
@@ -17,7 +18,9 @@ void kvv_check_cli_init(kvv_check_cli *c, const char *cmd)
     c->accepts = KVV_CHECK_OPT_ALL;
     kvv_engine_cli_init(&c->engine, cmd, "ref", KVV_ENGINE_OPT_ALL);
     kvv_prompt_cli_init(&c->prompt, cmd);
-    kvv_output_cli_init(&c->out, cmd, KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
+    kvv_output_cli_init(&c->out, cmd,
+                        KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET |
+                            KVV_OUT_PROGRESS);
     c->out.html_help = "a self-contained HTML report with every check's figures";
     c->out.json_help = "the JSON report (docs/report-schema.md)";
     c->out.quiet_help = "print only the summary table and failures";
@@ -57,6 +60,13 @@ static bool parse(void *state, kvv_opts *o)
     } else if (kvv_opts_flag(o, "--layers")) {
         c->layers = true;
         need = KVV_CHECK_OPT_LAYERS;
+    } else if (kvv_opts_flag(o, "--quick")) {
+        c->quick = true;
+        need = KVV_CHECK_OPT_QUICK;
+    } else if (kvv_opts_value(o, "--jobs")) {
+        if (o->value)
+            kvv_opts_int(o, "--jobs", o->value, 1, 256, &c->jobs);
+        need = KVV_CHECK_OPT_JOBS;
     } else {
         return false;
     }
@@ -95,6 +105,13 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
         fprintf(f, "  --no-controls       skip the negative controls (on by default)\n"
                 "  --force-fail        plant each check's control into the real comparison so\n"
                 "                      the check must FAIL (exit 1); for testing pipelines\n");
+    if (c->accepts & KVV_CHECK_OPT_QUICK)
+        fprintf(f, "  --quick             the default workload sized to a time budget alone,\n"
+                   "                      below the floor (every report says so)\n");
+    if (c->accepts & KVV_CHECK_OPT_JOBS)
+        fprintf(f, "  --jobs N            independent runs at a time: checks, cache-free steps,\n"
+                   "                      evict's decodes (default: processors online / --threads;\n"
+                   "                      results never depend on it)\n");
     kvv_output_cli_help(f, &c->out);
     if (c->accepts & KVV_CHECK_OPT_LAYERS)
         fprintf(f, "  --layers            print the per-layer tables\n");
@@ -103,10 +120,84 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
                 "not detected), 2 bad input or usage, 77 nothing could be checked.\n");
 }
 
-static void progress(void *user, const char *label, long done, long total)
+/* What every check would refuse, refused before any runs: prompt tokens
+ * outside the vocabulary, positions past the context (-n). @return 0 or 2. */
+static int validate(const kvv_check_cli *c, const kvv_check_opts *o)
 {
-    (void)user;
-    kvv_progress(label, done, total);
+    kvv_error err = {0};
+    const char *prefix = "check: "; /* the library's; the command's name replaces it */
+    if (kvv_check_opts_validate(o, o->n_tokens, &err)) {
+        const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
+        fprintf(stderr, "kvverify %s: prompt: %s\n", c->cmd, m);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (c->chunk > 0 && c->chunk >= o->n_tokens) {
+        fprintf(stderr, "kvverify %s: option --chunk: %ld is not below the prompt's %d tokens: "
+                        "the chunked recompute would be the whole one\n", c->cmd, c->chunk,
+                o->n_tokens);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (c->n_gen > 0 && kvv_check_opts_validate(o, o->n_tokens + o->n_gen - 1, &err)) {
+        const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
+        fprintf(stderr, "kvverify %s: option -n: %d steps after a %d-token prompt: %s\n",
+                c->cmd, o->n_gen, o->n_tokens, m);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+/* Keep in the report's workload what the named checks use: kv its chunk,
+ * invariance its chunkings and thread counts, the decoding checks their
+ * steps; every run its prompt and the engine's threads. */
+static void trim_workload(kvv_workload *w, const char *const *names, int n)
+{
+    if (!names)
+        return; /* the whole audit uses everything */
+    bool kv = false, inv = false, steps = false;
+    for (int i = 0; i < n; i++) {
+        kv |= strcmp(names[i], "kv") == 0;
+        inv |= strcmp(names[i], "invariance") == 0;
+        steps |= strcmp(names[i], "greedy") == 0 || strcmp(names[i], "kvdirect") == 0 ||
+                 strcmp(names[i], "evict") == 0 || strcmp(names[i], "memory") == 0;
+    }
+    if (!kv)
+        w->kv_chunk = 0;
+    if (!inv) {
+        w->n_chunks = 0;
+        w->n_threads = w->n_threads ? 1 : 0;
+    }
+    if (!steps)
+        w->n_gen = 0;
+    kvv_workload_check_floor(w);
+}
+
+/* The workload every report states: the sizes o runs with, the engine's
+ * switches and the floor of the plan. */
+static void fill_workload(kvv_workload *w, const kvv_audit_plan *plan, const kvv_check_opts *o)
+{
+    memset(w, 0, sizeof *w);
+    w->set = true;
+    w->n_prompt = o->n_tokens;
+    w->n_gen = o->n_gen;
+    w->kv_chunk = o->chunk;
+    for (int i = 0; i < o->n_chunks && i < KVV_WORKLOAD_MAX; i++)
+        w->chunks[w->n_chunks++] = o->chunks[i];
+    static const int default_threads[] = {1, 2};
+    const int *tc = o->thread_counts ? o->thread_counts : default_threads;
+    int ntc = o->thread_counts ? o->n_thread_counts : 2;
+    w->threads[w->n_threads++] = o->engine.n_threads;
+    for (int i = 0; i < ntc && w->n_threads < KVV_WORKLOAD_MAX; i++) {
+        bool seen = false;
+        for (int j = 0; j < w->n_threads; j++)
+            seen |= w->threads[j] == tc[i];
+        if (!seen)
+            w->threads[w->n_threads++] = tc[i];
+    }
+    kvv_batch_paths_list(&plan->paths, w->switches, sizeof w->switches);
+    w->floor_prompt = plan->floor_prompt;
+    w->floor_gen = plan->floor_gen;
+    w->quick = plan->quick;
+    kvv_workload_check_floor(w);
 }
 
 static int prepare(kvv_check_cli *c, kvv_check_run *run)
@@ -125,8 +216,9 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
         return code;
     }
     const kvv_model *m = run->model;
-    kvv_audit_plan plan;
-    kvv_audit_plan_for(&m->hp, 0, &plan);
+    kvv_audit_plan plan; /* the floor needs the engine's kernel switches: ask it */
+    if (kvv_audit_plan_engine(m, &eo, c->quick, &plan, &err))
+        return kvv_cli_fail(&err);
     run->n_default_prompt = plan.n_prompt;
     run->n_default_gen = plan.n_gen;
     const char *source = "random";
@@ -148,19 +240,31 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     o->n_tokens = run->n_prompt;
     o->tokens_b = c->tokens_b;
     o->n_gen = c->n_gen > 0 ? (int)c->n_gen : plan.n_gen;
-    o->chunk = (int)c->chunk;
+    o->chunk = c->chunk > 0 ? (int)c->chunk : kvv_audit_kv_chunk(&plan, run->n_prompt);
+    run->n_chunks = kvv_audit_chunks(&plan, run->n_prompt, run->chunks, KVV_AUDIT_MAX_CHUNKS);
+    o->chunks = run->chunks;
+    o->n_chunks = run->n_chunks;
     o->thread_counts = c->thread_counts;
     o->n_thread_counts = c->n_thread_counts;
     o->controls = c->controls;
     o->force_fail = c->force_fail;
     o->seed = c->prompt.seed;
-    o->progress = progress;
+    o->progress = kvv_output_progress;
+    o->progress_user = &c->out;
+    int per = eo.n_threads > 0 ? eo.n_threads : 1;
+    o->n_jobs = c->jobs > 0 ? (int)c->jobs
+                            : (kvv_parallel_cpus() / per > 1 ? kvv_parallel_cpus() / per : 1);
+    if ((code = validate(c, o)))
+        return code;
 
     kvv_report *rep = &run->report;
     kvv_report_init(rep, c->model_path, c->prompt.seed);
     snprintf(rep->architecture, sizeof rep->architecture, "%s", m->hp.arch_name);
     snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s", source);
     rep->n_prompt = run->n_prompt;
+    fill_workload(&rep->workload, &plan, o);
+    if (strcmp(c->cmd, "audit") != 0) /* a single check's command: what that check uses */
+        trim_workload(&rep->workload, &c->cmd, 1);
     if (kvv_sha256_file(c->model_path, rep->model_sha256, &err))
         return kvv_cli_fail(&err);
     return 0;
@@ -188,6 +292,18 @@ void kvv_check_cli_close(kvv_check_cli *c, kvv_check_run *run)
 {
     run_free(run);
     kvv_check_cli_free(c);
+}
+
+void kvv_check_cli_own_workload(kvv_check_run *run, int n_prompt, int n_gen)
+{
+    kvv_workload *w = &run->report.workload;
+    w->n_prompt = n_prompt;
+    w->n_gen = n_gen;
+    w->kv_chunk = 0;
+    w->n_chunks = 0;
+    w->floor_prompt = w->floor_gen = 0; /* not a batch-shape comparison: no floor */
+    w->below_floor = false;
+    w->set = n_prompt > 0 || n_gen > 0;
 }
 
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name)
@@ -239,6 +355,14 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
         kvv_report_print_console(stdout, rep, flags);
         fflush(stdout);
     }
+    /* why a check could not run, on stderr too (stdout may be a report) */
+    for (int i = 0; i < rep->n_checks; i++) {
+        const kvv_check_result *r = &rep->checks[i];
+        if (r->verdict == KVV_VERDICT_ERROR || r->verdict == KVV_VERDICT_SKIPPED)
+            fprintf(stderr, "kvverify %s: %s %s: %s\n", c->cmd, r->name,
+                    r->verdict == KVV_VERDICT_ERROR ? "could not run" : "nothing checked",
+                    r->message[0] ? r->message : r->key_figure);
+    }
     int code = kvv_report_exit_code(rep);
     if (c->out.json_path && kvv_report_write_json(rep, c->out.json_path, &err))
         code = kvv_cli_fail(&err);
@@ -264,6 +388,7 @@ int kvv_check_cli_run(kvv_check_cli *c, const char *const *names, int n_names)
     if (code)
         return code;
     kvv_error err = {0};
+    trim_workload(&run.report.workload, names, n_names);
     if (kvv_audit_run(&run.opts, names, n_names, &run.report, &err)) {
         code = kvv_cli_fail(&err);
         kvv_check_cli_close(c, &run);

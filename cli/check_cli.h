@@ -39,13 +39,16 @@
 #include "cli/opts.h"
 #include "cli/output_opts.h"
 #include "cli/prompt_opts.h"
+#include "verify/audit.h"
 #include "verify/check.h"
 
 /* The check options a command takes (kvv_check_cli.accepts). */
 enum {
     KVV_CHECK_OPT_CONTROLS = 1u << 0,  /* --no-controls, --force-fail */
     KVV_CHECK_OPT_LAYERS = 1u << 1,    /* --layers */
-    KVV_CHECK_OPT_ALL = 0x3u
+    KVV_CHECK_OPT_QUICK = 1u << 2,     /* --quick */
+    KVV_CHECK_OPT_JOBS = 1u << 3,      /* --jobs */
+    KVV_CHECK_OPT_ALL = 0xfu
 };
 
 typedef struct {
@@ -64,6 +67,8 @@ typedef struct {
     bool controls;              /* --no-controls clears */
     bool force_fail;            /* --force-fail */
     bool layers;                /* --layers: per-layer tables (default for single checks) */
+    bool quick;                 /* --quick: the workload sized to the time budget alone */
+    long jobs;                  /* --jobs N: independent runs at a time (0: default) */
 } kvv_check_cli;
 
 /* Defaults: engine ref, every option accepted, controls on. */
@@ -104,6 +109,8 @@ typedef struct {
     kvv_report report;         /* model, sha256, seed, prompt filled in */
     int n_default_prompt;      /* the audit plan's sizes for this model */
     int n_default_gen;
+    int chunks[KVV_AUDIT_MAX_CHUNKS]; /* invariance's chunkings (run.opts.chunks) */
+    int n_chunks;
     bool header_printed;       /* kvv_check_cli_print_header ran: finish skips it */
 } kvv_check_run;
 
@@ -117,6 +124,10 @@ kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);
  * engine line is what run->opts.engine asks for (the check records the
  * engine's own description, kernels included, in the report). */
 void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run);
+/* A command that sizes its own work (evict's prompt set, memory's turns)
+ * states it: n_prompt tokens (0: none, e.g. latency's seeded residuals),
+ * n_gen decode steps; the audit's floor does not apply to it. */
+void kvv_check_cli_own_workload(kvv_check_run *run, int n_prompt, int n_gen);
 /* Print the report, write --json/--junit, free run and c. @return exit code. */
 int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run);
 /* Free run and c without printing (a command that writes its own output).

@@ -18,13 +18,16 @@ static void help(FILE *f)
     const kvv_check_entry *t = kvv_audit_checks(&n);
     fprintf(f, "usage: kvverify MODEL [options]\n"
             "       kvverify audit MODEL [options]\n\n"
-            "One-shot audit: validate the GGUF file, then run these checks with defaults\n"
-            "sized to the model (about a minute on two cores for a 135M model), each with\n"
-            "its negative controls, and print one table (check, verdict, key figure, time):\n\n");
+            "One-shot audit: validate the GGUF file, then run these checks, each with its\n"
+            "negative controls, and print one table (check, verdict, key figure, time):\n\n");
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-12s %s\n", t[i].name, t[i].summary);
-    fprintf(f, "\n  --checks a,b        run only these checks (names above)\n"
-            "  -n N                greedy: tokens to decode (default sized to the model)\n");
+    fprintf(f, "\nThe workload never drops below a floor that exercises every kernel path the\n"
+            "engine describes: a prompt of at least 8 tokens and twice its largest kernel\n"
+            "switch, at least 32 greedy steps, chunkings on both sides of each switch; small\n"
+            "models get more, up to a time budget. The report states the workload.\n\n"
+            "  --checks a,b        run only these checks (names above)\n"
+            "  -n N                greedy: tokens to decode (default: the floor or more)\n");
     kvv_check_cli_help(f, NULL);
 }
 

@@ -11,9 +11,11 @@
  * after a long prompt adds the attention over it). Token ids are
  * pseudo-random from --seed. A warm-up pass (up to 8 prompt tokens) first
  * pages the mapped weights in. Beside wall-clock rates the command reports
- * the process CPU time over wall time of each phase ("cpu" column): on a
- * shared machine a figure well below the thread count means the rates were
- * measured while other processes held the cores.
+ * the CPU time of the engine's threads over wall time of each phase ("cpu"
+ * column; kvv_engine_cpu_seconds: the calling thread plus the engine's own
+ * workers, so OpenBLAS's idle threads are not counted; a plugin's threads
+ * are the process's): on a shared machine a figure well below the thread
+ * count means the rates were measured while other processes held the cores.
  */
 #include <cblas.h>
 #include <jansson.h>
@@ -49,7 +51,7 @@ static void bench_args_init(bench_args *a)
     a->repeats = 3;
     a->seed = 1;
     kvv_engine_cli_init(&a->engine, "bench", "cpu", KVV_ENGINE_OPT_ALL);
-    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON);
+    kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (one line on stdout)";
 }
 
@@ -96,13 +98,6 @@ static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head
     const kvv_gguf_tensor *h = m->output ? m->output : m->tok_embd;
     *head = (double)h->nbytes;
     return b;
-}
-
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Best of 10: a plain sgemm of a prompt-sized product (OpenBLAS with
@@ -251,26 +246,27 @@ static int measure(const bench_args *a, kvv_engine *e, const kvv_hparams *hp, ra
     }
     for (int k = 0; k < a->repeats; k++) {
         kvv_engine_reset(e);
-        double t0 = kvv_now_seconds(), c0 = cpu_seconds();
+        double t0 = kvv_now_seconds(), c0 = kvv_engine_cpu_seconds(e);
         if (np > 0 && kvv_engine_forward(e, np, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err)) {
             code = kvv_cli_fail(&err);
             goto out;
         }
-        double t1 = kvv_now_seconds(), c1 = cpu_seconds();
+        double t1 = kvv_now_seconds(), c1 = kvv_engine_cpu_seconds(e);
         r->pp[k] = np > 0 ? np / (t1 - t0) : 0;
         r->ppc[k] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
         kvv_engine_reset(e);
         t1 = kvv_now_seconds();
-        c1 = cpu_seconds();
+        c1 = kvv_engine_cpu_seconds(e);
         for (int i = np; i < total; i++)
             if (kvv_engine_forward(e, 1, tok + i, pos + (i - np), NULL, KVV_LOGITS_LAST, logits,
                                    &err)) {
                 code = kvv_cli_fail(&err);
                 goto out;
             }
-        double t2 = kvv_now_seconds(), c2 = cpu_seconds();
+        double t2 = kvv_now_seconds(), c2 = kvv_engine_cpu_seconds(e);
         r->tg[k] = ng > 0 ? ng / (t2 - t1) : 0;
         r->tgc[k] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
+        kvv_output_progress((void *)&a->out, "bench", k + 1, a->repeats);
     }
     r->pp_med = median(r->pp, (int)a->repeats);
     r->tg_med = median(r->tg, (int)a->repeats);

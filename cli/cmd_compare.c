@@ -11,11 +11,22 @@
 #include "cli/check_cli.h"
 #include "verify/compare.h"
 
+/* compare's share of the check options: --engine is A, --mode and --threads B's. */
+static void compare_cli(kvv_check_cli *c)
+{
+    kvv_check_cli_init(c, "compare");
+    c->layers = true;
+    c->engine.threads_elsewhere = true;
+    c->engine.engine_help = "engine A, the reference side (default ref)";
+    c->engine.mode_help = "mode of engine B, the engine under test (A: --mode-a)";
+}
+
 static void help(FILE *f)
 {
     fprintf(f, "usage: kvverify compare MODEL [--engine A] [--against B] [options]\n\n"
-            "Run the same teacher-forced sequence (the prompt) through engine A (default\n"
-            "ref) and engine B (default cpu) and compare, per layer, the residual entering\n"
+            "A vs B: run the same teacher-forced sequence (the prompt) through engine A,\n"
+            "the reference side (--engine, default ref), and engine B, the engine under\n"
+            "test (--against, default cpu), and compare, per layer, the residual entering\n"
             "the layer, the cached K and V and the attention output, and the logits: count\n"
             "of differing elements, max ULP distance, NMSE, max |delta|; on the logits also\n"
             "KL(p_A || p_B) per position (mean, max; %%.9g and hex) and top-1 agreement.\n"
@@ -23,11 +34,13 @@ static void help(FILE *f)
             "tokens agree wherever A's top-1/top-2 margin exceeds twice the error.\n\n"
             "  --against NAME      engine B, the engine under test (default cpu); --mode,\n"
             "                      --threads, --device, --ubatch and --engine-opt apply to\n"
-            "                      it, --cache-type to both\n"
+            "                      B, --cache-type to both\n"
             "  --mode-a MODE       mode of engine A (default: its own default)\n"
             "  --tol X             per-position relative logit tolerance (default %g)\n",
             KVV_COMPARE_REL_TOL);
-    kvv_check_cli_help(f, NULL);
+    kvv_check_cli c;
+    compare_cli(&c);
+    kvv_check_cli_help(f, &c);
 }
 
 /* compare's own options: engine B, A's mode, the tolerance. */
@@ -56,21 +69,25 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
+static void own_finish(void *state, kvv_opts *o)
+{
+    const compare_args *a = state;
+    kvv_engine_cli_check_name(o, "--against", a->against);
+}
+
 int kvv_cmd_compare(int argc, char **argv)
 {
     kvv_check_cli c;
-    kvv_check_cli_init(&c, "compare");
-    c.layers = true;
+    compare_cli(&c);
     compare_args a = {.against = "cpu", .tol = KVV_COMPARE_REL_TOL};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
-                                   &(kvv_opt_group){own_option, NULL, &a});
+                                   &(kvv_opt_group){own_option, own_finish, &a});
     if (code != KVV_OPTS_RUN)
         return code;
     const char *engine_a = c.engine.engine;
-    const char *mode_b = c.engine.mode;
-    /* prepare() builds the engine options from --engine/--mode; here --mode
-     * belongs to B, so A gets its default mode for the preparation. */
-    c.engine.mode = NULL;
+    /* prepare() builds the engine options (and the workload) for the engine
+     * under test: B, with --mode, --threads, --device, ...; A is derived below */
+    c.engine.engine = a.against;
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;
@@ -81,6 +98,8 @@ int kvv_cmd_compare(int argc, char **argv)
     co.n_tokens = run.opts.n_tokens;
     co.controls = run.opts.controls;
     co.force_fail = run.opts.force_fail;
+    co.progress = run.opts.progress;
+    co.progress_user = run.opts.progress_user;
     co.rel_tol = a.tol;
     co.a = run.opts.engine;
     co.a.name = engine_a;
@@ -93,10 +112,7 @@ int kvv_cmd_compare(int argc, char **argv)
     if (a.mode_a)
         kvv_mode_from_name(a.mode_a, &co.a.mode);
     co.b = run.opts.engine;
-    co.b.name = a.against;
-    co.b.mode = kvv_engine_default_mode(a.against);
-    if (mode_b)
-        kvv_mode_from_name(mode_b, &co.b.mode);
+    snprintf(run.report.vs, sizeof run.report.vs, "%s (%s)", engine_a, kvv_mode_name(co.a.mode));
 
     kvv_check_result *r = kvv_check_cli_report(&run, "compare");
     if (r) {

@@ -48,7 +48,6 @@ static void help(FILE *f)
            "                      ref, or same (the engine under test; KV-Direct then runs\n"
            "                      on every prompt)\n"
            "  --verify-prompts N  prompts KV-Direct runs on, the first ones (default 1)\n"
-           "  --jobs N            runs at a time (default: processors online)\n"
            "  --no-equal-bytes    skip the equal-total-bytes table\n"
            "  --csv FILE          both tables as CSV, one line per policy, budget and\n"
            "                      prompt, for plotting\n",
@@ -91,7 +90,7 @@ typedef struct {
     int n_budgets;
     kvv_policy_kind *pols;
     int n_pols;
-    long n_prompts, verify_prompts, jobs;
+    long n_prompts, verify_prompts;
     bool equal_bytes;
 } evict_args;
 
@@ -135,13 +134,10 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--verify-prompts")) {
         if (o->value)
             kvv_opts_int(o, "--verify-prompts", o->value, 1, 1000, &a->verify_prompts);
-    } else if (kvv_opts_value(o, "--jobs")) {
-        if (o->value)
-            kvv_opts_int(o, "--jobs", o->value, 1, 256, &a->jobs);
     } else if (kvv_opts_value(o, "--csv")) {
         a->csv = o->value;
         if (a->csv)
-            kvv_output_path_check(o, "--csv", a->csv); /* before the run, like --json */
+            kvv_output_path_check(o, "--csv", a->csv, false); /* before the run, like --json */
     } else if (kvv_opts_flag(o, "--no-equal-bytes")) {
         a->equal_bytes = false;
     } else {
@@ -188,6 +184,10 @@ static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_
     snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s",
              strcmp(ps->source, "file") == 0 ? "text" : ps->source);
     rep->n_prompt = ps->items[0].n_tokens;
+    int most = 0;
+    for (int i = 0; i < ps->n; i++)
+        most = ps->items[i].n_tokens > most ? ps->items[i].n_tokens : most;
+    kvv_check_cli_own_workload(run, most, (int)a->c->n_gen);
     return 0;
 }
 
@@ -247,7 +247,7 @@ static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *
                          .n_budgets = a->n_budgets, .policies = a->pols,
                          .n_policies = a->n_pols, .equal_bytes = a->equal_bytes,
                          .figures = &fig, .verify_prompts = (int)a->verify_prompts,
-                         .n_threads = (int)a->jobs};
+                         .n_threads = run->opts.n_jobs};
     kvv_check_result *r = kvv_check_cli_report(run, "evict");
     kvv_evict_result res;
     memset(&res, 0, sizeof res);

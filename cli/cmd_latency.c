@@ -86,6 +86,7 @@ int kvv_cmd_latency(int argc, char **argv)
     kvv_latency_opts lo = {.check = run.opts, .batches = b, .n_batches = n_batches,
                            .repeats = (int)a.repeats, .all_layers = a.all_layers};
     run.report.n_prompt = 0; /* seeded residuals, no prompt: no prompt line */
+    kvv_check_cli_own_workload(&run, 0, 0); /* its tables list the batch sizes */
     kvv_check_cli_print_header(&c, &run);
     kvv_check_result *r = kvv_check_cli_report(&run, "latency");
     kvv_latency_result res;

@@ -178,6 +178,7 @@ int kvv_cmd_memory(int argc, char **argv)
                           .turn_len = lens, .random_turn_len = 12};
     snprintf(run.report.prompt_source, sizeof run.report.prompt_source, "%s",
              tt ? "text" : "random");
+    kvv_check_cli_own_workload(&run, run.report.n_prompt, (int)(turns * gen));
     kvv_check_cli_print_header(&c, &run);
     if (kvv_output_cli_verbose(&c.out)) {
         printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,

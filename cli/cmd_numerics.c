@@ -317,7 +317,7 @@ static void numerics_cli(kvv_check_cli *c)
     c->engine.allow_all = true;
     c->engine.engine_help = "ref, cpu or all (default all: ref, cpu fast, cpu invariant)";
     c->engine.mode_help = "cpu mode to measure: fast or invariant (default both)";
-    c->out.accepts = KVV_OUT_JSON | KVV_OUT_HTML | KVV_OUT_QUIET;
+    c->out.accepts = KVV_OUT_JSON | KVV_OUT_HTML | KVV_OUT_QUIET | KVV_OUT_PROGRESS;
     c->out.json_help = "the full report as JSON";
     c->out.quiet_help = "no per-layer table";
 }
@@ -357,12 +357,6 @@ static void own_finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "option --engine: '%s' is not ref, cpu or all", e->engine);
     else if (e->mode && strcmp(e->mode, "fast") && strcmp(e->mode, "invariant"))
         kvv_opts_error(o, "option --mode: '%s' is not fast or invariant", e->mode);
-}
-
-static void progress(void *user, const char *label, long done, long total)
-{
-    (void)user;
-    kvv_progress(label, done, total);
 }
 
 /* The control must come out as exactly 1 ULP on every value it measured. */
@@ -467,7 +461,8 @@ static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_o
     nopt.seed = c->prompt.seed;
     nopt.max_outputs = (int)no->max_outputs;
     nopt.math_samples = (int)no->math_samples;
-    nopt.progress = progress;
+    nopt.progress = kvv_output_progress;
+    nopt.progress_user = (void *)&c->out;
     kvv_numerics_report rep;
     kvv_error err = {0};
     if (kvv_numerics_run(&nopt, ops->ref, ops->list, ops->n, &rep, &err))

@@ -57,7 +57,7 @@ static void run_args_init(run_args *a)
     a->n_gen = 16;
     a->top_k = 5;
     kvv_engine_cli_init(&a->engine, "run", "ref", KVV_ENGINE_OPT_ALL);
-    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON);
+    kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (steps: position, argmax, top-K)";
 }
 
@@ -86,7 +86,9 @@ static void run_usage(FILE *f)
             "                      table; activations rounded to fp16 / quantized to Q8_0\n"
             "                      before F16 / Q8_0 matmuls)\n"
             "  -h, --help          this help\n\n"
-            "exit codes: 0 done, 2 bad input or usage, 77 unsupported architecture\n");
+            "exit codes: 0 done, 1 done but some logits were not finite (NaN or inf: the\n"
+            "tokens are not meaningful; a warning on stderr says how many), 2 bad input or\n"
+            "usage, 77 unsupported architecture\n");
 }
 
 /* run's own options: the prompt, what to report, --n-ctx, --emulate-ggml. */
@@ -106,7 +108,8 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_flag(o, "--raw")) {
         a->raw = true;
     } else if (kvv_opts_value(o, "-n")) {
-        if (o->value && kvv_opts_int(o, "-n", o->value, 0, 1 << 20, &a->n_gen))
+        /* 0 and -5 alike: "-n: 0 is outside 1..1048576" (--teacher takes no -n) */
+        if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 20, &a->n_gen))
             a->n_given = true;
     } else if (kvv_opts_value(o, "--top")) {
         if (o->value && kvv_opts_int(o, "--top", o->value, 0, 1 << 24, &a->top_k))
@@ -146,8 +149,6 @@ static void own_finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "-n does not apply to --teacher (it reports every position)");
     else if (a->all_logits && !(a->teacher && a->out.json_path))
         kvv_opts_error(o, "--all-logits needs --teacher and --json");
-    else if (!a->teacher && a->n_gen == 0)
-        kvv_opts_error(o, "option -n: generate at least 1 token");
 }
 
 /* @return KVV_OPTS_RUN to go on, else the exit code (0 after --help). */
@@ -390,7 +391,20 @@ typedef struct {
     size_t text_len;
     char hash[65];           /* --hash */
     stamp t_load, t_prompt, t_dec;
+    long n_logits;           /* logits produced (rows x n_vocab) */
+    long n_nan, n_inf;       /* of them NaN, +-inf */
 } run_state;
+
+/* Count the rows' non-finite logits into s. */
+static void count_logits(run_state *s, const float *rows, int n_rows)
+{
+    const long n = (long)n_rows * s->m->hp.n_vocab;
+    for (long i = 0; i < n; i++) {
+        s->n_nan += isnan(rows[i]) != 0;
+        s->n_inf += isinf(rows[i]) != 0;
+    }
+    s->n_logits += n;
+}
 
 static void run_free(run_state *s)
 {
@@ -479,6 +493,7 @@ static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_erro
                                nv, err)))
             return st;
         stamp_add(&s->t_prompt, t0, now_s());
+        count_logits(s, s->logits, s->n_prompt);
         for (int t = 0; t < s->n_prompt; t++)
             report_step(rp, t, t, s->seq[t], s->logits + (size_t)t * nv);
         return KVV_OK;
@@ -489,6 +504,7 @@ static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_erro
     stamp_add(&s->t_prompt, t0, now_s());
     for (int i = 0; i < s->n_gen; i++) {
         const int pos = s->n_prompt - 1 + i;
+        count_logits(s, s->logits, 1);
         report_step(rp, i, pos, i == 0 ? s->seq[s->n_prompt - 1] : s->gen[i - 1], s->logits);
         s->gen[i] = argmax_row(s->logits, nv);
         const stamp t1 = now_s();
@@ -496,6 +512,7 @@ static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_erro
                                                   KVV_LOGITS_LAST, s->logits, nv, err)))
             return st;
         stamp_add(&s->t_dec, t1, now_s());
+        kvv_output_progress((void *)&a->out, "run", i + 1, s->n_gen);
     }
     return KVV_OK;
 }
@@ -549,6 +566,9 @@ static int write_json(const run_args *a, const run_state *s, json_t *steps)
             json_object_set_new(root, "generated_text", json_bytes(s->text, s->text_len));
     }
     json_object_set_new(root, "steps", steps);
+    json_object_set_new(root, "logits_not_finite",
+                        json_pack("{s:I, s:I, s:I}", "logits", (json_int_t)s->n_logits, "nan",
+                                  (json_int_t)s->n_nan, "inf", (json_int_t)s->n_inf));
     if (a->all_logits) {
         json_t *all = json_array();
         for (int t = 0; t < s->n_prompt; t++) {
@@ -622,6 +642,12 @@ int kvv_cmd_run(int argc, char **argv)
     if (!st && a.out.json_path) {
         rc = write_json(&a, &s, rp.steps);
         rp.steps = NULL;
+    }
+    if (!st && (s.n_nan || s.n_inf)) {
+        fprintf(stderr, "kvverify run: warning: %ld of %ld logits are not finite (%ld NaN, %ld "
+                        "inf): the tokens and text are not meaningful\n",
+                s.n_nan + s.n_inf, s.n_logits, s.n_nan, s.n_inf);
+        rc = rc ? rc : KVV_EXIT_FAIL;
     }
     json_decref(rp.steps);
     run_free(&s);

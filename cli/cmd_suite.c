@@ -18,7 +18,8 @@
 
 static void suite_output(kvv_output_cli *out)
 {
-    kvv_output_cli_init(out, "suite", KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET);
+    kvv_output_cli_init(out, "suite",
+                        KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET | KVV_OUT_PROGRESS);
     out->json_help = "the results (every check's full report object)";
     out->quiet_help = "no per-testcase lines, only the summary";
 }
@@ -97,7 +98,8 @@ int kvv_cmd_suite(int argc, char **argv)
         return 0;
     }
     kvv_suite_results res;
-    kvv_suite_run_opts ro = {quiet || out.stdout_taken ? NULL : stdout};
+    kvv_suite_run_opts ro = {quiet || out.stdout_taken ? NULL : stdout, kvv_output_progress,
+                             &out};
     if (kvv_suite_run(s, si, sn, &ro, &res, &err)) {
         kvv_suite_results_free(&res);
         kvv_suite_free(s);

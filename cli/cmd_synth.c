@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "cli/output_opts.h"
 #include "model/shapes.h"
 #include "model/synth.h"
 
@@ -40,6 +41,8 @@ static void synth_usage(FILE *f)
             "  -o, --output FILE  where to write (atomically: an existing file is replaced only\n"
             "                  when the write succeeds)\n"
             "  --list-shapes   print every shape with its geometry and exit\n"
+            "  -q, --quiet     no closing line, no progress\n"
+            "  --progress      progress on stderr also when it is not a terminal\n"
             "  -h, --help      this help\n\n"
             "exit codes: 0 written, 2 bad option or write error\n",
             list, KVV_SYNTH_MIN_VOCAB, KVV_SYNTH_MAX_VOCAB, KVV_SHAPE_VOCAB_CAP);
@@ -58,10 +61,9 @@ static void list_shapes(void)
     }
 }
 
-static void on_progress(void *ctx, int done, int total)
+static void on_progress(void *out, int done, int total)
 {
-    (void)ctx;
-    kvv_progress("synth", done, total);
+    kvv_output_progress(out, "synth", done, total);
 }
 
 /* synth's options. */
@@ -92,6 +94,8 @@ static bool own_option(void *state, kvv_opts *o)
                          &a->vocab);
     } else if (kvv_opts_value(o, "--output") || kvv_opts_value(o, "-o")) {
         a->out = o->value;
+        if (a->out) /* before 30 s of generating, not after */
+            kvv_output_path_check(o, "-o", a->out, true);
     } else {
         return false;
     }
@@ -103,8 +107,10 @@ int kvv_cmd_synth(int argc, char **argv)
     kvv_opts o;
     kvv_opts_init(&o, "synth", argc, argv);
     synth_args a = {.type = "f32", .seed = 1};
-    const kvv_opt_group g[] = {{own_option, NULL, &a}};
-    int code = kvv_opts_parse(&o, synth_usage, g, 1);
+    kvv_output_cli output;
+    kvv_output_cli_init(&output, "synth", KVV_OUT_QUIET | KVV_OUT_PROGRESS);
+    const kvv_opt_group g[] = {{own_option, NULL, &a}, kvv_output_cli_group(&output)};
+    int code = kvv_opts_parse(&o, synth_usage, g, 2);
     if (code != KVV_OPTS_RUN)
         return code;
     const char *arch = a.arch, *shape = a.shape, *type = a.type, *out = a.out;
@@ -153,16 +159,17 @@ int kvv_cmd_synth(int argc, char **argv)
     }
 
     kvv_synth_opts so = {.shape = s, .type = t, .seed = seed, .n_vocab = (int)vocab,
-                         .progress = on_progress};
+                         .progress = on_progress, .progress_ctx = &output};
     uint64_t bytes = kvv_synth_size(&so);
-    if (bytes > (64u << 20))
+    if (bytes > (64u << 20) && !output.quiet)
         fprintf(stderr, "kvverify synth: %s %s: %.0f MiB of weights to generate\n", s->name,
                 kvv_type_name(t), (double)bytes / 1048576.0);
     kvv_error err = {0};
     if (kvv_synth_write(&so, out, &err))
         return kvv_cli_fail(&err);
-    printf("wrote %s: %s shape %s, %s, seed %llu, vocabulary %d, %.1f MiB of weights\n", out,
-           kvv_arch_name(s->arch), s->name, kvv_type_name(t), (unsigned long long)seed,
-           vocab ? (int)vocab : s->n_vocab, (double)bytes / 1048576.0);
+    if (!output.quiet)
+        printf("wrote %s: %s shape %s, %s, seed %llu, vocabulary %d, %.1f MiB of weights\n",
+               out, kvv_arch_name(s->arch), s->name, kvv_type_name(t), (unsigned long long)seed,
+               vocab ? (int)vocab : s->n_vocab, (double)bytes / 1048576.0);
     return 0;
 }

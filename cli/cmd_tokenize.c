@@ -7,7 +7,8 @@
  *   kvverify tokenize MODEL.gguf --decode "1,403,407" [--json]   (or -f FILE of ids)
  *
  * Text output: the ids on one line, separated by spaces. --decode prints the
- * decoded text instead (no newline added). --json: one object
+ * decoded text instead, then a newline (--json's "text" has the exact
+ * bytes). --json: one object
  *   {"model": PATH, "tokenizer": "llama", "tokens": [...], "pieces": [...]}
  * (--decode adds "text"). A piece that is not valid UTF-8 (a lone byte
  * token) is written with each byte >= 0x80 as the code point U+00XX.
@@ -43,7 +44,7 @@ static void tokenize_usage(FILE *f)
             "  --special         turn control-token texts such as <s> into those tokens\n"
             "                    (llama.cpp's parse_special=true)\n"
             "  --decode          the input is token ids (separated by commas, spaces or\n"
-            "                    newlines): print their text instead\n"
+            "                    newlines): print their text instead, and a newline\n"
             "  --json [FILE|-]   one JSON object: model, tokenizer, tokens, pieces (and\n"
             "                    text with --decode) to FILE (--json=FILE), or alone / - to\n"
             "                    stdout\n"
@@ -299,8 +300,10 @@ int kvv_cmd_tokenize(int argc, char **argv)
             goto done;
         }
         rc = KVV_EXIT_PASS;
-        if (text_out)
+        if (text_out) {
             fwrite(out, 1, out_len, stdout);
+            putchar('\n'); /* a line, like the ids; --json's "text" has the exact bytes */
+        }
         if (json)
             rc = write_json(json, model, t, ids, n, out, out_len);
         goto done;

@@ -5,7 +5,7 @@
  *   kvverify vectors gen MODEL -o FILE [--engine E] [--mode M] [--threads N]
  *        [--cache-type T] [-p TEXT | --tokens LIST | --random N] [--seed S]
  *        [-n N] [--full] [--logits full|hash] [--no-patch]
- *   kvverify vectors check MODEL FILE [--engine E] [--mode M] [--threads N]
+ *   kvverify vectors check [MODEL] FILE [--engine E] [--mode M] [--threads N]
  *        [--perturb weight|resid:LAYER:POS] [--json]
  *   kvverify vectors show FILE [--json]
  *
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/engine_opts.h"
@@ -25,6 +26,7 @@
 #include "cli/prompt_opts.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
+#include "vectors/kvv_file.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors.h"
 
@@ -37,7 +39,9 @@ static void usage(FILE *f)
     gen_engine(&ge);
     check_engine(&ce);
     fprintf(f, "usage: kvverify vectors gen MODEL -o FILE [options]   record a golden vector\n"
-            "       kvverify vectors check MODEL FILE [options]   recompute and compare\n"
+            "       kvverify vectors check [MODEL] FILE [options] recompute and compare (MODEL:\n"
+            "                                                     default the vector's own,\n"
+            "                                                     beside FILE or here)\n"
             "       kvverify vectors show FILE [--json]           metadata and records\n\n"
             "gen options:\n"
             "  -o FILE             output .kvv (written atomically; required)\n");
@@ -49,13 +53,15 @@ static void usage(FILE *f)
             "  --no-patch          leave out the kv and patch result records\n"
             "(the seed also derives the patch donor; threads are not recorded: they must not\n"
             "change a bit)\n\n"
+            "  --progress          progress on stderr also when it is not a terminal\n"
             "check options:\n");
     kvv_engine_cli_help(f, &ce, false);
     fprintf(f, "  --perturb weight    negative control: flip one weight bit\n"
             "  --perturb resid:L:P negative control: flip one bit of the residual entering\n"
             "                      layer L at position P; check must then exit 1\n"
             "  --json [FILE|-]     machine-readable result to FILE (--json=FILE), or alone /\n"
-            "                      - to stdout\n\n"
+            "                      - to stdout\n"
+            "  --progress          progress on stderr also when it is not a terminal\n\n"
             "exit codes: 0 pass, 1 divergence, 2 bad usage or corrupt/mismatched file\n"
             "(wrong model, truncated, bad CRC, unknown version), 77 unsupported model.\n");
 }
@@ -111,6 +117,8 @@ static bool gen_option(void *state, kvv_opts *o)
     long lv;
     if (kvv_opts_value(o, "-o") || kvv_opts_value(o, "--output")) {
         a->out = o->value;
+        if (a->out) /* checked before the run; a .kvv may replace a .kvv */
+            kvv_output_path_check(o, "-o", a->out, true);
     } else if (kvv_opts_value(o, "-n")) {
         if (kvv_opts_int(o, "-n", o->value, 1, 1 << 16, &lv))
             a->vo->n_gen = (int)lv;
@@ -157,15 +165,19 @@ static int cmd_gen(int argc, char **argv)
     kvv_prompt_cli prompt;
     kvv_prompt_cli_init(&prompt, "vectors gen");
     gen_args a = {.vo = &vo, .prompt = &prompt};
+    kvv_output_cli output;
+    kvv_output_cli_init(&output, "vectors gen", KVV_OUT_PROGRESS);
     const kvv_opt_group groups[] = {kvv_engine_cli_group(&eng), kvv_prompt_cli_group(&prompt),
-                                    {gen_option, gen_finish, &a}};
-    int code = kvv_opts_parse(&o, usage, groups, 3);
+                                    {gen_option, gen_finish, &a}, kvv_output_cli_group(&output)};
+    int code = kvv_opts_parse(&o, usage, groups, 4);
     if (code != KVV_OPTS_RUN) {
         kvv_prompt_cli_free(&prompt);
         return code;
     }
     const char *model = a.model, *out = a.out, *text = prompt.text;
     vo.engine = kvv_engine_cli_opts(&eng);
+    vo.progress = kvv_output_progress;
+    vo.progress_user = &output;
     vo.seed = prompt.seed;
     int32_t *toks = prompt.tokens;
     int n_toks = prompt.n_tokens;
@@ -231,6 +243,7 @@ static json_t *divergence_json(const kvv_divergence *d)
 typedef struct {
     const char *model, *vec;
     kvv_vectors_check_opts *co;
+    char found[1024];           /* the model found from the vector's meta */
 } check_args;
 
 static bool check_option(void *state, kvv_opts *o)
@@ -256,11 +269,69 @@ static bool check_option(void *state, kvv_opts *o)
     return true;
 }
 
+/* What a file is by its first bytes: 'G' a GGUF model, 'K' a .kvv vector,
+ * 0 neither (or unreadable). */
+static char file_kind(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char m[4] = {0};
+    size_t n = f ? fread(m, 1, 4, f) : 0;
+    if (f)
+        fclose(f);
+    return n < 4 ? 0 : !memcmp(m, "GGUF", 4) ? 'G' : !memcmp(m, KVV_FILE_MAGIC, 4) ? 'K' : 0;
+}
+
+/* The model a vector names (its meta's file name), found beside the vector
+ * or in the current folder, into out. @return true when found; else a
+ * message says where it looked. */
+static bool model_of_vector(kvv_opts *o, const char *vec, char *out, size_t size)
+{
+    kvv_error err = {0};
+    kvv_file *f = NULL;
+    kvv_meta mt;
+    if (kvv_file_read(vec, &f, &err) || kvv_meta_parse(f, &mt, &err)) {
+        kvv_file_free(f);
+        kvv_opts_error(o, "%s", err.msg);
+        return false;
+    }
+    const char *slash = strrchr(vec, '/');
+    int dir = slash ? (int)(slash - vec) : 0;
+    snprintf(out, size, "%.*s%s%s", dir, vec, dir ? "/" : "", mt.model_file);
+    bool found = access(out, R_OK) == 0;
+    if (!found) {
+        snprintf(out, size, "%s", mt.model_file);
+        found = access(out, R_OK) == 0;
+    }
+    if (!found)
+        kvv_opts_error(o, "%s was recorded on %s (sha256 %.16s...), which is neither beside it "
+                          "nor in the current folder: give it, `kvverify vectors check MODEL "
+                          "%s`", vec, mt.model_file, mt.model_sha256, vec);
+    kvv_meta_free(&mt);
+    kvv_file_free(f);
+    return found;
+}
+
+/* MODEL FILE in this order (said when swapped); MODEL may be left out when
+ * the vector's model sits beside it or here (a->found holds it then). */
 static void check_finish(void *state, kvv_opts *o)
 {
-    const check_args *a = state;
-    if (!a->model || !a->vec)
-        kvv_opts_error(o, "needs MODEL and FILE");
+    check_args *a = state;
+    if (!a->model) {
+        kvv_opts_error(o, "needs FILE.kvv (and MODEL before it, unless the vector's model is "
+                          "beside it)");
+        return;
+    }
+    char k1 = file_kind(a->model), k2 = a->vec ? file_kind(a->vec) : 0;
+    if (a->vec && k1 == 'K' && k2 == 'G') {
+        kvv_opts_error(o, "the arguments are swapped: %s is the vector and %s the model; the "
+                          "order is MODEL FILE (kvverify vectors check %s %s)",
+                       a->model, a->vec, a->vec, a->model);
+    } else if (!a->vec && k1 == 'K') {
+        a->vec = a->model;
+        a->model = model_of_vector(o, a->vec, a->found, sizeof a->found) ? a->found : NULL;
+    } else if (!a->vec) {
+        kvv_opts_error(o, "needs FILE.kvv after MODEL%s", k1 == 'G' ? "" : " (or FILE.kvv alone)");
+    }
 }
 
 static int cmd_check(int argc, char **argv)
@@ -271,7 +342,7 @@ static int cmd_check(int argc, char **argv)
     kvv_engine_cli eng;
     check_engine(&eng);
     kvv_output_cli out;
-    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON);
+    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     check_args a = {.co = &co};
     const kvv_opt_group g[] = {kvv_engine_cli_group(&eng), kvv_output_cli_group(&out),
                                {check_option, check_finish, &a}};
@@ -283,6 +354,8 @@ static int cmd_check(int argc, char **argv)
     const bool text = !out.stdout_taken;
     co.engine = eng.engine;
     co.mode = eng.mode;
+    co.progress = kvv_output_progress;
+    co.progress_user = &out;
     if (eng.n_threads > 0)
         co.n_threads = eng.n_threads;
     kvv_vectors_result r;

@@ -24,6 +24,8 @@ static const kvv_command commands[] = {
     {"vectors", kvv_cmd_vectors, "golden vectors: gen, check (bit for bit) and show .kvv files"},
     {"suite", kvv_cmd_suite, "run a nightly manifest of cases, or one --shard I/N of it"},
     {"report", kvv_cmd_report, "render saved JSON reports as one HTML page; several nights: a trend"},
+    {"engines", kvv_cmd_engines, "the engines: built-in and plugins found, modes, kernel tables, capabilities"},
+    {"checks", kvv_cmd_checks, "every check: what it proves, its negative control, how to run it"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -116,4 +116,13 @@ int kvv_cmd_suite(int argc, char **argv);
  * check). @return 0 rendered, 2 a file unreadable or not a kvverify report. */
 int kvv_cmd_report(int argc, char **argv);
 
+/* `engines [MODEL]`: the engines --engine takes (built-in, plugins found)
+ * with modes, devices and kernel tables; with MODEL, each opened on it:
+ * capabilities, kernel switches, kernels. @return 0, 2. */
+int kvv_cmd_engines(int argc, char **argv);
+
+/* `checks`: every check, what it proves, its control, how to run it
+ * (verify/catalog.h). @return 0, 2. */
+int kvv_cmd_checks(int argc, char **argv);
+
 #endif

@@ -77,9 +77,35 @@ bool kvv_engine_cli_parse(void *state, kvv_opts *o)
     return true;
 }
 
+bool kvv_engine_cli_check_name(kvv_opts *o, const char *option, const char *name)
+{
+    kvv_error err = {0};
+    if (kvv_engine_exists(name, &err) == KVV_OK)
+        return true;
+    kvv_opts_error(o, "option %s: %s", option, err.msg);
+    return false;
+}
+
+/* After the last option: the engine exists (one message, before anything
+ * runs), and a thread count the reference engine would not use is said. */
+static void finish(void *state, kvv_opts *o)
+{
+    kvv_engine_cli *e = state;
+    if (!e->engine || (e->allow_all && strcmp(e->engine, "all") == 0))
+        return;
+    if (!kvv_engine_cli_check_name(o, "--engine", e->engine))
+        return;
+    if (strcmp(e->engine, "ref") == 0 && e->n_threads > 1 && !e->threads_elsewhere) {
+        fprintf(stderr, "kvverify %s: note: the ref engine runs one thread (its sums have one "
+                        "order); --threads %d applies to the other engines\n", e->cmd,
+                e->n_threads);
+        e->n_threads = 1;
+    }
+}
+
 kvv_opt_group kvv_engine_cli_group(kvv_engine_cli *e)
 {
-    return (kvv_opt_group){kvv_engine_cli_parse, NULL, e};
+    return (kvv_opt_group){kvv_engine_cli_parse, finish, e};
 }
 
 void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)

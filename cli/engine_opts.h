@@ -67,6 +67,8 @@ typedef struct {
     bool allow_all;              /* --engine all (numerics: every engine) */
     const char *engine_help;     /* the --engine help text; NULL: the standard one */
     const char *mode_help;       /* the --mode help text; NULL: the standard one */
+    bool threads_elsewhere;      /* --threads is another engine's (compare: --against's),
+                                    so the ref engine's one-thread note does not apply */
     /* what the command line said */
     const char *engine;          /* --engine NAME, else default_engine (borrowed from argv) */
     const char *mode;            /* --mode NAME (validated), NULL = the engine's default */
@@ -85,8 +87,15 @@ typedef struct {
 void kvv_engine_cli_init(kvv_engine_cli *e, const char *cmd, const char *default_engine,
                          unsigned accepts);
 
-/* The group for kvv_opts_parse (state: e, which must outlive the parse). */
+/* The group for kvv_opts_parse (state: e, which must outlive the parse).
+ * Its finish refuses an engine that does not exist (kvv_engine_exists),
+ * once, before anything runs, and notes on stderr that the ref engine runs
+ * one thread when --threads asks for more (and passes 1). */
 kvv_opt_group kvv_engine_cli_group(kvv_engine_cli *e);
+/* The same check for an engine named by another option (compare
+ * --against): "option OPTION: unknown engine ..." and o->failed.
+ * @return true when it exists. */
+bool kvv_engine_cli_check_name(kvv_opts *o, const char *option, const char *name);
 /* Consume o->arg if it is an engine option; one this command does not take
  * is an error ("not used by CMD"). @return true when consumed. */
 bool kvv_engine_cli_parse(void *e, kvv_opts *o);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runtime/mem_limit.h"
 
@@ -25,16 +24,22 @@ bool kvv_opts_next(kvv_opts *o)
         return false;
     o->arg = o->argv[o->i++];
     o->value = NULL;
+    if (!o->end_of_options && strcmp(o->arg, "--") == 0) {
+        o->end_of_options = true;
+        return kvv_opts_next(o);
+    }
     return true;
 }
 
 bool kvv_opts_flag(kvv_opts *o, const char *name)
 {
-    return strcmp(o->arg, name) == 0;
+    return !o->end_of_options && strcmp(o->arg, name) == 0;
 }
 
 bool kvv_opts_value(kvv_opts *o, const char *name)
 {
+    if (o->end_of_options)
+        return false;
     size_t n = strlen(name);
     if (strncmp(o->arg, name, n) != 0)
         return false;
@@ -54,7 +59,7 @@ bool kvv_opts_value(kvv_opts *o, const char *name)
 
 bool kvv_opts_positional(const kvv_opts *o)
 {
-    return o->arg[0] != '-' || o->arg[1] == '\0';
+    return o->end_of_options || o->arg[0] != '-' || o->arg[1] == '\0';
 }
 
 void kvv_opts_error(kvv_opts *o, const char *fmt, ...)
@@ -249,19 +254,4 @@ int kvv_cli_fail(const kvv_error *err)
 {
     fprintf(stderr, "kvverify: %s\n", err->msg[0] ? err->msg : kvv_strerror(err->status));
     return kvv_exit_code(err->status);
-}
-
-void kvv_progress(const char *label, long done, long total)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *e = getenv("KVV_PROGRESS");
-        enabled = e ? strcmp(e, "0") != 0 : isatty(2);
-    }
-    if (!enabled)
-        return;
-    fprintf(stderr, "\r[%s] %ld/%ld", label, done, total);
-    if (done >= total)
-        fputc('\n', stderr);
-    fflush(stderr);
 }

@@ -4,8 +4,10 @@
  * are written with.
  *
  * Conventions: options may come before or after positional arguments;
- * `--opt VALUE` and `--opt=VALUE` are both accepted; every bad value is a
- * one-line message "kvverify CMD: option --opt: ..." and exit code 2.
+ * `--opt VALUE` and `--opt=VALUE` are both accepted; `--` ends the options
+ * (every later argument is positional, so `kvverify tokenize MODEL -- --x`
+ * tokenizes "--x"); every bad value is a one-line message "kvverify CMD:
+ * option --opt: ..." and exit code 2.
  *
  * A command's options are groups, each a parse function over its own state:
  * the shared ones (cli/engine_opts.h: --engine --mode --threads
@@ -61,17 +63,21 @@ typedef struct {
     const char *arg;     /* current argument (option or positional) */
     bool failed;         /* a message was printed; exit 2 */
     uint64_t max_memory; /* --max-memory BYTES, 0 = not given */
+    bool end_of_options; /* `--` was seen: every argument after it is positional */
 } kvv_opts;
 
 void kvv_opts_init(kvv_opts *o, const char *cmd, int argc, char **argv);
-/* Advance; false when argv is exhausted. o->arg is the current argument. */
+/* Advance; false when argv is exhausted. o->arg is the current argument.
+ * The first `--` is skipped and sets end_of_options. */
 bool kvv_opts_next(kvv_opts *o);
-/* Is o->arg the flag `name` (e.g. "--json", or "-n" aliases)? */
+/* Is o->arg the flag `name` (e.g. "--json", or "-n" aliases)? Never after `--`. */
 bool kvv_opts_flag(kvv_opts *o, const char *name);
 /* Is o->arg the option `name` taking a value? Consumes the value into
- * o->value ("--name V" or "--name=V"); a missing value sets failed. */
+ * o->value ("--name V" or "--name=V"); a missing value sets failed. Never
+ * after `--`. */
 bool kvv_opts_value(kvv_opts *o, const char *name);
-/* Is o->arg a positional argument (does not start with '-' or is "-")? */
+/* Is o->arg a positional argument (does not start with '-', is "-", or
+ * comes after `--`)? */
 bool kvv_opts_positional(const kvv_opts *o);
 
 /* Parse helpers: print "kvverify CMD: option NAME: ..." and set failed on error. */
@@ -126,9 +132,5 @@ void kvv_opts_set_parse_only(bool on);
 
 /* Print "kvverify: MSG" for a library error and return its exit code. */
 int kvv_cli_fail(const kvv_error *err);
-
-/* Progress on stderr for long jobs: only when stderr is a terminal or
- * KVV_PROGRESS=1; "\r[label] done/total" and a final newline. */
-void kvv_progress(const char *label, long done, long total);
 
 #endif

@@ -33,6 +33,8 @@ bool kvv_output_cli_verbose(const kvv_output_cli *out)
 static bool path_option(const kvv_output_cli *out, kvv_opts *o, const char *name, unsigned bit,
                         const char **path)
 {
+    if (o->end_of_options)
+        return false;
     size_t n = strlen(name);
     if (strncmp(o->arg, name, n) != 0 || (o->arg[n] != '\0' && o->arg[n] != '='))
         return false;
@@ -69,7 +71,36 @@ bool kvv_output_cli_parse(void *state, kvv_opts *o)
         out->quiet = true;
         return true;
     }
+    if (kvv_opts_flag(o, "--progress")) {
+        if (!(out->accepts & KVV_OUT_PROGRESS))
+            kvv_opts_error(o, "option --progress: not used by %s (it runs briefly)", out->cmd);
+        out->progress_given = true;
+        return true;
+    }
     return false;
+}
+
+/* --progress, else KVV_PROGRESS (0 or 1), else whether stderr is a terminal;
+ * never with --quiet. */
+static bool want_progress(const kvv_output_cli *out)
+{
+    if (out->quiet || !(out->accepts & KVV_OUT_PROGRESS))
+        return false;
+    if (out->progress_given)
+        return true;
+    const char *e = getenv("KVV_PROGRESS");
+    return e ? strcmp(e, "0") != 0 : isatty(2);
+}
+
+void kvv_output_progress(void *state, const char *label, long done, long total)
+{
+    const kvv_output_cli *out = state;
+    if (!out || !out->progress)
+        return;
+    fprintf(stderr, "\r[%s] %ld/%ld", label, done, total);
+    if (done >= total)
+        fputc('\n', stderr);
+    fflush(stderr);
 }
 
 /* Does the existing file at path begin with a GGUF or .kvv magic? */
@@ -84,7 +115,7 @@ static bool is_input_file(const char *path)
     return n == 4 && (memcmp(magic, "GGUF", 4) == 0 || memcmp(magic, KVV_FILE_MAGIC, 4) == 0);
 }
 
-bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path)
+bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path, bool model_out)
 {
     if (!path || kvv_output_is_stdout(path))
         return true;
@@ -94,7 +125,7 @@ bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path)
             kvv_opts_error(o, "option %s: cannot write %s: it is a folder", option, path);
             return false;
         }
-        if (is_input_file(path)) {
+        if (!model_out && is_input_file(path)) {
             kvv_opts_error(o, "option %s: %s is a model or vector file; refusing to overwrite "
                               "it (--json FILE takes the next argument: write --json=FILE, or "
                               "put --json after MODEL)", option, path);
@@ -135,7 +166,7 @@ static void finish(void *state, kvv_opts *o)
         if (!paths[i])
             continue;
         n_stdout += kvv_output_is_stdout(paths[i]);
-        if (!kvv_output_path_check(o, names[i], paths[i]))
+        if (!kvv_output_path_check(o, names[i], paths[i], false))
             return;
         for (int j = 0; j < i; j++)
             if (paths[j] && !kvv_output_is_stdout(paths[i]) && strcmp(paths[i], paths[j]) == 0) {
@@ -148,6 +179,7 @@ static void finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "only one of --json, --junit and --html can write to stdout; give "
                           "the others a FILE");
     out->stdout_taken = n_stdout > 0;
+    out->progress = want_progress(out);
 }
 
 int kvv_output_write_json(const char *path, const json_t *j, size_t flags)
@@ -173,7 +205,10 @@ void kvv_output_cli_help(FILE *f, const kvv_output_cli *out)
         fprintf(f, "  --html [FILE|-]     %s, the same way\n",
                 out->html_help ? out->html_help : "a self-contained HTML report");
     if (a & KVV_OUT_QUIET)
-        fprintf(f, "  -q, --quiet         %s\n", out->quiet_help ? out->quiet_help : "print less");
+        fprintf(f, "  -q, --quiet         %s%s\n", out->quiet_help ? out->quiet_help : "print less",
+                a & KVV_OUT_PROGRESS ? "; no progress" : "");
+    if (a & KVV_OUT_PROGRESS)
+        fprintf(f, "  --progress          progress on stderr also when it is not a terminal\n");
     if (a & (KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML))
         fprintf(f, "                      (a document on stdout replaces the console text)\n");
 }

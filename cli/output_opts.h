@@ -10,6 +10,12 @@
  *   --junit [FILE|-]    a JUnit XML report, the same way
  *   --html [FILE|-]     a self-contained HTML report, the same way
  *   -q, --quiet         print less (the command says what), and no progress
+ *   --progress          progress on stderr even when it is not a terminal
+ *
+ * Progress (kvv_output_progress) goes to stderr only, never into stdout or
+ * a document: shown when stderr is a terminal, or with --progress (or
+ * KVV_PROGRESS=1 in the environment; KVV_PROGRESS=0 turns it off), never
+ * with --quiet.
  *
  * `--json FILE` takes the next argument as FILE when it does not start with
  * '-' (or is "-"), so `kvverify kv MODEL --json` and `... --json --junit
@@ -57,7 +63,8 @@ enum {
     KVV_OUT_JSON = 1u << 0,   /* --json [FILE|-] */
     KVV_OUT_JUNIT = 1u << 1,  /* --junit [FILE|-] */
     KVV_OUT_HTML = 1u << 2,   /* --html [FILE|-] */
-    KVV_OUT_QUIET = 1u << 3   /* -q, --quiet */
+    KVV_OUT_QUIET = 1u << 3,  /* -q, --quiet */
+    KVV_OUT_PROGRESS = 1u << 4 /* --progress (commands that run long) */
 };
 
 /* The output path that means standard output (verify/report/sbuf.h writes
@@ -77,7 +84,10 @@ typedef struct {
     const char *junit_path;      /* --junit */
     const char *html_path;       /* --html */
     bool quiet;                  /* -q, --quiet */
+    bool progress_given;         /* --progress */
+    /* decided by finish */
     bool stdout_taken;           /* one of the paths is "-": no console text on stdout */
+    bool progress;               /* show progress on stderr */
 } kvv_output_cli;
 
 /* Nothing given yet. */
@@ -94,15 +104,22 @@ bool kvv_output_cli_parse(void *out, kvv_opts *o);
 bool kvv_output_is_stdout(const char *path);
 
 /* Check an output FILE before the run, for an option of any group (e.g.
- * evict's --csv): "-" passes; otherwise the rules at the top of this file,
- * the message naming the option and the reason ("kvverify CMD: option
- * --json: cannot write /x/r.json: folder /x does not exist"), o->failed
- * set. @return true when it may be written. */
-bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path);
+ * evict's --csv, synth's -o): "-" passes; otherwise the rules at the top
+ * of this file, the message naming the option and the reason ("kvverify
+ * CMD: option --json: cannot write /x/r.json: folder /x does not exist"),
+ * o->failed set. model_out: FILE is itself a model or vector file (synth
+ * -o, vectors gen -o), so an existing one may be replaced. @return true
+ * when it may be written. */
+bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path, bool model_out);
 
 /* Does the command print its detailed text (tables, notes) on stdout:
  * neither --quiet nor a document on stdout? */
 bool kvv_output_cli_verbose(const kvv_output_cli *out);
+
+/* "\r[label] done/total" on stderr when out (a kvv_output_cli; void * so
+ * it is a check's progress callback as it stands, with out as its user
+ * pointer) says progress, a newline when done reaches total. */
+void kvv_output_progress(void *out, const char *label, long done, long total);
 
 /* Write j (borrowed) with json_dumps flags to path ("-": stdout), the one
  * way a command writes its JSON document (atomically to a FILE). A failure

@@ -32,6 +32,10 @@ static bool parse(void *state, kvv_opts *o)
     long v;
     if (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt")) {
         p->text = o->value;
+        /* a lone BOS exercises nothing a check could compare */
+        if (o->value && !o->value[0])
+            kvv_opts_error(o, "option %s: the prompt is empty (give text, --tokens or --random)",
+                           o->arg[1] == 'p' ? "-p" : "--prompt");
     } else if (kvv_opts_value(o, "--tokens")) {
         kvv_prompt_cli_free(p);
         if (o->value)

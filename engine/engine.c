@@ -3,9 +3,12 @@
  * (engine/engine.h). Engines are opened by name from one const table; each
  * engine's open function is declared in engine/engine_impl.h.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
@@ -86,6 +89,17 @@ void kvv_engine_list(char *buf, size_t size)
     }
 }
 
+static kvv_status unknown_engine(const char *name, kvv_error *err)
+{
+    char list[128];
+    kvv_engine_list(list, sizeof list);
+    return kvv_error_set(err, KVV_ERR_USAGE,
+                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
+                         "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "
+                         "plugins/ beside kvverify)",
+                         name, list);
+}
+
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err)
 {
@@ -141,13 +155,104 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
     kvv_status s;
     if (!o->ggml && kvv_engine_open_plugin_by_name(m, o, name, out, &s, err))
         return s;
-    char list[128];
-    kvv_engine_list(list, sizeof list);
-    return kvv_error_set(err, KVV_ERR_USAGE,
-                         "unknown engine '%s' (available: %s, " KVV_PLUGIN_PREFIX
-                         "PATH.so, or NAME for a plugin NAME.so in $KVV_PLUGIN_DIR or "
-                         "plugins/ beside kvverify)",
-                         name, list);
+    return unknown_engine(name, err);
+}
+
+kvv_status kvv_engine_exists(const char *name, kvv_error *err)
+{
+    char path[1024];
+    if (!name)
+        return kvv_error_set(err, KVV_ERR_USAGE, "no engine named");
+    if (strncmp(name, KVV_PLUGIN_PREFIX, strlen(KVV_PLUGIN_PREFIX)) == 0) {
+        const char *file = name + strlen(KVV_PLUGIN_PREFIX);
+        FILE *f = file[0] ? fopen(file, "rb") : NULL;
+        if (!f)
+            return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: cannot load plugin file '%s': %s",
+                                 name, file, file[0] ? strerror(errno) : "empty path");
+        fclose(f);
+        return KVV_OK;
+    }
+    for (size_t i = 0; i < N_ENGINES; i++)
+        if (strcmp(engines[i].name, name) == 0)
+            return engines[i].open == kvv_engine_open_llama_cpp
+                       ? kvv_plugin_find(KVV_LLAMA_CPP_PLUGIN, path, sizeof path, err)
+                       : KVV_OK;
+    if (kvv_plugin_find_by_name(name, path, sizeof path))
+        return KVV_OK;
+    return unknown_engine(name, err);
+}
+
+/* A plugin at path into info (name given, the rest probed). */
+static void probe(const char *name, const char *path, kvv_engine_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", name);
+    snprintf(info->path, sizeof info->path, "%s", path);
+    snprintf(info->modes, sizeof info->modes, "native");
+    info->plugin = true;
+    kvv_engine_info read;
+    memset(&read, 0, sizeof read);
+    kvv_error err = {0};
+    if (kvv_plugin_probe(path, &read, &err)) {
+        snprintf(info->status, sizeof info->status, "%s", err.msg);
+        return;
+    }
+    snprintf(info->version, sizeof info->version, "%s", read.version);
+    snprintf(info->devices, sizeof info->devices, "%s", read.devices);
+    if (strcmp(read.name, name) != 0) /* reports name it by its table */
+        snprintf(info->status, sizeof info->status, "reports name itself '%s'", read.name);
+}
+
+int kvv_engine_catalog(kvv_engine_info *out, int max)
+{
+    int n = 0;
+    char path[1024];
+    kvv_error err = {0};
+    for (size_t i = 0; i < N_ENGINES && n < max; i++) {
+        kvv_engine_info *e = &out[n++];
+        if (engines[i].open == kvv_engine_open_llama_cpp) {
+            if (kvv_plugin_find(KVV_LLAMA_CPP_PLUGIN, path, sizeof path, &err) == KVV_OK) {
+                probe(engines[i].name, path, e);
+            } else {
+                memset(e, 0, sizeof *e);
+                snprintf(e->name, sizeof e->name, "%s", engines[i].name);
+                e->plugin = true;
+                snprintf(e->status, sizeof e->status, "%s", err.msg);
+            }
+            continue;
+        }
+        memset(e, 0, sizeof *e);
+        snprintf(e->name, sizeof e->name, "%s", engines[i].name);
+        snprintf(e->modes, sizeof e->modes, "%s",
+                 kvv_engine_default_mode(e->name) == KVV_MODE_EXACT ? "exact"
+                                                                     : "fast, invariant");
+        snprintf(e->devices, sizeof e->devices, "cpu");
+    }
+    /* plugins NAME.so in the folders, first folder first, each name once */
+    char dirs[4][1024];
+    int nd = kvv_plugin_dirs(dirs, 4);
+    for (int d = 0; d < nd; d++) {
+        DIR *dir = opendir(dirs[d]);
+        struct dirent *de;
+        while (dir && (de = readdir(dir)) && n < max) {
+            size_t len = strlen(de->d_name);
+            if (len < 4 || len - 3 > 15 || strcmp(de->d_name + len - 3, ".so") != 0 ||
+                strcmp(de->d_name, KVV_LLAMA_CPP_PLUGIN) == 0)
+                continue;
+            char name[16];
+            snprintf(name, sizeof name, "%.*s", (int)(len - 3), de->d_name);
+            bool seen = false;
+            for (int k = 0; k < n; k++)
+                seen |= strcmp(out[k].name, name) == 0;
+            if (seen)
+                continue;
+            snprintf(path, sizeof path, "%.1000s/%s", dirs[d], de->d_name);
+            probe(name, path, &out[n++]);
+        }
+        if (dir)
+            closedir(dir);
+    }
+    return n;
 }
 
 void kvv_engine_close(kvv_engine *e)
@@ -214,6 +319,72 @@ void kvv_engine_reset(kvv_engine *e)
 }
 
 /* ------------------------------------------------------------ capabilities */
+
+void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out)
+{
+    memset(out, 0, sizeof *out);
+    if (e && e->vt->batch_paths)
+        e->vt->batch_paths(e, out);
+}
+
+int kvv_batch_path_of(const kvv_batch_paths *p, int n)
+{
+    if (!p->known)
+        return n;
+    int k = 0;
+    while (k < p->n && p->sw[k].at <= n)
+        k++;
+    return k;
+}
+
+void kvv_batch_paths_add(kvv_batch_paths *p, int at, const char *what)
+{
+    p->known = true;
+    int k = 0;
+    while (k < p->n && p->sw[k].at < at)
+        k++;
+    if (k < p->n && p->sw[k].at == at) {
+        if (strstr(p->sw[k].what, what))
+            return;
+        size_t len = strlen(p->sw[k].what);
+        snprintf(p->sw[k].what + len, sizeof p->sw[k].what - len, "; %s", what);
+        return;
+    }
+    if (p->n >= KVV_BATCH_MAX_SWITCHES)
+        return;
+    memmove(&p->sw[k + 1], &p->sw[k], (size_t)(p->n - k) * sizeof p->sw[0]);
+    p->sw[k].at = at;
+    snprintf(p->sw[k].what, sizeof p->sw[k].what, "%s", what);
+    p->n++;
+}
+
+const char *kvv_batch_paths_list(const kvv_batch_paths *p, char *buf, size_t size)
+{
+    if (!p->known || !p->n) {
+        snprintf(buf, size, "%s", p->known ? "none" : "unknown");
+        return buf;
+    }
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < p->n && off < size; k++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%d", k ? ", " : "", p->sw[k].at);
+    return buf;
+}
+
+static double clock_seconds(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double kvv_engine_cpu_seconds(kvv_engine *e)
+{
+    double workers = e && e->vt->worker_cpu_seconds ? e->vt->worker_cpu_seconds(e) : 0;
+    if (workers < 0) /* threads kvverify cannot see (a plugin's) */
+        return clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    return clock_seconds(CLOCK_THREAD_CPUTIME_ID) + workers;
+}
 
 unsigned kvv_engine_caps(kvv_engine *e)
 {

@@ -13,6 +13,7 @@
 #ifndef KVV_ENGINE_H
 #define KVV_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -116,6 +117,39 @@ enum {
 };
 #define KVV_ENGINE_CAP_ALL 0x7fffu
 
+/* Where an engine's kernels change with the number of tokens n in one call
+ * (forward, kv_from_residual): at each switch some product takes another
+ * kernel for n >= at than for n < at (the cpu engine in fast mode: GEMV
+ * kernels below 4 tokens, OpenBLAS sgemm from 4). Batch sizes between two
+ * switches run the same kernels, so comparing them cannot show a
+ * batch-shape difference: a check whose shapes all lie on one path has
+ * nothing to check (verify/check.h), and the audit sizes its workload to
+ * straddle every switch (verify/audit.h). An engine that does not say
+ * (known = false: the reference, plugins) is taken to possibly change at
+ * every size. */
+#define KVV_BATCH_MAX_SWITCHES 8
+typedef struct {
+    int at;                 /* first batch size of the new path, >= 2 */
+    char what[96];          /* what changes there, e.g. "Q8_0 products: one-token X4 GEMV
+                               below, dequantized tiles from here" */
+} kvv_batch_switch;
+
+typedef struct {
+    bool known;             /* the engine described its paths (even as none) */
+    int n;                  /* switches in sw[], ascending by at, distinct */
+    kvv_batch_switch sw[KVV_BATCH_MAX_SWITCHES];
+} kvv_batch_paths;
+
+/* Which path batch size n runs on: the number of switches at or below n
+ * (paths unknown: n itself, every size its own path). */
+int kvv_batch_path_of(const kvv_batch_paths *p, int n);
+/* Add a switch at `at` (kept ascending; one at the same size adds its
+ * `what` after "; " unless it is there already). For engines describing
+ * their paths. */
+void kvv_batch_paths_add(kvv_batch_paths *p, int at, const char *what);
+/* "4" / "2, 4" / "none" / "unknown" into buf. @return buf. */
+const char *kvv_batch_paths_list(const kvv_batch_paths *p, char *buf, size_t size);
+
 typedef struct kvv_engine kvv_engine;
 
 /* Each slot is required unless marked optional. */
@@ -130,6 +164,14 @@ typedef struct {
     void (*describe)(kvv_engine *e, kvv_engine_desc *d);
     /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_ALL */
     unsigned (*caps)(kvv_engine *e);
+    /* (optional) the batch sizes where its kernels change (kvv_batch_paths,
+     * filled from zero); default: not known */
+    void (*batch_paths)(kvv_engine *e, kvv_batch_paths *p);
+    /* (optional) CPU seconds used since open by the engine's own threads
+     * besides the caller's (a pool's workers), or < 0 when they cannot be
+     * told apart (a plugin's: the process's CPU time is used); default:
+     * none (0), the engine runs on the caller's thread only */
+    double (*worker_cpu_seconds)(kvv_engine *e);
 } kvv_engine_vtable;
 
 struct kvv_engine {
@@ -151,8 +193,34 @@ struct kvv_engine {
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err);
 void kvv_engine_close(kvv_engine *e); /* accepts NULL */
+/* Is there an engine named `name` (as kvv_engine_open resolves it: a
+ * built-in, plugin:PATH with a readable file, an installed plugin NAME),
+ * without opening it? For command lines, which refuse an unknown name
+ * before anything runs. @return KVV_OK, else KVV_ERR_USAGE (or KVV_ERR_IO
+ * for a missing llama.cpp plugin) with kvv_engine_open's message. */
+kvv_status kvv_engine_exists(const char *name, kvv_error *err);
 /* The registered engine names, "ref, cpu", into buf (for messages, help). */
 void kvv_engine_list(char *buf, size_t size);
+
+/* One engine kvverify can run, as `kvverify engines` lists it. */
+typedef struct {
+    char name[16];          /* as --engine takes it: "ref", "cpu", "llama.cpp", a plugin's
+                               file name without .so */
+    bool plugin;            /* loaded from a shared object (the plugin ABI) */
+    char modes[48];         /* "exact", "fast, invariant"; plugins: "native" unless they
+                               describe their own when opened */
+    char devices[96];       /* "cpu"; plugins: the devices their table lists */
+    char version[96];       /* plugins: their version */
+    char path[1024];        /* plugins: the file */
+    char status[512];       /* "" when it loads; else why not (a kvv_error message) */
+} kvv_engine_info;
+
+/* The built-in engines, then every plugin found (NAME.so in the plugin
+ * folders: $KVV_PLUGIN_DIR, plugins/ beside the executable), each probed
+ * (loaded to read its table, then unloaded; no model needed). A plugin
+ * that does not load is listed with its status. @return how many were
+ * written to out[max]. */
+int kvv_engine_catalog(kvv_engine_info *out, int max);
 
 /* Thin wrappers over the vtable (see reference/ref.h for the semantics). */
 kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
@@ -165,6 +233,18 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
 
 /* Convenience: clear the cache (a new sequence). */
 void kvv_engine_reset(kvv_engine *e);
+
+/* The batch sizes where e's kernels change (see kvv_batch_paths); an
+ * engine without the slot (or NULL) gives known = false. */
+void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out);
+
+/* CPU seconds the engine's threads have used: the calling thread's CPU
+ * clock plus the engine's own worker threads (vtable worker_cpu_seconds),
+ * so a benchmark counts the engine's work and not another library's idle
+ * threads (OpenBLAS's). For plugins, whose threads kvverify cannot see,
+ * the whole process's CPU time. Differences between two calls from the
+ * same thread are meaningful; the value itself is not. */
+double kvv_engine_cpu_seconds(kvv_engine *e);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */
 unsigned kvv_engine_caps(kvv_engine *e);

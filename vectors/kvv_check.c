@@ -335,6 +335,8 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
         o.engine.control = co ? co->control : 0;
         o.perturb_layer = co ? co->perturb_layer : -1;
         o.perturb_pos = co ? co->perturb_pos : -1;
+        o.progress = co ? co->progress : NULL;
+        o.progress_user = co ? co->progress_user : NULL;
         o.tokens = toks;
         o.n_tokens = mt.n_prompt;
         o.n_gen = mt.n_gen;

@@ -173,6 +173,7 @@ typedef struct {
     int32_t *posv;             /* [n_pos] 0..n_pos-1 */
     float *k2, *v2;            /* [n_pos][kdim | vdim] recompute scratch */
     int32_t *prompt;           /* a copy of the prompt (handed to the set) */
+    long done;                 /* progress steps so far */
 } compute;
 
 /* Prompt, steps and perturbation inside what the model and a vector hold. */
@@ -192,6 +193,16 @@ static kvv_status check_inputs(const kvv_model *m, const kvv_vectors_opts *o, kv
     return KVV_OK;
 }
 
+/* Progress over the whole computation: decode steps, then kv and patch
+ * layers. */
+static void step(compute *x)
+{
+    const kvv_vectors_opts *o = x->o;
+    if (o->progress)
+        o->progress(o->progress_user, "vectors", ++x->done,
+                    x->ng + (o->patch ? 2L * x->L : 0));
+}
+
 /* 1. prefill + greedy decode, captured through the hooks. */
 static kvv_status decode(compute *x, const kvv_engine_desc *d, kvv_error *err)
 {
@@ -200,6 +211,7 @@ static kvv_status decode(compute *x, const kvv_engine_desc *d, kvv_error *err)
     kvv_status st = kvv_engine_forward(x->e, np, x->o->tokens, x->posv, &x->hooks,
                                        KVV_LOGITS_LAST, x->logits, err);
     for (int s = 0; !st && s < ng; s++) {
+        step(x);
         x->greedy[s] = argmax(x->logits + (size_t)s * V, V);
         if (s + 1 < ng) {
             int32_t p = np + s;
@@ -279,6 +291,7 @@ static kvv_status kv_counts(compute *x, uint64_t *kv, kvv_error *err)
     float *k2 = x->k2, *v2 = x->v2;
     kvv_status st = KVV_OK;
     for (int l = 0; !st && l < x->L; l++) {
+        step(x);
         const float *h = c->resid + (size_t)l * n_pos * E;
         const float *ck = c->k + (size_t)l * n_pos * kdim, *cv = c->v + (size_t)l * n_pos * vdim;
         uint64_t *row5 = kv + (size_t)l * 5;
@@ -309,6 +322,7 @@ static kvv_status patch_counts(compute *x, const int32_t *donor, uint64_t *pr, f
     kvv_status st = KVV_OK;
     c->capture = false;
     for (int l = 0; !st && l < x->L; l++) {
+        step(x);
         c->patch_layer = l;
         c->patch_src = c->resid + (size_t)l * x->n_pos * x->E;
         kvv_engine_reset(x->e);

@@ -70,6 +70,9 @@ typedef struct {
      * (through the writable residual hook). -1 = off. */
     int perturb_layer;
     int perturb_pos;
+    /* (optional) progress: label, done of total, from the computing thread */
+    void (*progress)(void *user, const char *label, long done, long total);
+    void *progress_user;
 } kvv_vectors_opts;
 
 kvv_vectors_opts kvv_vectors_opts_default(void);
@@ -123,6 +126,8 @@ typedef struct {
     unsigned control;       /* KVV_CTL_* flags */
     int perturb_layer;      /* -1 = off */
     int perturb_pos;
+    void (*progress)(void *user, const char *label, long done, long total); /* optional */
+    void *progress_user;
 } kvv_vectors_check_opts;
 
 kvv_vectors_check_opts kvv_vectors_check_opts_default(void);

@@ -8,6 +8,7 @@
 #include "verify/invariance.h"
 #include "verify/kv.h"
 #include "verify/kvdirect.h"
+#include "verify/parallel.h"
 #include "verify/patch.h"
 
 /* The audit, one line per check, in run order. */
@@ -76,11 +77,15 @@ static double audit_cost(const kvv_hparams *hp, int T, int N)
     return kv + patch + greedy + inv + kvd;
 }
 
-void kvv_audit_plan_for(const kvv_hparams *hp, double budget, kvv_audit_plan *out)
+void kvv_audit_plan_for(const kvv_hparams *hp, double budget, const kvv_batch_paths *paths,
+                        bool quick, kvv_audit_plan *out)
 {
     static const struct { int T, N; } ladder[] = {
         {32, 48}, {24, 40}, {16, 32}, {12, 24}, {8, 16}, {6, 12}, {5, 8}, {4, 6}, {4, 4}};
     const int n = (int)(sizeof ladder / sizeof ladder[0]);
+    memset(out, 0, sizeof *out);
+    if (paths)
+        out->paths = *paths;
     if (budget <= 0)
         budget = KVV_AUDIT_BUDGET_MACS;
     int pick = n - 1;
@@ -89,9 +94,101 @@ void kvv_audit_plan_for(const kvv_hparams *hp, double budget, kvv_audit_plan *ou
             pick = i;
             break;
         }
+    int top = out->paths.n ? out->paths.sw[out->paths.n - 1].at : 0;
+    out->floor_prompt = 2 * top > KVV_AUDIT_MIN_PROMPT ? 2 * top : KVV_AUDIT_MIN_PROMPT;
+    out->floor_gen = KVV_AUDIT_MIN_STEPS;
+    out->quick = quick;
     out->n_prompt = ladder[pick].T;
     out->n_gen = ladder[pick].N;
+    if (!quick) {
+        out->n_prompt = out->n_prompt > out->floor_prompt ? out->n_prompt : out->floor_prompt;
+        out->n_gen = out->n_gen > out->floor_gen ? out->n_gen : out->floor_gen;
+    }
     out->est_macs = audit_cost(hp, out->n_prompt, out->n_gen);
+}
+
+kvv_status kvv_audit_plan_engine(const kvv_model *m, const kvv_engine_opts *eo, bool quick,
+                                 kvv_audit_plan *out, kvv_error *err)
+{
+    kvv_engine_opts o = *eo;
+    o.n_ctx = 16; /* asked, not run: a small cache */
+    kvv_engine *e;
+    kvv_status s = kvv_engine_open(m, &o, &e, err);
+    if (s)
+        return s;
+    kvv_batch_paths paths;
+    kvv_engine_batch_paths(e, &paths);
+    kvv_engine_close(e);
+    kvv_audit_plan_for(&m->hp, 0, &paths, quick, out);
+    return KVV_OK;
+}
+
+/* The largest switch, 0 when none (or quick: the plan ignores them). */
+static int top_switch(const kvv_audit_plan *p)
+{
+    return p->quick || !p->paths.n ? 0 : p->paths.sw[p->paths.n - 1].at;
+}
+
+int kvv_audit_kv_chunk(const kvv_audit_plan *p, int T)
+{
+    int c = kvv_kv_default_chunk(T);
+    int top = top_switch(p);
+    /* the smallest odd size at or above the largest switch, below T and not
+     * dividing it (pieces of c and T % c, both sides of the switch) */
+    for (int k = top | 1; top && c < top && k < T; k += 2)
+        if (T % k) {
+            c = k;
+            break;
+        }
+    return c;
+}
+
+int kvv_audit_chunks(const kvv_audit_plan *p, int T, int *out, int max)
+{
+    int cand[3 + 2 * KVV_BATCH_MAX_SWITCHES], nc = 0;
+    cand[nc++] = 1;
+    cand[nc++] = 2;
+    cand[nc++] = 7;
+    for (int k = 0; k < p->paths.n && !p->quick; k++) {
+        cand[nc++] = p->paths.sw[k].at - 1;
+        cand[nc++] = p->paths.sw[k].at;
+    }
+    int n = 0;
+    for (int v = 1; v < T && n < max; v++) /* ascending, distinct */
+        for (int i = 0; i < nc; i++)
+            if (cand[i] == v) {
+                out[n++] = v;
+                break;
+            }
+    return n;
+}
+
+/* The audit's checks as jobs (verify/parallel.h): each writes only its own
+ * result slot, opens its own engines and reads the shared model and prompt. */
+typedef struct {
+    const kvv_check_opts *o;       /* inner n_jobs already set */
+    const kvv_check_entry *const *sel;
+    kvv_check_result *results;     /* [ns], added before the run (no realloc meanwhile) */
+    const int *order;              /* job -> index in sel, the costliest first */
+} audit_jobs;
+
+static void audit_job(void *user, int job, int worker)
+{
+    (void)worker;
+    const audit_jobs *a = user;
+    int i = a->order[job];
+    kvv_error cerr = {0};
+    a->sel[i]->run(a->o, &a->results[i], &cerr); /* the result records any error */
+}
+
+/* Rough relative cost, to start the long checks first. */
+static int cost_rank(const char *name)
+{
+    static const char *const heavy[] = {"greedy", "kvdirect", "patch", "invariance", "kv"};
+    for (int i = 0; i < (int)(sizeof heavy / sizeof heavy[0]); i++)
+        if (strcmp(name, heavy[i]) == 0)
+            return i;
+    return 5;
 }
 
 kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int n_names,
@@ -111,13 +208,31 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
             sel[ns++] = c;
         }
     }
-    for (int i = 0; i < ns; i++) {
-        kvv_check_result *r = kvv_report_add(rep, sel[i]->name);
-        if (!r)
+    int first = rep->n_checks;
+    for (int i = 0; i < ns; i++)
+        if (!kvv_report_add(rep, sel[i]->name))
             return kvv_error_set(err, KVV_ERR_NOMEM, "audit: out of memory");
-        kvv_error cerr = {0};
-        sel[i]->run(o, r, &cerr); /* the result records any error */
-        if (!rep->has_engine && r->has_engine) {
+    /* n_jobs checks at a time; each check's own independent runs share the
+     * rest (a check alone gets them all) */
+    int jobs = o->n_jobs > 1 ? o->n_jobs : 1;
+    int at_once = jobs < ns ? jobs : ns;
+    kvv_check_opts inner = *o;
+    inner.n_jobs = at_once > 0 ? (jobs + at_once - 1) / at_once : 1;
+    int order[N_CHECKS * 2];
+    for (int i = 0; i < ns; i++)
+        order[i] = i;
+    for (int i = 1; i < ns; i++) /* stable insertion sort by cost rank */
+        for (int k = i; k > 0 && cost_rank(sel[order[k]]->name) < cost_rank(sel[order[k - 1]]->name);
+             k--) {
+            int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    audit_jobs a = {.o = &inner, .sel = sel, .results = rep->checks + first, .order = order};
+    kvv_parallel_for(ns, at_once, audit_job, &a);
+    for (int i = 0; i < ns && !rep->has_engine; i++) {
+        const kvv_check_result *r = &rep->checks[first + i];
+        if (r->has_engine) {
             rep->engine = r->engine;
             rep->engine.control = 0;
             rep->has_engine = true;

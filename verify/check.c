@@ -75,6 +75,47 @@ void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
     }
 }
 
+bool kvv_check_skip_one_path(kvv_check_result *r, kvv_engine *e, const int *sizes, int n)
+{
+    kvv_batch_paths p;
+    kvv_engine_batch_paths(e, &p);
+    const bool routes = p.known && p.n > 0; /* else: every size counts as its own */
+    int lo = sizes[0], hi = sizes[0];
+    for (int i = 1; i < n; i++) {
+        lo = sizes[i] < lo ? sizes[i] : lo;
+        hi = sizes[i] > hi ? sizes[i] : hi;
+    }
+    if (lo != hi && (!routes || kvv_batch_path_of(&p, lo) != kvv_batch_path_of(&p, hi)))
+        return false;
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+    char shapes[48];
+    if (lo == hi)
+        snprintf(shapes, sizeof shapes, "%d token%s", lo, lo == 1 ? "" : "s");
+    else
+        snprintf(shapes, sizeof shapes, "%d to %d tokens", lo, hi);
+    json_object_set_new(r->details, "one_path", json_pack("{s:i, s:i}", "min", lo, "max", hi));
+    if (lo != hi) {
+        int k = kvv_batch_path_of(&p, lo); /* the switch above the sizes, or the last below */
+        const kvv_batch_switch *sw = &p.sw[k < p.n ? k : p.n - 1];
+        kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED,
+                              "nothing could be checked: every batch shape (%s) runs one "
+                              "kernel path of %s (%s)", shapes, d.name, d.mode);
+        kvv_check_set_message(r, "every batch shape this prompt gives (%s) runs the same "
+                              "kernels of engine %s (%s), whose kernels switch at %d tokens "
+                              "(%s): the variants cannot differ; give a prompt of at least %d "
+                              "tokens", shapes, d.name, d.mode, sw->at, sw->what,
+                              k < p.n ? sw->at : lo);
+    } else {
+        kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED,
+                              "nothing could be checked: every batch shape is %s", shapes);
+        kvv_check_set_message(r, "every run of this check has the same batch shape (%s) on "
+                              "engine %s: the variants cannot differ; give a prompt of at "
+                              "least 2 tokens", shapes, d.name);
+    }
+    return true;
+}
+
 /* splitmix64: a tiny, well-mixed generator with explicit state. */
 static uint64_t splitmix64(uint64_t *s)
 {

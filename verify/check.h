@@ -45,8 +45,13 @@ typedef struct {
     const int32_t *tokens_b;     /* patch: prompt B, same length; NULL = derived from seed */
     int n_gen;                   /* greedy: tokens to decode (default 64) */
     int chunk;                   /* kv: odd chunk size (0 = 5, or 3 when 5 divides n) */
+    const int *chunks;           /* invariance: chunk sizes, ascending (NULL = 1, 2, 7);
+                                    the audit's straddle the engine's switches */
+    int n_chunks;
     const int *thread_counts;    /* invariance: thread counts to try (NULL = {1, 2}) */
     int n_thread_counts;
+    int n_jobs;                  /* independent runs at a time (greedy's cache-free steps,
+                                    the audit's checks); < 2 = one after another */
     bool controls;               /* run negative controls (default true) */
     bool force_fail;             /* plant the control in the real comparison */
     uint64_t seed;               /* for derived prompts */
@@ -102,6 +107,21 @@ kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_p
  * "KL = 0"; the message says why); else PASS with pass_key. */
 void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
                         const char *fail_key, const char *clean);
+
+/* The one-path rule (engine/engine.h kvv_batch_paths): a check that compares
+ * runs of different batch sizes, sizes[0..n), has nothing to compare when
+ *   - they are all one size, or
+ *   - e switches kernels by batch size and every size lies between the same
+ *     two switches (e.g. 1 to 3 tokens on the cpu engine in fast mode, whose
+ *     GEMM starts at 4): the comparison cannot reach the routes' difference.
+ * Then r becomes SKIPPED — "nothing could be checked" — with the sizes, the
+ * switch and the smallest prompt that would cross it, and the check returns
+ * without a verdict. An engine with one route for every size (the cpu
+ * engine's invariant mode on F32 weights) or that does not describe its
+ * routes (the reference, plugins) is compared across any distinct sizes:
+ * that is all the batch shape can change there. @return true when r was
+ * marked SKIPPED. */
+bool kvv_check_skip_one_path(kvv_check_result *r, kvv_engine *e, const int *sizes, int n);
 
 /* Deterministic pseudo-random prompt: n tokens uniform in [0, n_vocab),
  * from seed (splitmix64; same seed -> same tokens on every machine). When

@@ -216,7 +216,7 @@ static void compare_logits(const float *la, const float *lb, int n, int V, logit
         json_array_append_new(kl_pos, kvv_json_number(kl));
         json_array_append_new(nmse_pos, kvv_json_number(kvv_cmp_nmse(&s)));
         f->kl_sum += kl;
-        f->kl_max = kl > f->kl_max ? kl : f->kl_max;
+        f->kl_max = isnan(kl) || kl > f->kl_max ? kl : f->kl_max; /* a NaN stays */
         int a1, a2, b1, b2;
         float av1, av2, bv1, bv2;
         kvv_top2_f32(pa, V, &a1, &av1, &a2, &av2);
@@ -279,10 +279,11 @@ static kvv_status control(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     kvv_cmp_stats cs;
     kvv_cmp_init(&cs);
     kvv_cmp_update(&cs, c->lb, c->lc, (size_t)n * V);
+    char ulp[24];
     kvv_check_add_control(r, "engine B with one flipped bit in output_norm[0]", cs.n_diff > 0,
-                          "%llu of %llu logits differ, max ULP %llu",
+                          "%llu of %llu logits differ, max ULP %s",
                           (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
-                          (unsigned long long)cs.max_ulp);
+                          kvv_ulp_text(cs.max_ulp, ulp, sizeof ulp));
     return KVV_OK;
 }
 
@@ -298,10 +299,16 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (!c->la || !c->lb)
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n,
                              V);
+    const long runs = o->controls ? 3 : 2;
     if ((st = rec_init(&c->ra, hp, n, err)) || (st = rec_init(&c->rb, hp, n, err)) ||
-        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)) ||
-        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)))
         return st;
+    if (o->progress)
+        o->progress(o->progress_user, "compare", 1, runs);
+    if ((st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        return st;
+    if (o->progress)
+        o->progress(o->progress_user, "compare", 2, runs);
     kvv_check_set_engine(r, &c->db);
     if (o->force_fail) {
         c->planted = kvv_argmax_f32(c->lb, V);
@@ -324,7 +331,12 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
         kvv_check_note_mismatch(r, &mm);
     }
     set_details(r->details, o, &c->da, &c->db, f);
-    return o->controls ? control(o, c, r, err) : KVV_OK;
+    if (!o->controls)
+        return KVV_OK;
+    st = control(o, c, r, err);
+    if (!st && o->progress)
+        o->progress(o->progress_user, "compare", 3, runs);
+    return st;
 }
 
 kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
@@ -354,11 +366,16 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
         const int n = o->n_tokens;
         bool pass = f.nonfinite == 0 && f.rel_max <= o->rel_tol && f.required_miss == 0 &&
                     kvv_check_controls_missed(r) == 0;
+        char nonfinite[48] = "", mean[24], max[24];
+        if (f.nonfinite)
+            snprintf(nonfinite, sizeof nonfinite, "%d logits not finite (NaN/inf); ",
+                     f.nonfinite);
         kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
-                              "%s vs %s: logits rel %.2g (tol %.2g), KL mean %.3g max %.3g, "
+                              "%s vs %s: %slogits rel %.2g (tol %.2g), KL mean %s max %s, "
                               "top-1 %d/%d",
-                              c.da.name, c.db.name, f.rel_max, o->rel_tol, f.kl_sum / n,
-                              f.kl_max, f.agree, n);
+                              c.da.name, c.db.name, nonfinite, f.rel_max, o->rel_tol,
+                              kvv_figure_text(f.kl_sum / n, mean, sizeof mean),
+                              kvv_figure_text(f.kl_max, max, sizeof max), f.agree, n);
         if (!pass)
             kvv_check_set_message(r,
                                   "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d "
@@ -397,5 +414,7 @@ kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_e
     co.n_tokens = o->n_tokens;
     co.controls = o->controls;
     co.force_fail = o->force_fail;
+    co.progress = o->progress;
+    co.progress_user = o->progress_user;
     return kvv_compare_run(&co, r, err);
 }

@@ -55,6 +55,8 @@ typedef struct {
     double rel_tol;           /* default KVV_COMPARE_REL_TOL */
     bool controls;            /* default true */
     bool force_fail;          /* default false */
+    kvv_progress_fn progress; /* optional: after each engine's run */
+    void *progress_user;
 } kvv_compare_opts;
 
 kvv_compare_opts kvv_compare_opts_default(void);

@@ -2,6 +2,7 @@
 #include "verify/compare_stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 uint32_t kvv_f32_bits(float x)
@@ -60,6 +61,10 @@ uint64_t kvv_cmp_update(kvv_cmp_stats *s, const float *ref, const float *test, s
         bool nan = is_nan_bits(rb) || is_nan_bits(tb);
         if (nan)
             s->n_nan++;
+        else if (isinf(r) || isinf(t)) {
+            s->n_inf++;
+            s->inf_diff |= rb != tb;
+        }
         if (rb != tb || nan) {
             diff++;
             if (s->first < 0) {
@@ -95,6 +100,8 @@ void kvv_cmp_merge(kvv_cmp_stats *dst, const kvv_cmp_stats *src)
     dst->n += src->n;
     dst->n_diff += src->n_diff;
     dst->n_nan += src->n_nan;
+    dst->n_inf += src->n_inf;
+    dst->inf_diff |= src->inf_diff;
     if (src->max_ulp > dst->max_ulp)
         dst->max_ulp = src->max_ulp;
     if (src->max_abs > dst->max_abs)
@@ -105,11 +112,54 @@ void kvv_cmp_merge(kvv_cmp_stats *dst, const kvv_cmp_stats *src)
 
 double kvv_cmp_nmse(const kvv_cmp_stats *s)
 {
+    if (s->n_nan)
+        return NAN;
+    if (s->inf_diff)
+        return INFINITY;
     if (s->sum_sq_diff == 0.0)
         return 0.0;
     if (s->sum_sq_ref == 0.0)
         return INFINITY;
     return s->sum_sq_diff / s->sum_sq_ref;
+}
+
+double kvv_cmp_max_abs(const kvv_cmp_stats *s)
+{
+    return s->n_nan ? NAN : s->inf_diff ? INFINITY : s->max_abs;
+}
+
+const char *kvv_ulp_text(uint64_t ulp, char *buf, size_t size)
+{
+    if (ulp == KVV_ULP_NAN)
+        snprintf(buf, size, "NaN");
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)ulp);
+    return buf;
+}
+
+const char *kvv_cmp_nonfinite(const kvv_cmp_stats *s, char *buf, size_t size)
+{
+    if (!s->n_nan && !s->n_inf)
+        snprintf(buf, size, "%s", "");
+    else if (!s->n_inf)
+        snprintf(buf, size, " (%llu NaN)", (unsigned long long)s->n_nan);
+    else if (!s->n_nan)
+        snprintf(buf, size, " (%llu inf)", (unsigned long long)s->n_inf);
+    else
+        snprintf(buf, size, " (%llu NaN, %llu inf)", (unsigned long long)s->n_nan,
+                 (unsigned long long)s->n_inf);
+    return buf;
+}
+
+const char *kvv_figure_text(double x, char *buf, size_t size)
+{
+    if (isnan(x))
+        snprintf(buf, size, "NaN");
+    else if (isinf(x))
+        snprintf(buf, size, "%s", x > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, size, "%.4g", x);
+    return buf;
 }
 
 bool kvv_cmp_equal(const kvv_cmp_stats *s)

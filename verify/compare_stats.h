@@ -17,7 +17,11 @@
  *
  * NMSE = sum (test - ref)^2 / sum ref^2 over the pairs where both are finite
  * (0 when there is no difference, +inf when ref is all zeros and test is
- * not). max |Δ| is over finite pairs too.
+ * not); max |Δ| is over finite pairs too. A pair with a NaN makes both
+ * figures NaN, an infinity on one side only (or +inf against -inf) makes
+ * them +inf (kvv_cmp_nmse, kvv_cmp_max_abs): a NaN or an infinite
+ * difference is shown as such, never hidden behind the finite pairs' 0.
+ * n_nan and n_inf count the pairs with a NaN and with an infinity.
  *
  *   kvv_cmp_stats s;
  *   kvv_cmp_init(&s);
@@ -43,6 +47,8 @@ typedef struct {
     uint64_t n;           /* elements compared */
     uint64_t n_diff;      /* elements whose bit patterns differ (NaN never equal) */
     uint64_t n_nan;       /* pairs where either side is NaN */
+    uint64_t n_inf;       /* pairs without a NaN where either side is +-inf */
+    bool inf_diff;        /* a pair's difference is infinite (inf vs finite, +inf vs -inf) */
     uint64_t max_ulp;     /* max ULP distance (KVV_ULP_NAN if a NaN was seen) */
     double max_abs;       /* max |test - ref| over finite pairs */
     double sum_sq_diff;   /* sum (test - ref)^2 over finite pairs */
@@ -63,8 +69,19 @@ uint64_t kvv_cmp_update(kvv_cmp_stats *s, const float *ref, const float *test, s
  * (src's first index is shifted by dst->n). */
 void kvv_cmp_merge(kvv_cmp_stats *dst, const kvv_cmp_stats *src);
 
-/* sum_sq_diff / sum_sq_ref, with 0/0 = 0 and x/0 = +inf. */
+/* sum_sq_diff / sum_sq_ref, with 0/0 = 0 and x/0 = +inf; NaN when a pair
+ * had a NaN, +inf when a difference was infinite. */
 double kvv_cmp_nmse(const kvv_cmp_stats *s);
+/* max |test - ref|: NaN when a pair had a NaN, +inf when a difference was
+ * infinite, else over the finite pairs. */
+double kvv_cmp_max_abs(const kvv_cmp_stats *s);
+/* "123", or "NaN" for KVV_ULP_NAN, into buf. @return buf. */
+const char *kvv_ulp_text(uint64_t ulp, char *buf, size_t size);
+/* "", or " (N NaN, M inf)" when the comparison met non-finite values, into
+ * buf: what a key figure adds so a NaN is counted, not hidden. @return buf. */
+const char *kvv_cmp_nonfinite(const kvv_cmp_stats *s, char *buf, size_t size);
+/* A figure as the reports print it: "%.4g", or "NaN", "inf", "-inf". @return buf. */
+const char *kvv_figure_text(double x, char *buf, size_t size);
 
 /* True iff every element compared was bit-equal (and at least 0 compared). */
 bool kvv_cmp_equal(const kvv_cmp_stats *s);

@@ -5,6 +5,7 @@
  */
 #include "verify/evict.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,7 @@ void kvv_evict_score_row(kvv_evict_row *row, const kvv_policy_run_out *full,
         const float *b = tf->logits + (size_t)i * (size_t)nv;
         double kl = kvv_kl_logits(a, b, nv);
         kl_sum += kl;
-        if (kl > kl_max)
+        if (isnan(kl) || kl > kl_max) /* a NaN stays: never hidden behind a 0 */
             kl_max = kl;
         for (int j = 0; j < nv && equal; j++)
             equal = kvv_f32_bit_equal(a[j], b[j]);
@@ -135,8 +136,13 @@ static void record_verify(kvv_evict_verify *v, const run_job *j, const char *pro
                        kvv_policy_name(j->cfg.kind), j->cfg.budget, prompt_name,
                        j->cfg.ckpt == KVV_CKPT_BF16 ? " bf16-ckpt" : "");
     (void)len; /* a cut variant still names the run; the JSON row has every field */
-    int nv = full->n_vocab, last = v->row.prefix_match < full->n_gen ? v->row.prefix_match
-                                                                      : full->n_gen - 1;
+    kvv_evict_first_difference(full, g, v->row.prefix_match, m);
+}
+
+bool kvv_evict_first_difference(const kvv_policy_run_out *full, const kvv_policy_run_out *g,
+                                int prefix_match, kvv_mismatch *m)
+{
+    int nv = full->n_vocab, last = prefix_match < full->n_gen ? prefix_match : full->n_gen - 1;
     for (int i = 0; i <= last; i++)
         for (int k = 0; k < nv; k++) {
             float a = full->logits[(size_t)i * (size_t)nv + (size_t)k];
@@ -146,9 +152,10 @@ static void record_verify(kvv_evict_verify *v, const run_job *j, const char *pro
                 m->index = k;
                 m->expected = a;
                 m->actual = b;
-                return;
+                return true;
             }
         }
+    return false;
 }
 
 static kvv_status do_job(evict_ctx *x, const run_job *j, int worker, kvv_error *err)

@@ -147,6 +147,15 @@ void kvv_evict_score_row(kvv_evict_row *row, const struct kvv_policy_run_out *fu
                          const struct kvv_policy_run_out *greedy,
                          const struct kvv_policy_run_out *tf);
 
+/* Where greedy run g first differs from the full cache's run full: the
+ * first logit whose bits differ, at or before the step where the tokens
+ * part (prefix_match, kvv_evict_row), into m->token (step), m->index,
+ * m->expected (full) and m->actual (g) — an element that really differs;
+ * m's other fields are left. @return false when no logit differs there. */
+bool kvv_evict_first_difference(const struct kvv_policy_run_out *full,
+                                const struct kvv_policy_run_out *g, int prefix_match,
+                                kvv_mismatch *m);
+
 /* --- evict_report.c: figures over the prompts, console, CSV, JSON --- */
 
 /* Fill res->aggs / eq_aggs from the rows. @return KVV_OK or KVV_ERR_NOMEM. */

@@ -2,8 +2,11 @@
 #include "verify/greedy.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "verify/parallel.h"
 
 typedef struct {
     const kvv_check_opts *o;
@@ -38,21 +41,91 @@ static kvv_status decode_cached(greedy_ctx *c, kvv_engine *e, int32_t *toks, flo
     return KVV_OK;
 }
 
-/* No-cache decode: recompute the whole sequence at every step. */
-static kvv_status decode_nocache(greedy_ctx *c, kvv_engine *e, kvv_error *err)
+/* One cache-free step: the whole sequence seq[0 .. T+i) from scratch on e;
+ * its last logits row into ln[i], its argmax into tok_n[i]. */
+static kvv_status nocache_step(greedy_ctx *c, kvv_engine *e, const int32_t *seq, int i,
+                               kvv_error *err)
+{
+    float *row = c->ln + (size_t)i * c->V;
+    kvv_engine_reset(e);
+    kvv_status s = kvv_engine_forward(e, c->T + i, seq, c->pos, NULL, KVV_LOGITS_LAST, row, err);
+    if (!s)
+        c->tok_n[i] = kvv_argmax_f32(row, c->V);
+    return s;
+}
+
+/* The cache-free steps as independent jobs (they share nothing but the
+ * sequence they read): each worker has its own engine, opened on first
+ * use (worker 0 uses the caller's). */
+typedef struct {
+    greedy_ctx *c;
+    const int32_t *seq;
+    kvv_engine **engines;  /* [n_workers] */
+    kvv_engine_opts eo;
+    pthread_mutex_t lock;  /* status, err, progress */
+    kvv_status status;
+    kvv_error err;
+    int done;
+} nocache_jobs;
+
+static void nocache_job(void *user, int i, int worker)
+{
+    nocache_jobs *j = user;
+    kvv_error err = {0};
+    kvv_status s = KVV_OK;
+    if (!j->engines[worker])
+        s = kvv_engine_open(j->c->o->model, &j->eo, &j->engines[worker], &err);
+    if (!s)
+        s = nocache_step(j->c, j->engines[worker], j->seq, i, &err);
+    pthread_mutex_lock(&j->lock);
+    if (s && !j->status) {
+        j->status = s;
+        j->err = err;
+    }
+    int done = ++j->done;
+    const kvv_check_opts *o = j->c->o;
+    if (o->progress && (done % 8 == 0 || done == j->c->N))
+        o->progress(o->progress_user, "greedy", done, j->c->N);
+    pthread_mutex_unlock(&j->lock);
+}
+
+/* No-cache decode: recompute the whole sequence at every step. Step i
+ * reads the tokens of steps before it; they are taken from the cached run
+ * (toks), so the steps are independent and run o->n_jobs at a time. The
+ * results are exactly those of running the steps one after another: up to
+ * the first step whose token differs from the cached run's, the sequences
+ * are the same; after it, the cache-free run continues with its own
+ * tokens, one step at a time, as the sequential decode would. */
+static kvv_status decode_nocache(greedy_ctx *c, kvv_engine *e, const kvv_engine_opts *eo,
+                                 const int32_t *toks, kvv_error *err)
 {
     memcpy(c->seq, c->o->tokens, (size_t)c->T * sizeof *c->seq);
-    for (int i = 0; i < c->N; i++) {
-        float *row = c->ln + (size_t)i * c->V;
-        kvv_engine_reset(e);
-        kvv_status s = kvv_engine_forward(e, c->T + i, c->seq, c->pos, NULL, KVV_LOGITS_LAST,
-                                          row, err);
+    memcpy(c->seq + c->T, toks, (size_t)(c->N - 1) * sizeof *c->seq);
+    int workers = c->o->n_jobs > 1 ? c->o->n_jobs : 1;
+    nocache_jobs j = {.c = c, .seq = c->seq, .eo = *eo, .status = KVV_OK};
+    j.engines = calloc((size_t)workers, sizeof *j.engines);
+    if (!j.engines)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "greedy: out of memory");
+    j.engines[0] = e;
+    pthread_mutex_init(&j.lock, NULL);
+    kvv_parallel_for(c->N, workers, nocache_job, &j);
+    pthread_mutex_destroy(&j.lock);
+    for (int w = 1; w < workers; w++)
+        kvv_engine_close(j.engines[w]);
+    free(j.engines);
+    if (j.status) {
+        *err = j.err;
+        return j.status;
+    }
+    /* from the first divergence on, the cache-free run's own continuation */
+    int i = 0;
+    while (i < c->N - 1 && c->tok_n[i] == toks[i])
+        i++;
+    for (i = i + 1; i < c->N; i++) {
+        c->seq[c->T + i - 1] = c->tok_n[i - 1];
+        kvv_status s = nocache_step(c, e, c->seq, i, err);
         if (s)
             return s;
-        c->tok_n[i] = kvv_argmax_f32(row, c->V);
-        c->seq[c->T + i] = c->tok_n[i];
-        if (c->o->progress && (i + 1) % 8 == 0)
-            c->o->progress(c->o->progress_user, "greedy", i + 1, c->N);
     }
     return KVV_OK;
 }
@@ -140,15 +213,20 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     kvv_engine_desc d;
     kvv_engine_describe(e, &d);
     kvv_check_set_engine(r, &d);
+    /* the batch sizes compared: the cached run's prefill T and 1-token steps
+     * against the cache-free run's T .. T+N-1 */
+    const int sizes[] = {c->T, c->N > 1 ? 1 : c->T, c->T + c->N - 1};
+    if (kvv_check_skip_one_path(r, e, sizes, 3))
+        goto out;
     if (o->controls || o->force_fail) {
         kvv_engine_opts po = eo;
         po.control |= KVV_CTL_PERTURB_WEIGHT;
         if ((s = kvv_engine_open(o->model, &po, &ep, err)))
             goto out;
     }
-    if ((s = decode_nocache(c, e, err)))
-        goto out;
     if ((s = decode_cached(c, o->force_fail ? ep : e, c->tok_c, c->lc, err)))
+        goto out;
+    if ((s = decode_nocache(c, e, &eo, c->tok_c, err)))
         goto out;
 
     json_t *per_step = json_array();
@@ -228,10 +306,15 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     char pass[160], fail[160];
     snprintf(pass, sizeof pass, "%d of %d tokens identical; logits bit-equal at every step", c->N,
              c->N);
+    char nonfinite[64] = "";
+    if (m.st.n_nan || m.st.n_inf)
+        snprintf(nonfinite, sizeof nonfinite, ", %llu NaN, %llu inf",
+                 (unsigned long long)m.st.n_nan, (unsigned long long)m.st.n_inf);
     snprintf(fail, sizeof fail,
-             "%d of %d tokens match before divergence; logits differ from step %d (%llu values)",
+             "%d of %d tokens match before divergence; logits differ from step %d (%llu "
+             "values%s)",
              m.first_token_diff >= 0 ? m.first_token_diff : c->N, c->N, m.first_logit_diff,
-             (unsigned long long)m.st.n_diff);
+             (unsigned long long)m.st.n_diff, nonfinite);
     kvv_check_conclude(r, m.first_token_diff >= 0 || m.st.n_diff, pass, fail,
                        "tokens and logits identical");
     goto out;

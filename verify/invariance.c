@@ -7,6 +7,9 @@
 
 #include "verify/capture.h"
 
+/* Chunkings one run takes at most (kvv_check_opts.chunks). */
+#define KVV_INV_MAX_CHUNKS 16
+
 typedef struct {
     char name[40];
     int step;       /* tokens per forward call (T = all at once) */
@@ -182,13 +185,40 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     if ((s = run_variant(c, e, &base, &c->base, c->lbase, err)))
         goto out;
 
-    variant vs[8];
+    /* the chunkings (the audit's straddle the engine's kernel switches); the
+     * largest carries the planted flip of --force-fail and the control */
+    static const int default_steps[] = {1, 2, 7};
+    const int *steps = o->chunks ? o->chunks : default_steps;
+    int n_steps = o->chunks ? o->n_chunks : 3;
+    if (n_steps > KVV_INV_MAX_CHUNKS)
+        n_steps = KVV_INV_MAX_CHUNKS;
+    int big = 1;
+    for (int i = 0; i < n_steps; i++)
+        big = steps[i] > big ? steps[i] : big;
+    /* the batch sizes compared: all T at once against the chunkings' pieces
+     * and prefill T/2 + 1-token decode */
+    int sizes[2 * KVV_INV_MAX_CHUNKS + 3], ns = 0;
+    sizes[ns++] = c->T;
+    for (int i = 0; i < n_steps; i++) {
+        sizes[ns++] = steps[i] < c->T ? steps[i] : c->T;
+        if (steps[i] < c->T && c->T % steps[i])
+            sizes[ns++] = c->T % steps[i];
+    }
+    if (c->T >= 2) {
+        sizes[ns++] = c->T / 2;
+        sizes[ns++] = 1;
+    }
+    if (kvv_check_skip_one_path(r, e, sizes, ns))
+        goto out;
+    variant vs[KVV_INV_MAX_CHUNKS + 1];
     int nv = 0;
-    const int steps[] = {1, 2, 7};
-    for (size_t i = 0; i < 3; i++) {
-        vs[nv] = (variant){.step = steps[i], .flip = o->force_fail && steps[i] == 7};
+    json_t *jc = json_array();
+    json_object_set_new(r->details, "chunks", jc);
+    for (int i = 0; i < n_steps; i++) {
+        vs[nv] = (variant){.step = steps[i], .flip = o->force_fail && steps[i] == big};
         snprintf(vs[nv].name, sizeof vs[nv].name, "chunk=%d%s", steps[i],
                  vs[nv].flip ? " (planted flip)" : "");
+        json_array_append_new(jc, json_integer(steps[i]));
         nv++;
     }
     if (c->T >= 2) {
@@ -245,11 +275,12 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
                                                "whatever is asked)"));
 
     if (o->controls) {
-        /* the same drive (chunk=7) with and without the planted flip, so the
-         * detection is the plant's even on an engine that is not invariant */
-        variant plain = {.step = 7}, cv = {.step = 7, .flip = true};
-        snprintf(plain.name, sizeof plain.name, "chunk=7");
-        snprintf(cv.name, sizeof cv.name, "chunk=7 + planted flip");
+        /* the same drive (the largest chunk) with and without the planted
+         * flip, so the detection is the plant's even on an engine that is not
+         * invariant */
+        variant plain = {.step = big}, cv = {.step = big, .flip = true};
+        snprintf(plain.name, sizeof plain.name, "chunk=%d", big);
+        snprintf(cv.name, sizeof cv.name, "chunk=%d + planted flip", big);
         if ((s = run_variant(c, e, &plain, &c->alt, c->lalt, err)))
             goto out;
         if ((s = run_variant(c, e, &cv, &c->cap, c->lvar, err)))
@@ -265,8 +296,8 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
             kvv_mismatch_format(&probe.mismatch, where, sizeof where);
         kvv_check_result_free(&probe);
         char name[96];
-        snprintf(name, sizeof name, "flipped bit in residual[l=%d,t=%d] during chunk=7", c->L / 2,
-                 c->T / 2);
+        snprintf(name, sizeof name, "flipped bit in residual[l=%d,t=%d] during chunk=%d",
+                 c->L / 2, c->T / 2, big);
         if (kvv_check_add_control(r, name, n > 0,
                                   "%llu elements differ from the same run without the flip; "
                                   "first %s",
@@ -280,9 +311,11 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     char pass[160], fail[160];
     snprintf(pass, sizeof pass, "0 of %llu K/V/residual/logit values differ over %d variants",
              (unsigned long long)c->total.n, r->n_rows / 4);
-    snprintf(fail, sizeof fail, "%llu of %llu values differ, max ULP %llu",
+    char ulp[24], nonfinite[64];
+    snprintf(fail, sizeof fail, "%llu of %llu values differ%s, max ULP %s",
              (unsigned long long)c->total.n_diff, (unsigned long long)c->total.n,
-             (unsigned long long)c->total.max_ulp);
+             kvv_cmp_nonfinite(&c->total, nonfinite, sizeof nonfinite),
+             kvv_ulp_text(c->total.max_ulp, ulp, sizeof ulp));
     kvv_check_conclude(r, c->total.n_diff > 0, pass, fail, "0 differ");
     goto out;
 nomem:

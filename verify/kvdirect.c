@@ -1,17 +1,22 @@
 /* kvdirect.c — see kvdirect.h. */
 #include "verify/kvdirect.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "verify/evict.h"
+#include "verify/parallel.h"
 #include "verify/policy_run.h"
 
 /* One KV-Direct configuration, greedy. If every token matches the full
  * cache's, both runs saw the same inputs at every step, so their logits are
  * compared bit for bit directly (no teacher-forced rerun needed); a token
- * mismatch already fails the comparison. */
+ * mismatch already fails the comparison. When they differ, *first (if not
+ * NULL) gets the first logit that really differs (the same search as
+ * evict's). */
 static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *full,
-                          const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_error *err)
+                          const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_mismatch *first,
+                          kvv_error *err)
 {
     kvv_policy_run_out g;
     memset(row, 0, sizeof *row);
@@ -23,8 +28,46 @@ static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *ful
     row->kind = cfg->kind;
     row->budget = cfg->budget;
     row->fits = true;
+    if (first && !row->bit_equal) {
+        *first = (kvv_mismatch){.layer = -1, .token = row->prefix_match, .head = -1,
+                                .index = -1};
+        snprintf(first->tensor, sizeof first->tensor, "%s",
+                 kvv_evict_first_difference(full, &g, row->prefix_match, first) ? "logits"
+                                                                                 : "token");
+        if (!strcmp(first->tensor, "token") && row->prefix_match < g.n_gen) {
+            first->expected = (float)full->tokens[row->prefix_match];
+            first->actual = (float)g.tokens[row->prefix_match];
+        }
+    }
     kvv_policy_run_out_free(&g);
     return KVV_OK;
+}
+
+/* The runs against the full cache, as jobs (verify/parallel.h). */
+typedef struct {
+    const kvv_check_opts *o;
+    const kvv_policy_run_out *full;
+    kvv_policy_cfg cfg[4];       /* three configurations, then the control */
+    kvv_evict_row row[4];
+    kvv_mismatch first[4];
+    kvv_status status[4];
+    kvv_error err[4];
+    int done;                    /* for progress, under lock */
+    pthread_mutex_t lock;
+} kd_jobs;
+
+static void kd_job(void *user, int i, int worker)
+{
+    (void)worker;
+    kd_jobs *j = user;
+    j->status[i] = run_one(j->o, j->full, &j->cfg[i], &j->row[i], &j->first[i], &j->err[i]);
+    const kvv_check_opts *o = j->o;
+    if (o->progress) {
+        pthread_mutex_lock(&j->lock);
+        int done = ++j->done;
+        o->progress(o->progress_user, "kvdirect", done, 3 + (o->controls ? 1 : 0));
+        pthread_mutex_unlock(&j->lock);
+    }
 }
 
 kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err)
@@ -53,56 +96,64 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         {KVV_POLICY_KVDIRECT_LAYER, half},
         {KVV_POLICY_KVDIRECT_TOKEN, half},
     };
+    /* The configurations and the control are independent runs against the
+     * same full-cache run: o->n_jobs at a time, each opening its own engine,
+     * then read in order. */
+    kd_jobs jobs = {.o = o, .full = &full};
+    for (int i = 0; i < 3; i++) {
+        jobs.cfg[i] = kvv_policy_cfg_default(plan[i].kind, plan[i].budget);
+        if (o->force_fail && plan[i].kind == KVV_POLICY_KVDIRECT_LAYER)
+            jobs.cfg[i].ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
+    }
+    int n_jobs = 3;
+    if (o->controls) {
+        /* Control: approximate (bf16) per-layer checkpoints must change the logits. */
+        jobs.cfg[n_jobs] = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, quarter);
+        jobs.cfg[n_jobs].ckpt = KVV_CKPT_BF16;
+        n_jobs++;
+    }
+    pthread_mutex_init(&jobs.lock, NULL);
+    kvv_parallel_for(n_jobs, o->n_jobs > 1 ? o->n_jobs : 1, kd_job, &jobs);
+    pthread_mutex_destroy(&jobs.lock);
     int runs = 0, equal = 0;
     uint64_t peak = 0;
     double flops = 0;
     json_t *arr = json_array();
-    for (int i = 0; i < 3 && s == KVV_OK; i++) {
+    for (int i = 0; i < n_jobs && s == KVV_OK; i++) {
+        if ((s = jobs.status[i]) != KVV_OK) {
+            *err = jobs.err[i];
+            break;
+        }
+        const kvv_evict_row *row = &jobs.row[i];
+        if (i == 3) {
+            kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", !row->bit_equal,
+                                  row->bit_equal ? "logits stayed bit-equal: not detected"
+                                                 : "logits differ (KL max %.3g, token match %.1f%%)",
+                                  row->kl_max, 100 * row->greedy_match);
+            break;
+        }
         kvv_policy_kind kind = plan[i].kind;
         int budget = plan[i].budget;
-        kvv_policy_cfg cfg = kvv_policy_cfg_default(kind, budget);
-        if (o->force_fail && kind == KVV_POLICY_KVDIRECT_LAYER)
-            cfg.ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
-        kvv_evict_row row;
-        s = run_one(o, &full, &cfg, &row, err);
-        if (s != KVV_OK)
-            break;
         runs++;
-        equal += row.bit_equal;
-        if (row.bytes_peak > peak)
-            peak = row.bytes_peak;
-        flops += row.recompute_flops;
+        equal += row->bit_equal;
+        if (row->bytes_peak > peak)
+            peak = row->bytes_peak;
+        flops += row->recompute_flops;
         json_t *j = json_object();
         json_object_set_new(j, "policy", json_string(kvv_policy_name(kind)));
         json_object_set_new(j, "budget", json_integer(budget));
-        json_object_set_new(j, "greedy_match", json_real(row.greedy_match));
-        json_object_set_new(j, "bit_equal", json_boolean(row.bit_equal));
-        json_object_set_new(j, "bytes_peak", json_integer((json_int_t)row.bytes_peak));
-        json_object_set_new(j, "recomputed_rows", json_integer((json_int_t)row.recomputed_rows));
-        json_object_set_new(j, "recompute_flops", json_real(row.recompute_flops));
+        json_object_set_new(j, "greedy_match", json_real(row->greedy_match));
+        json_object_set_new(j, "bit_equal", json_boolean(row->bit_equal));
+        json_object_set_new(j, "bytes_peak", json_integer((json_int_t)row->bytes_peak));
+        json_object_set_new(j, "recomputed_rows", json_integer((json_int_t)row->recomputed_rows));
+        json_object_set_new(j, "recompute_flops", json_real(row->recompute_flops));
         json_array_append_new(arr, j);
-        if (!row.bit_equal && !r->has_mismatch) {
-            kvv_mismatch mm = {.layer = -1, .token = row.prefix_match, .head = -1,
-                               .index = -1};
-            snprintf(mm.tensor, sizeof mm.tensor, "logits");
-            snprintf(mm.variant, sizeof mm.variant, "%s budget=%d",
-                     kvv_policy_name(kind), budget);
+        if (!row->bit_equal && !r->has_mismatch) {
+            kvv_mismatch mm = jobs.first[i];
+            snprintf(mm.variant, sizeof mm.variant, "%s budget=%d", kvv_policy_name(kind),
+                     budget);
             kvv_check_note_mismatch(r, &mm);
         }
-        if (o->progress)
-            o->progress(o->progress_user, "kvdirect", runs, 3 + (o->controls ? 1 : 0));
-    }
-    if (s == KVV_OK && o->controls) {
-        /* Control: approximate (bf16) per-layer checkpoints must change the logits. */
-        kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, quarter);
-        cfg.ckpt = KVV_CKPT_BF16;
-        kvv_evict_row row;
-        s = run_one(o, &full, &cfg, &row, err);
-        if (s == KVV_OK)
-            kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", !row.bit_equal,
-                                  row.bit_equal ? "logits stayed bit-equal: not detected"
-                                                : "logits differ (KL max %.3g, token match %.1f%%)",
-                                  row.kl_max, 100 * row.greedy_match);
     }
     kvv_policy_run_out_free(&full);
     if (s != KVV_OK) {

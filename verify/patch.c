@@ -72,6 +72,11 @@ void kvv_patch_prompt_b(const int32_t *a, int n, int n_vocab, uint64_t seed, int
 
 static void fmt_kl(double kl, char *txt, size_t nt, char *hex, size_t nh)
 {
+    if (isnan(kl)) { /* shown as such: a NaN logit makes the KL undefined */
+        snprintf(txt, nt, "NaN");
+        snprintf(hex, nh, "NaN");
+        return;
+    }
     snprintf(txt, nt, "%.9g", kl);
     snprintf(hex, nh, "%a", kl);
 }

@@ -100,6 +100,8 @@ double kvv_kl_logits(const float *p_logits, const float *q_logits, int n)
 {
     double mp = -INFINITY, mq = -INFINITY;
     for (int i = 0; i < n; i++) {
+        if (isnan(p_logits[i]) || isnan(q_logits[i]))
+            return NAN; /* undefined, and said so: never a 0 over the other logits */
         if (p_logits[i] > mp) mp = p_logits[i];
         if (q_logits[i] > mq) mq = q_logits[i];
     }

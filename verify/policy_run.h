@@ -50,7 +50,8 @@ kvv_status kvv_policy_run_engine(kvv_engine *e, const kvv_policy_cfg *cfg,
                                  const int32_t *prompt, int n_prompt, int n_gen,
                                  const int32_t *forced, kvv_policy_run_out *out, kvv_error *err);
 
-/* KL(p || q) in double precision of the softmaxes of two logit rows.
+/* KL(p || q) in double precision of the softmaxes of two logit rows; NaN when
+ * a logit of either row is NaN.
  * Exactly 0.0 when the rows are bit-identical. */
 double kvv_kl_logits(const float *p_logits, const float *q_logits, int n);
 

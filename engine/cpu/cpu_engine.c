@@ -83,12 +83,24 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
 }
 
+static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
+{
+    kvv_cpu_batch_paths(e->impl, p);
+}
+
+static double cpu_worker_cpu_seconds(kvv_engine *e)
+{
+    return kvv_cpu_pool_worker_cpu_seconds(((kvv_cpu *)e->impl)->pool);
+}
+
 static const kvv_engine_vtable cpu_vtable = {
     .close = cpu_close,
     .forward = kvv_cpu_forward,
     .kv_from_residual = kvv_cpu_kv_from_residual,
     .cache = cpu_cache,
     .describe = cpu_describe,
+    .batch_paths = cpu_batch_paths,
+    .worker_cpu_seconds = cpu_worker_cpu_seconds,
 };
 
 /* The options as the engine keeps them (no allocation). */

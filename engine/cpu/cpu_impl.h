@@ -145,6 +145,11 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
                     const kvv_cpu_mm_out *outs, bool allow_fast);
 /* The negative control KVV_CTL_KV_REVERSED_SUM: plain dot products summed
  * from the last element to the first, single-threaded. */
+/* The batch sizes where kvv_cpu_matmul's route for c's weights changes
+ * (the engine's batch_paths; engine.h kvv_batch_paths), read off the same
+ * conditions mm_rows tests. */
+void kvv_cpu_batch_paths(const kvv_cpu *c, kvv_batch_paths *p);
+
 void kvv_cpu_matmul_reversed(kvv_cpu *c, int n, const float *x, size_t ldx,
                              const kvv_cpu_weight *w, float *y, size_t ldy);
 

@@ -136,6 +136,45 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
     }
 }
 
+/* The switches of mm_rows's routes for one weight (keep in step with it). */
+static void weight_paths(const kvv_cpu *c, const kvv_cpu_weight *w, kvv_batch_paths *p)
+{
+    const bool fast = c->mode == KVV_MODE_FAST;
+    char what[96];
+    if (fast) /* every route but the integer one ends in sgemm from here */
+        kvv_batch_paths_add(p, KVV_CPU_SGEMM_MIN_TOKENS, "products: OpenBLAS sgemm from here");
+    if (w->type == KVV_CPU_G16 && c->k->gemv_g16)
+        kvv_batch_paths_add(p, 2, "K-quant/Q4_1/Q5_1 products: one-token G16 GEMV below, "
+                                  "dequantized tiles from here");
+    bool q = w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0;
+    if (q && c->q8_act) {
+        snprintf(what, sizeof what, "Q8_0/Q4_0 products: int8 on Q8_0 activations up to %d "
+                 "tokens", KVV_CPU_FUSED_MAX_TOKENS);
+        kvv_batch_paths_add(p, KVV_CPU_FUSED_MAX_TOKENS + 1, what);
+    } else if (w->x4) {
+        kvv_batch_paths_add(p, 2, "Q8_0 products: one-token X4 GEMV below, dequantized tiles "
+                                  "from here");
+    } else if (w->type == KVV_TYPE_Q8_0 && !w->x4) {
+        snprintf(what, sizeof what, "Q8_0 products: fused GEMV up to %d tokens, dequantized "
+                 "tiles from here", KVV_CPU_FUSED_MAX_TOKENS);
+        kvv_batch_paths_add(p, KVV_CPU_FUSED_MAX_TOKENS + 1, what);
+    }
+}
+
+void kvv_cpu_batch_paths(const kvv_cpu *c, kvv_batch_paths *p)
+{
+    memset(p, 0, sizeof *p);
+    p->known = true;
+    for (int l = 0; l < c->hp->n_layer; l++) {
+        const kvv_cpu_layer *y = &c->layers[l];
+        const kvv_cpu_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->wg, &y->wu, &y->wd};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data)
+                weight_paths(c, ws[i], p);
+    }
+    weight_paths(c, &c->output, p);
+}
+
 /* Chunk k: a block of rows_per_chunk rows of one output, all tokens. */
 static void mm_task(void *ctx, int k, int ith)
 {

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define WORKER_SPINS 4000   /* pause iterations before a worker starts yielding */
 #define WORKER_YIELDS 64    /* sched_yield rounds before a worker sleeps */
@@ -168,6 +169,18 @@ void kvv_cpu_pool_free(kvv_cpu_pool *p)
     free(p->threads);
     free(p->args);
     free(p);
+}
+
+double kvv_cpu_pool_worker_cpu_seconds(const kvv_cpu_pool *p)
+{
+    double sum = 0;
+    for (int i = 0; p && i < p->n_started; i++) {
+        clockid_t cid;
+        struct timespec ts;
+        if (pthread_getcpuclockid(p->threads[i], &cid) == 0 && clock_gettime(cid, &ts) == 0)
+            sum += (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    return sum;
 }
 
 int kvv_cpu_pool_threads(const kvv_cpu_pool *p)

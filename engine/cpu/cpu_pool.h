@@ -29,6 +29,9 @@ kvv_cpu_pool *kvv_cpu_pool_new(int n_threads);
 /* Joins the workers. Accepts NULL. */
 void kvv_cpu_pool_free(kvv_cpu_pool *p);
 int kvv_cpu_pool_threads(const kvv_cpu_pool *p);
+/* CPU seconds the worker threads (not the caller) have used since they
+ * started (their thread CPU clocks); 0 for a pool without workers or NULL. */
+double kvv_cpu_pool_worker_cpu_seconds(const kvv_cpu_pool *p);
 /* Not reentrant: one run at a time per pool, from one thread. n_chunks <= 1
  * runs inline on the caller. */
 void kvv_cpu_pool_run(kvv_cpu_pool *p, kvv_cpu_task fn, void *ctx, int n_chunks);

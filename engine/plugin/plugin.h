@@ -22,6 +22,7 @@
 #define KVV_PLUGIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "engine/engine.h"
 
@@ -42,6 +43,21 @@ kvv_status kvv_engine_open_plugin(const kvv_model *m, const kvv_engine_opts *o, 
 bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
                                     const char *name, kvv_engine **out, kvv_status *status,
                                     kvv_error *err);
+
+/* The file of plugin engine `name` (NAME.so in the plugin folders, names
+ * as for kvv_engine_open_plugin_by_name) into path. @return false when
+ * there is none. */
+bool kvv_plugin_find_by_name(const char *name, char *path, size_t size);
+
+/* The folders plugins are looked up in, in kvv_plugin_find's order:
+ * $KVV_PLUGIN_DIR, then plugins/ beside the executable and up to two
+ * folders above it. @return how many were written (<= max). */
+int kvv_plugin_dirs(char dirs[][1024], int max);
+
+/* Load the plugin library at path only to read its table: out->name,
+ * version and devices (the rest of out untouched); unloaded again.
+ * @return KVV_OK, or the load error (kvv_plugin_lib_open's). */
+kvv_status kvv_plugin_probe(const char *path, kvv_engine_info *out, kvv_error *err);
 
 /* Open the llama.cpp plugin (engine name "llama.cpp"). */
 kvv_status kvv_engine_open_llama_cpp(const kvv_model *m, const kvv_engine_opts *o,

@@ -235,6 +235,13 @@ static kvv_kv_cache *p_cache(kvv_engine *e)
     return ps_of(e)->mirror;
 }
 
+/* A plugin's threads are its own: kvverify cannot tell them from others. */
+static double p_worker_cpu_seconds(kvv_engine *e)
+{
+    (void)e;
+    return -1;
+}
+
 static unsigned p_caps(kvv_engine *e)
 {
     return (unsigned)(ps_of(e)->info.caps & KVV_ENGINE_CAP_ALL);
@@ -290,6 +297,7 @@ static const kvv_engine_vtable plugin_vtable = {
     .cache = p_cache,
     .describe = p_describe,
     .caps = p_caps,
+    .worker_cpu_seconds = p_worker_cpu_seconds,
 };
 
 /* ------------------------------------------------------------ open */
@@ -460,18 +468,24 @@ kvv_status kvv_engine_open_plugin(const kvv_model *m, const kvv_engine_opts *o, 
     return open_plugin(m, o, path, name ? name : full, out, err);
 }
 
-bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
-                                    const char *name, kvv_engine **out, kvv_status *status,
-                                    kvv_error *err)
+bool kvv_plugin_find_by_name(const char *name, char *path, size_t size)
 {
     size_t n = strlen(name);
     if (n < 1 || n > 15 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                         "0123456789._-") != n || name[0] == '.')
         return false;
-    char file[32], path[1024];
+    char file[32];
     kvv_error ignored = {0};
     snprintf(file, sizeof file, "%s.so", name);
-    if (kvv_plugin_find(file, path, sizeof path, &ignored) != KVV_OK)
+    return kvv_plugin_find(file, path, size, &ignored) == KVV_OK;
+}
+
+bool kvv_engine_open_plugin_by_name(const kvv_model *m, const kvv_engine_opts *o,
+                                    const char *name, kvv_engine **out, kvv_status *status,
+                                    kvv_error *err)
+{
+    char path[1024];
+    if (!kvv_plugin_find_by_name(name, path, sizeof path))
         return false;
     *status = open_plugin(m, o, path, name, out, err);
     return true;

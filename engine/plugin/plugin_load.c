@@ -15,39 +15,60 @@
 
 /* ------------------------------------------------------------ finding */
 
-kvv_status kvv_plugin_find(const char *file, char *out, size_t size, kvv_error *err)
+int kvv_plugin_dirs(char dirs[][1024], int max)
 {
-    char looked[1024] = "";
+    int n = 0;
     const char *env = getenv("KVV_PLUGIN_DIR");
-    if (env && *env) {
-        snprintf(out, size, "%s/%s", env, file);
-        if (access(out, R_OK) == 0)
-            return KVV_OK;
-        snprintf(looked, sizeof looked, "$KVV_PLUGIN_DIR=%s", env);
-    }
+    if (env && *env && n < max)
+        snprintf(dirs[n++], 1024, "%s", env);
     char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        for (int up = 0; up < 3; up++) {
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        for (int up = 0; up < 3 && n < max; up++) {
             char *slash = strrchr(exe, '/');
             if (!slash || slash == exe)
                 break;
             *slash = '\0';
-            snprintf(out, size, "%s/plugins/%s", exe, file);
-            if (access(out, R_OK) == 0)
-                return KVV_OK;
-            size_t len = strlen(looked);
-            if (snprintf(looked + len, sizeof looked - len, "%s%s/plugins", len ? ", " : "",
-                         exe) >= (int)(sizeof looked - len))
-                break; /* the message is long enough */
+            snprintf(dirs[n++], 1024, "%.1015s/plugins", exe);
         }
+    }
+    return n;
+}
+
+kvv_status kvv_plugin_find(const char *file, char *out, size_t size, kvv_error *err)
+{
+    char dirs[4][1024], looked[1024] = "";
+    int nd = kvv_plugin_dirs(dirs, 4);
+    const char *env = getenv("KVV_PLUGIN_DIR");
+    for (int i = 0; i < nd; i++) {
+        snprintf(out, size, "%s/%s", dirs[i], file);
+        if (access(out, R_OK) == 0)
+            return KVV_OK;
+        size_t len = strlen(looked);
+        if (snprintf(looked + len, sizeof looked - len, "%s%s%s", len ? ", " : "",
+                     i == 0 && env && *env ? "$KVV_PLUGIN_DIR=" : "",
+                     dirs[i]) >= (int)(sizeof looked - len))
+            break; /* the message is long enough */
     }
     out[0] = '\0';
     return kvv_error_set(err, KVV_ERR_IO,
                          "plugin %s not found (looked in %s); build it with `make` after "
                          "scripts/install-deps.sh",
                          file, looked[0] ? looked : "nowhere");
+}
+
+kvv_status kvv_plugin_probe(const char *path, kvv_engine_info *out, kvv_error *err)
+{
+    kvv_plugin_lib lib;
+    kvv_status s = kvv_plugin_lib_open(path, &lib, err);
+    if (s)
+        return s;
+    snprintf(out->name, sizeof out->name, "%s", lib.t.name);
+    snprintf(out->version, sizeof out->version, "%s", lib.t.version ? lib.t.version : "");
+    snprintf(out->devices, sizeof out->devices, "%s", lib.t.devices);
+    kvv_plugin_lib_close(&lib);
+    return KVV_OK;
 }
 
 /* ------------------------------------------------------------ loading */

@@ -36,7 +36,7 @@ static void plan_of(const char *shape, kvv_audit_plan *p)
     const kvv_shape *s = kvv_shape_find(shape);
     assert_non_null(s);
     kvv_shape_hparams(s, 0, &hp);
-    kvv_audit_plan_for(&hp, 0, p);
+    kvv_audit_plan_for(&hp, 0, NULL, false, p);
 }
 
 static void test_plan(void **state)
@@ -49,23 +49,77 @@ static void test_plan(void **state)
     assert_int_equal(tiny.n_prompt, 32);
     assert_int_equal(tiny.n_gen, 48);
     assert_true(tiny.est_macs < 1e10);
-    /* 135M: within the budget (about a minute on the reference engine) */
-    assert_true(smol.est_macs <= KVV_AUDIT_BUDGET_MACS);
-    assert_true(smol.n_prompt >= 4 && smol.n_prompt < tiny.n_prompt);
-    assert_true(smol.n_gen >= 4);
-    /* bigger models never get a bigger plan; the floor is (4, 4) */
-    assert_true(big.n_prompt <= smol.n_prompt && big.n_gen <= smol.n_gen);
-    assert_true(big.n_prompt >= 4 && big.n_gen >= 4);
-    /* an explicit budget is honoured */
+    /* 135M and 1B: the floor, never less (an engine without switches: 8, 32) */
+    assert_int_equal(smol.floor_prompt, KVV_AUDIT_MIN_PROMPT);
+    assert_int_equal(smol.floor_gen, KVV_AUDIT_MIN_STEPS);
+    assert_int_equal(smol.n_prompt, 8);
+    assert_int_equal(smol.n_gen, 32);
+    assert_int_equal(big.n_prompt, 8);
+    assert_int_equal(big.n_gen, 32);
+    assert_false(big.quick);
+    /* --quick: the budget alone, which on bigger models goes below the floor */
     kvv_hparams hp;
+    kvv_audit_plan q;
+    kvv_shape_hparams(kvv_shape_find("llama-3.2-1b"), 0, &hp);
+    kvv_audit_plan_for(&hp, 0, NULL, true, &q);
+    assert_true(q.quick);
+    assert_true(q.est_macs <= KVV_AUDIT_BUDGET_MACS || (q.n_prompt == 4 && q.n_gen == 4));
+    assert_true(q.n_prompt < q.floor_prompt || q.n_gen < q.floor_gen);
+    /* an explicit budget is honoured */
     kvv_shape_hparams(kvv_shape_find("smollm2-135m"), 0, &hp);
     kvv_audit_plan p;
-    kvv_audit_plan_for(&hp, 1e15, &p);
+    kvv_audit_plan_for(&hp, 1e15, NULL, false, &p);
     assert_int_equal(p.n_prompt, 32);
     double l, h;
     kvv_model_macs_per_token(&hp, &l, &h);
     assert_true(l > 9e7 && l < 1.2e8); /* ~106M MACs through 30 layers */
     assert_true(h == (double)hp.n_embd * hp.n_vocab);
+}
+
+/* The floor follows the engine's switches: the prompt is twice the largest,
+ * kv's chunk is at or above it, invariance's chunks straddle each. */
+static void test_floor(void **state)
+{
+    (void)state;
+    kvv_hparams hp;
+    kvv_shape_hparams(kvv_shape_find("qwen3-0.6b"), 0, &hp);
+    kvv_batch_paths fast = {0}, many = {0};
+    kvv_batch_paths_add(&fast, 4, "sgemm");
+    kvv_batch_paths_add(&many, 2, "x4");
+    kvv_batch_paths_add(&many, 4, "fused");
+    kvv_batch_paths_add(&many, 16, "a made-up third");
+    kvv_audit_plan p;
+    kvv_audit_plan_for(&hp, 0, &fast, false, &p);
+    assert_int_equal(p.floor_prompt, 8);
+    assert_int_equal(p.n_prompt, 8);
+    assert_int_equal(p.n_gen, 32);
+    assert_int_equal(kvv_audit_kv_chunk(&p, 8), 5); /* pieces 5 and 3: both sides of 4 */
+    int ch[KVV_AUDIT_MAX_CHUNKS];
+    int n = kvv_audit_chunks(&p, 8, ch, KVV_AUDIT_MAX_CHUNKS);
+    const int want[] = {1, 2, 3, 4, 7};
+    assert_int_equal(n, 5);
+    assert_memory_equal(ch, want, sizeof want);
+    kvv_audit_plan_for(&hp, 0, &many, false, &p);
+    assert_int_equal(p.floor_prompt, 32);
+    assert_int_equal(p.n_prompt, 32);
+    int c = kvv_audit_kv_chunk(&p, 32);
+    assert_true(c >= 16 && c % 2 == 1 && 32 % c != 0);
+    n = kvv_audit_chunks(&p, 32, ch, KVV_AUDIT_MAX_CHUNKS);
+    const int want2[] = {1, 2, 3, 4, 7, 15, 16};
+    assert_int_equal(n, 7);
+    assert_memory_equal(ch, want2, sizeof want2);
+    /* quick: the budget alone, the plain chunkings */
+    kvv_audit_plan_for(&hp, 0, &many, true, &p);
+    assert_true(p.n_prompt < 32);
+    n = kvv_audit_chunks(&p, 32, ch, KVV_AUDIT_MAX_CHUNKS);
+    assert_int_equal(n, 3);
+    /* the path of a batch size */
+    assert_int_equal(kvv_batch_path_of(&many, 1), 0);
+    assert_int_equal(kvv_batch_path_of(&many, 2), 1);
+    assert_int_equal(kvv_batch_path_of(&many, 15), 2);
+    assert_int_equal(kvv_batch_path_of(&many, 16), 3);
+    kvv_batch_paths unknown = {0};
+    assert_int_equal(kvv_batch_path_of(&unknown, 7), 7);
 }
 
 static void test_prompts(void **state)
@@ -167,7 +221,7 @@ static void test_capture(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),  cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_table),  cmocka_unit_test(test_plan), cmocka_unit_test(test_floor),
         cmocka_unit_test(test_prompts), cmocka_unit_test(test_chunk),
         cmocka_unit_test(test_capture),
     };

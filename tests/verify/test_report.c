@@ -306,6 +306,41 @@ static void test_mismatch_format(void **state)
     assert_non_null(strstr(buf, "logits[t=4,i=7]:"));
 }
 
+/* A figure too long for its field is cut at a word boundary with "…",
+ * never inside a number; the whole text stays for JSON and JUnit. */
+static void test_text_fit(void **state)
+{
+    (void)state;
+    char buf[40];
+    assert_false(kvv_text_fit(buf, sizeof buf, "short"));
+    assert_string_equal(buf, "short");
+    assert_true(kvv_text_fit(buf, sizeof buf, "expected 0xc1223486 (-10.1378231) actual 0xc1223487"));
+    assert_string_equal(buf, "expected 0xc1223486 (-10.1378231)\xe2\x80\xa6");
+    assert_true(strlen(buf) < sizeof buf);
+    /* one long word is cut between runs of digits and letters, not inside one */
+    assert_true(kvv_text_fit(buf, 12, "abcdefgh-0123456789"));
+    assert_string_equal(buf, "abcdefgh\xe2\x80\xa6");
+    assert_true(kvv_text_fit(buf, 14, "abcdefgh-0123456789"));
+    assert_string_equal(buf, "abcdefgh-\xe2\x80\xa6");
+
+    kvv_check_result r;
+    kvv_check_result_init(&r, "vector");
+    char long_fig[400];
+    memset(long_fig, 'x', 150);
+    snprintf(long_fig + 150, sizeof long_fig - 150, " expected 0xc1223486 (-10.1378231)");
+    kvv_check_set_verdict(&r, KVV_VERDICT_PASS, "%s", long_fig);
+    assert_non_null(r.key_full);
+    assert_string_equal(kvv_check_key_figure(&r), long_fig);
+    assert_true(strlen(r.key_figure) < sizeof r.key_figure);
+    assert_null(strstr(r.key_figure, "0xc1")); /* dropped whole, not cut */
+    json_t *j = kvv_check_to_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "key_figure")), long_fig);
+    json_decref(j);
+    kvv_check_set_verdict(&r, KVV_VERDICT_PASS, "fits");
+    assert_null(r.key_full);
+    kvv_check_result_free(&r);
+}
+
 static void test_atomic_write(void **state)
 {
     (void)state;
@@ -354,7 +389,7 @@ int main(void)
         cmocka_unit_test(test_json_schema),  cmocka_unit_test(test_schema_rejects),
         cmocka_unit_test(test_junit),        cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_mismatch_format), cmocka_unit_test(test_atomic_write),
-        cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_sha256),       cmocka_unit_test(test_text_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

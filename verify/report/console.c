@@ -22,27 +22,27 @@ void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
 {
     if (!r->n_rows)
         return;
-    fprintf(f, "  %-5s %-30s %10s %10s %12s %12s %12s  %s\n", "layer", "compared", "elements",
-            "differing", "max ULP", "NMSE", "max |d|", "first mismatch");
+    fprintf(f, "  %-5s %-30s %10s %10s %9s %12s %12s %12s  %s\n", "layer", "compared", "elements",
+            "differing", "NaN/inf", "max ULP", "NMSE", "max |d|", "first mismatch");
     for (int i = 0; i < r->n_rows; i++) {
         const kvv_layer_row *w = &r->rows[i];
-        char layer[16], ulp[24];
+        char layer[16], ulp[24], nmse[24], mabs[24], bad[24];
         if (w->layer >= 0)
             snprintf(layer, sizeof layer, "%d", w->layer);
         else
             snprintf(layer, sizeof layer, "-");
-        if (w->st.max_ulp == KVV_ULP_NAN)
-            snprintf(ulp, sizeof ulp, "NaN");
-        else
-            snprintf(ulp, sizeof ulp, "%llu", (unsigned long long)w->st.max_ulp);
+        kvv_ulp_text(w->st.max_ulp, ulp, sizeof ulp);
+        kvv_figure_text(kvv_cmp_nmse(&w->st), nmse, sizeof nmse);
+        kvv_figure_text(kvv_cmp_max_abs(&w->st), mabs, sizeof mabs);
+        snprintf(bad, sizeof bad, "%llu", (unsigned long long)(w->st.n_nan + w->st.n_inf));
         char first[96] = "";
         if (w->st.first >= 0)
             snprintf(first, sizeof first, "%s 0x%08x/0x%08x", w->where[0] ? w->where : "@",
                      (unsigned)kvv_f32_bits(w->st.first_ref),
                      (unsigned)kvv_f32_bits(w->st.first_test));
-        fprintf(f, "  %-5s %-30s %10llu %10llu %12s %12.4g %12.4g%s%s\n", layer, w->what,
-                (unsigned long long)w->st.n, (unsigned long long)w->st.n_diff, ulp,
-                kvv_cmp_nmse(&w->st), w->st.max_abs, first[0] ? "  " : "", first);
+        fprintf(f, "  %-5s %-30s %10llu %10llu %9s %12s %12s %12s%s%s\n", layer, w->what,
+                (unsigned long long)w->st.n, (unsigned long long)w->st.n_diff, bad, ulp, nmse,
+                mabs, first[0] ? "  " : "", first);
     }
 }
 
@@ -73,9 +73,16 @@ void kvv_report_print_header(FILE *f, const kvv_report *rep)
     fprintf(f, "\n");
     if (rep->has_engine)
         print_engine(f, &rep->engine);
+    if (rep->vs[0])
+        fprintf(f, "vs      %s = engine A, the reference side; the engine above is B, the "
+                   "engine under test\n", rep->vs);
     if (rep->n_prompt)
         fprintf(f, "prompt  %s, %d tokens, seed %llu\n", rep->prompt_source, rep->n_prompt,
                 (unsigned long long)rep->seed);
+    if (rep->workload.set) {
+        char w[512];
+        fprintf(f, "workload %s\n", kvv_workload_format(&rep->workload, w, sizeof w));
+    }
 }
 
 void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)

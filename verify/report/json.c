@@ -50,7 +50,8 @@ json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
                           "nmse", jnum(kvv_cmp_nmse(s)), "first_index", (json_int_t)s->first);
     if (!o)
         return NULL;
-    json_object_set_new(o, "max_abs", jnum(s->max_abs));
+    json_object_set_new(o, "max_abs", jnum(kvv_cmp_max_abs(s)));
+    json_object_set_new(o, "inf_pairs", json_integer((json_int_t)s->n_inf));
     if (s->first >= 0) {
         json_object_set_new(o, "first_expected", jfloat_value(s->first_ref));
         json_object_set_new(o, "first_actual", jfloat_value(s->first_test));
@@ -71,8 +72,8 @@ json_t *kvv_mismatch_to_json(const kvv_mismatch *m)
 json_t *kvv_check_to_json(const kvv_check_result *r)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", r->name, "verdict",
-                          kvv_verdict_name(r->verdict), "key_figure", r->key_figure, "message",
-                          r->message, "seconds", jnum(r->seconds));
+                          kvv_verdict_name(r->verdict), "key_figure", kvv_check_key_figure(r),
+                          "message", kvv_check_message(r), "seconds", jnum(r->seconds));
     if (!o)
         return NULL;
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
@@ -107,6 +108,24 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     return o;
 }
 
+static json_t *int_array(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+json_t *kvv_workload_to_json(const kvv_workload *w)
+{
+    return json_pack("{s:i, s:i, s:i, s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:b}", "n_prompt",
+                     w->n_prompt, "n_gen", w->n_gen, "kv_chunk", w->kv_chunk, "chunks",
+                     int_array(w->chunks, w->n_chunks), "threads",
+                     int_array(w->threads, w->n_threads), "kernel_switches", w->switches,
+                     "floor", "n_prompt", w->floor_prompt, "n_gen", w->floor_gen, "quick",
+                     w->quick, "below_floor", w->below_floor);
+}
+
 json_t *kvv_report_to_json(const kvv_report *rep)
 {
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:s, s:o, s:i}", "kvverify_version",
@@ -129,6 +148,10 @@ json_t *kvv_report_to_json(const kvv_report *rep)
                                     : code == KVV_EXIT_NOTHING ? "skipped"
                                                                : "error"));
     json_object_set_new(o, "n_prompt", json_integer(rep->n_prompt));
+    if (rep->vs[0]) /* compare: the engine under test is "engine", A is this */
+        json_object_set_new(o, "compared_against", json_string(rep->vs));
+    if (rep->workload.set)
+        json_object_set_new(o, "workload", kvv_workload_to_json(&rep->workload));
     json_object_set_new(o, "model",
                         json_pack("{s:s, s:s, s:s}", "path", rep->model_path, "sha256",
                                   rep->model_sha256, "architecture", rep->architecture));

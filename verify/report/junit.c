@@ -60,20 +60,19 @@ void kvv_junit_properties(kvv_sbuf *b, const char *const *kv, int n)
  * and every undetected control as the body. */
 static void failure(kvv_sbuf *b, const kvv_check_result *r)
 {
-    char mm[256] = "", msg[700];
-    if (r->has_mismatch) {
-        kvv_mismatch_format(&r->mismatch, mm, sizeof mm);
-        snprintf(msg, sizeof msg, "first mismatch: %s", mm);
-    } else {
-        snprintf(msg, sizeof msg, "%s", r->message[0] ? r->message : r->key_figure);
-    }
+    char mm[256] = "";
     kvv_sbuf_str(b, "      <failure message=\"");
-    kvv_sbuf_xml(b, msg);
+    if (r->has_mismatch) {
+        kvv_sbuf_str(b, "first mismatch: ");
+        kvv_sbuf_xml(b, kvv_mismatch_format(&r->mismatch, mm, sizeof mm));
+    } else {
+        kvv_sbuf_xml(b, r->message[0] ? kvv_check_message(r) : kvv_check_key_figure(r));
+    }
     kvv_sbuf_str(b, "\" type=\"mismatch\">");
-    kvv_sbuf_xml(b, r->key_figure);
+    kvv_sbuf_xml(b, kvv_check_key_figure(r));
     if (r->message[0]) {
         kvv_sbuf_str(b, "\n");
-        kvv_sbuf_xml(b, r->message);
+        kvv_sbuf_xml(b, kvv_check_message(r));
     }
     for (int i = 0; i < r->n_controls; i++)
         if (!r->controls[i].detected) {
@@ -95,11 +94,11 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
         failure(b, r);
     } else if (r->verdict == KVV_VERDICT_ERROR) {
         kvv_sbuf_str(b, "      <error message=\"");
-        kvv_sbuf_xml(b, r->message);
+        kvv_sbuf_xml(b, kvv_check_message(r));
         kvv_sbuf_str(b, "\" type=\"error\"/>\n");
     } else if (r->verdict == KVV_VERDICT_SKIPPED) {
         kvv_sbuf_str(b, "      <skipped message=\"");
-        kvv_sbuf_xml(b, r->message[0] ? r->message : r->key_figure);
+        kvv_sbuf_xml(b, r->message[0] ? kvv_check_message(r) : kvv_check_key_figure(r));
         kvv_sbuf_str(b, "\"/>\n");
     }
     kvv_sbuf_str(b, "      <system-out>");
@@ -107,7 +106,7 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
         kvv_sbuf_xml(b, context);
         kvv_sbuf_str(b, "\n");
     }
-    kvv_sbuf_xml(b, r->key_figure);
+    kvv_sbuf_xml(b, kvv_check_key_figure(r));
     for (int i = 0; i < r->n_controls; i++) {
         kvv_sbuf_str(b, "\ncontrol: ");
         kvv_sbuf_xml(b, r->controls[i].name);
@@ -136,18 +135,23 @@ kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_e
 
     kvv_sbuf b = {0};
     kvv_junit_begin(&b, "kvverify", rep->started, &t);
-    char seed[32], eng[320] = "";
+    char seed[32], eng[320] = "", work[512];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)rep->seed);
-    const char *props[10] = {"model", rep->model_path, "sha256", rep->model_sha256,
+    const char *props[12] = {"model", rep->model_path, "sha256", rep->model_sha256,
                              "kvverify_version", rep->version, "seed", seed};
     int n_props = 4;
     if (rep->has_engine) {
         snprintf(eng, sizeof eng, "%s %s cache=%s threads=%d %s", rep->engine.name,
                  rep->engine.mode, rep->engine.cache_type, rep->engine.n_threads,
                  rep->engine.kernels);
-        props[8] = "engine";
-        props[9] = eng;
-        n_props = 5;
+        props[2 * n_props] = "engine";
+        props[2 * n_props + 1] = eng;
+        n_props++;
+    }
+    if (rep->workload.set) {
+        props[2 * n_props] = "workload";
+        props[2 * n_props + 1] = kvv_workload_format(&rep->workload, work, sizeof work);
+        n_props++;
     }
     kvv_junit_properties(&b, props, n_props);
     for (int i = 0; i < rep->n_checks; i++)

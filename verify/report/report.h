@@ -101,8 +101,13 @@ typedef struct {
 typedef struct {
     char name[32];             /* check name: "kv", "patch", ... */
     kvv_verdict verdict;       /* SKIPPED until set */
-    char key_figure[160];      /* the one line the summary table shows */
-    char message[512];         /* error text (ERROR), failure reason (FAIL), or "" */
+    char key_figure[160];      /* the one line the summary table shows: cut at a word
+                                  boundary, never inside a number, with "…" when the
+                                  figure is longer (key_full then holds all of it) */
+    char message[512];         /* error text (ERROR), failure reason (FAIL), or "", cut
+                                  the same way (message_full) */
+    char *key_full;            /* owned; the whole key figure when key_figure is cut, else NULL */
+    char *message_full;        /* owned; the whole message when message is cut, else NULL */
     double seconds;            /* wall time of the check */
     bool has_engine;
     kvv_engine_desc engine;    /* the engine the check measured */
@@ -138,6 +143,14 @@ void kvv_check_set_verdict(kvv_check_result *r, kvv_verdict v, const char *key_f
 /* Set the message (printf-style). */
 void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The whole key figure / message (what JSON and JUnit write; the console
+ * shows the fitted ones). Borrowed from r. */
+const char *kvv_check_key_figure(const kvv_check_result *r);
+const char *kvv_check_message(const kvv_check_result *r);
+/* Copy src into dst[size]; when it does not fit, cut at the last word
+ * boundary (never inside a number or a hex pattern) and end with "…".
+ * @return true when src was cut. */
+bool kvv_text_fit(char *dst, size_t size, const char *src);
 /* Mark ERROR with err's message (for a kvv_status failure inside a check). */
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
 /* Number of controls not detected. */
@@ -147,6 +160,37 @@ void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
 
 /* ------------------------------------------------------------------ a run */
 
+/* What a run exercised — part of every certificate (console header, JSON
+ * "workload", JUnit properties): the prompt, the greedy steps, the
+ * chunkings, the thread counts, the engine's kernel switches and the floor
+ * the default never goes below (verify/audit.h). */
+#define KVV_WORKLOAD_MAX 16
+typedef struct {
+    bool set;                  /* filled (a run without one prints none) */
+    int n_prompt;              /* prompt tokens */
+    int n_gen;                 /* greedy / decode steps */
+    int kv_chunk;              /* kv's chunked recompute */
+    int chunks[KVV_WORKLOAD_MAX]; /* invariance's chunk sizes */
+    int n_chunks;
+    int threads[KVV_WORKLOAD_MAX]; /* engine thread counts asked for (first: the engine's) */
+    int n_threads;
+    char switches[64];         /* the engine's kernel switches: "4", "2, 4", "none", "unknown" */
+    int floor_prompt;          /* the floor: prompt tokens, steps */
+    int floor_gen;
+    bool quick;                /* --quick: sized by the time budget alone */
+    bool below_floor;          /* the prompt or the steps are below the floor */
+} kvv_workload;
+
+/* Set w->below_floor: a prompt below floor_prompt, or steps (when the run
+ * has any, n_gen > 0) below floor_gen. Call after trimming what a command
+ * does not run (n_gen = 0 for a run without decoding). */
+void kvv_workload_check_floor(kvv_workload *w);
+
+/* "prompt 8 tokens, 32 greedy steps, kv chunk 5, chunks 1,2,3,4,7, threads
+ * 1,2; kernel switches at 4 tokens; floor prompt 8, 32 steps" (and "QUICK" /
+ * "below the floor" when so) into buf. @return buf. */
+char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size);
+
 typedef struct {
     char version[16];          /* KVV_REPORT_VERSION of the writer ("0.1.0") */
     char model_path[1024];
@@ -154,9 +198,11 @@ typedef struct {
     char architecture[32];     /* "" if unknown */
     uint64_t seed;
     bool has_engine;
-    kvv_engine_desc engine;    /* the engine as requested / first opened */
+    kvv_engine_desc engine;    /* the engine under test, as requested / first opened */
+    char vs[64];               /* compare: engine A, the reference side ("ref (exact)"); "" */
     char prompt_source[32];    /* "random", "tokens", "text" */
     int n_prompt;              /* prompt length */
+    kvv_workload workload;     /* what the run exercised (set by the command) */
     char started[32];          /* UTC, ISO 8601 */
     double seconds;            /* total wall time */
     kvv_check_result *checks;  /* n_checks (owned) */
@@ -205,6 +251,7 @@ json_t *kvv_check_to_json(const kvv_check_result *r);
 json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d);
 json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s);
 json_t *kvv_mismatch_to_json(const kvv_mismatch *m);
+json_t *kvv_workload_to_json(const kvv_workload *w);
 /* A double as the schema writes it: a number when finite, else "inf",
  * "-inf" or "nan". */
 json_t *kvv_json_number(double x);

@@ -3,6 +3,8 @@
  * sbuf.c. */
 #include "verify/report/report.h"
 
+#include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,78 @@ static void copy_str(char *dst, size_t size, const char *src)
     snprintf(dst, size, "%s", src ? src : "");
 }
 
+/* "1,2,7" of n ints into buf at *off. */
+static void int_list(char *buf, size_t size, size_t *off, const int *v, int n)
+{
+    for (int i = 0; i < n && *off < size; i++) {
+        int w = snprintf(buf + *off, size - *off, "%s%d", i ? "," : "", v[i]);
+        *off += w > 0 ? (size_t)w : 0;
+    }
+}
+
+void kvv_workload_check_floor(kvv_workload *w)
+{
+    w->below_floor = w->floor_prompt > 0 &&
+                     (w->n_prompt < w->floor_prompt || (w->n_gen > 0 && w->n_gen < w->floor_gen));
+}
+
+char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
+{
+    size_t off = 0;
+#define PUT(...)                                                             \
+    do {                                                                     \
+        if (off < size) {                                                    \
+            int w_ = snprintf(buf + off, size - off, __VA_ARGS__);           \
+            off += w_ > 0 ? (size_t)w_ : 0;                                  \
+        }                                                                    \
+    } while (0)
+    buf[0] = '\0';
+    PUT("prompt %d tokens", w->n_prompt);
+    if (w->n_gen > 0)
+        PUT(", %d %s steps", w->n_gen, w->floor_prompt ? "greedy" : "decode");
+    if (w->kv_chunk > 0)
+        PUT(", kv chunk %d", w->kv_chunk);
+    if (w->n_chunks) {
+        PUT(", chunks ");
+        int_list(buf, size, &off, w->chunks, w->n_chunks);
+    }
+    if (w->n_threads) {
+        PUT(", threads ");
+        int_list(buf, size, &off, w->threads, w->n_threads);
+    }
+    PUT("; kernel switches %s%s", strcmp(w->switches, "none") && strcmp(w->switches, "unknown")
+                                      ? "at "
+                                      : "",
+        w->switches);
+    if (strcmp(w->switches, "none") && strcmp(w->switches, "unknown"))
+        PUT(" tokens");
+    if (w->floor_prompt) {
+        PUT("; floor prompt %d", w->floor_prompt);
+        if (w->n_gen > 0)
+            PUT(", %d steps", w->floor_gen);
+    }
+    if (w->quick)
+        PUT(" — QUICK: sized to the time budget alone%s", w->below_floor ? ", below the floor" : "");
+    else if (w->below_floor)
+        PUT(" — below the floor (sizes given)");
+#undef PUT
+    if (off >= size && size > 4) /* never end inside a number */
+        snprintf(buf + size - 4, 4, "...");
+    return buf;
+}
+
+/* "%.9g", or "NaN", "inf", "-inf". */
+static const char *value_text(float x, char *buf, size_t size)
+{
+    if (isnan(x))
+        snprintf(buf, size, "NaN");
+    else if (isinf(x))
+        snprintf(buf, size, "%s", x > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, size, "%.9g", (double)x);
+    return buf;
+}
+
 char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
 {
     char where[96] = "";
@@ -48,9 +122,12 @@ char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
     if (m->index >= 0)
         ADD("i=%d", m->index);
 #undef ADD
-    snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%.9g) got 0x%08x (%.9g)", m->tensor, where,
+    char e[32], a[32];
+    const bool nan = isnan(m->expected) || isnan(m->actual);
+    snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%s) got 0x%08x (%s)%s", m->tensor, where,
              m->variant[0] ? " " : "", m->variant, (unsigned)kvv_f32_bits(m->expected),
-             (double)m->expected, (unsigned)kvv_f32_bits(m->actual), (double)m->actual);
+             value_text(m->expected, e, sizeof e), (unsigned)kvv_f32_bits(m->actual),
+             value_text(m->actual, a, sizeof a), nan ? " — a NaN is never equal" : "");
     return buf;
 }
 
@@ -68,10 +145,13 @@ void kvv_check_result_free(kvv_check_result *r)
         return;
     free(r->rows);
     free(r->controls);
+    free(r->key_full);
+    free(r->message_full);
     json_decref(r->details);
     r->rows = NULL;
     r->controls = NULL;
     r->details = NULL;
+    r->key_full = r->message_full = NULL;
     r->n_rows = r->cap_rows = r->n_controls = r->cap_controls = 0;
 }
 
@@ -137,20 +217,80 @@ void kvv_check_note_mismatch(kvv_check_result *r, const kvv_mismatch *m)
     r->has_mismatch = true;
 }
 
+bool kvv_text_fit(char *dst, size_t size, const char *src)
+{
+    static const char ell[] = "\xe2\x80\xa6"; /* … */
+    size_t n = strlen(src);
+    if (!size)
+        return n > 0;
+    if (n < size) {
+        memcpy(dst, src, n + 1);
+        return false;
+    }
+    size_t limit = size > sizeof ell ? size - sizeof ell : 0; /* room for … and the NUL */
+    size_t cut = limit;
+    while (cut > 0 && src[cut] != ' ') /* back to a space: never inside a word */
+        cut--;
+    if (cut == 0) /* one long word: not inside a run of digits and letters */
+        for (cut = limit; cut > 0 && isalnum((unsigned char)src[cut - 1]) &&
+                          isalnum((unsigned char)src[cut]);
+             cut--)
+            ;
+    while (cut > 0 && strchr(" ,;:(", src[cut - 1])) /* no dangling separator */
+        cut--;
+    while (cut > 0 && ((unsigned char)src[cut] & 0xC0) == 0x80) /* nor half a UTF-8 char */
+        cut--;
+    memcpy(dst, src, cut);
+    memcpy(dst + cut, ell, sizeof ell); /* with its NUL */
+    return true;
+}
+
+/* vsnprintf into dst[size] through kvv_text_fit, the whole text kept in
+ * *full (freed and replaced; NULL when it fits). */
+static void set_text(char *dst, size_t size, char **full, const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    free(*full);
+    *full = NULL;
+    if (!text) {
+        vsnprintf(dst, size, fmt, ap);
+        return;
+    }
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    if (kvv_text_fit(dst, size, text))
+        *full = text;
+    else
+        free(text);
+}
+
 void kvv_check_set_verdict(kvv_check_result *r, kvv_verdict v, const char *key_fmt, ...)
 {
     r->verdict = v;
     va_list ap;
     va_start(ap, key_fmt);
-    vsnprintf(r->key_figure, sizeof r->key_figure, key_fmt, ap);
+    set_text(r->key_figure, sizeof r->key_figure, &r->key_full, key_fmt, ap);
     va_end(ap);
+}
+
+const char *kvv_check_key_figure(const kvv_check_result *r)
+{
+    return r->key_full ? r->key_full : r->key_figure;
+}
+
+const char *kvv_check_message(const kvv_check_result *r)
+{
+    return r->message_full ? r->message_full : r->message;
 }
 
 void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    set_text(r->message, sizeof r->message, &r->message_full, fmt, ap);
     va_end(ap);
 }
 
@@ -158,7 +298,7 @@ void kvv_check_set_error(kvv_check_result *r, const kvv_error *err)
 {
     r->verdict = (err && err->status == KVV_ERR_UNSUPPORTED) ? KVV_VERDICT_SKIPPED
                                                              : KVV_VERDICT_ERROR;
-    copy_str(r->message, sizeof r->message, err && err->msg[0] ? err->msg : "internal error");
+    kvv_check_set_message(r, "%s", err && err->msg[0] ? err->msg : "internal error");
     if (!r->key_figure[0])
         copy_str(r->key_figure, sizeof r->key_figure,
                  r->verdict == KVV_VERDICT_SKIPPED ? "not supported" : "did not run");

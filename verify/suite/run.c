@@ -152,6 +152,10 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             o.n_gen = c->n_gen;
             o.seed = c->seed;
             o.force_fail = c->force_fail;
+            if (ro) {
+                o.progress = ro->progress;
+                o.progress_user = ro->progress_user;
+            }
             kvv_error e2 = {0};
             double t0 = kvv_now_seconds();
             kvv_status cs = table[k].run(&o, r, &e2);
@@ -165,9 +169,10 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
                 kvv_check_set_error(r, &e2);
             if (c->force_fail && r->verdict == KVV_VERDICT_FAIL) {
                 /* the planted difference was found: the control passes */
-                char key[sizeof r->key_figure];
-                snprintf(key, sizeof key, "%s", r->key_figure);
-                kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %s", key);
+                char *key = strdup(kvv_check_key_figure(r));
+                kvv_check_set_verdict(r, KVV_VERDICT_PASS, "control detected: %s",
+                                      key ? key : r->key_figure);
+                free(key);
             } else if (c->force_fail && r->verdict == KVV_VERDICT_PASS) {
                 kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control NOT detected");
                 kvv_check_set_message(r, "force-fail planted a difference the check did not find");

@@ -59,6 +59,7 @@
 
 #include "engine/engine.h"
 #include "model/error.h"
+#include "verify/check.h"
 #include "verify/report/report.h"
 
 typedef struct {
@@ -129,9 +130,12 @@ typedef struct {
     double seconds;
 } kvv_suite_results;
 
-/* Progress line per testcase on f (NULL = silent). */
+/* A line per testcase on log (NULL = silent); the checks' own progress
+ * through progress (optional; verify/check.h). */
 typedef struct {
     FILE *log;
+    kvv_progress_fn progress;
+    void *progress_user;
 } kvv_suite_run_opts;
 
 /* Run the shard's cases. A case that cannot run (missing non-optional
