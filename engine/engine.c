@@ -200,8 +200,32 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d)
     }
 }
 
+const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
+                                    size_t size)
+{
+    static const struct { unsigned flag; const char *text; } host[] = {
+        {KVV_CTL_HOST_KV_ULP, "host-kv-ulp (kvverify moves K[t][0] of every recomputed row by "
+                              "one ULP of the cache dtype)"},
+        {KVV_CTL_HOST_RESIDUAL, "host-residual (kvverify flips the lowest bit of the final "
+                                "residual's element 0)"},
+        {KVV_CTL_HOST_REORDER, "host-reorder (kvverify swaps the first two distinct tokens)"},
+    };
+    unsigned c = control;
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        if (c & host[i].flag) {
+            snprintf(buf, size, "%s", host[i].text);
+            return buf;
+        }
+    snprintf(buf, size, "%s", native);
+    return buf;
+}
+
 void kvv_engine_reset(kvv_engine *e)
 {
+    if (e && e->vt->reset) {
+        e->vt->reset(e);
+        return;
+    }
     kvv_kv_cache *c = kvv_engine_cache(e);
     if (c)
         kvv_kv_cache_clear(c);
@@ -213,7 +237,7 @@ unsigned kvv_engine_caps(kvv_engine *e)
 {
     if (!e)
         return 0;
-    return e->vt->caps ? e->vt->caps(e) : KVV_ENGINE_CAP_ALL;
+    return e->vt->caps ? e->vt->caps(e) : KVV_ENGINE_CAP_BUILTIN;
 }
 
 static const char *const cap_names[] = {

@@ -55,6 +55,15 @@ enum {
 };
 #define KVV_CTL_HOST_ALL (KVV_CTL_HOST_KV_ULP | KVV_CTL_HOST_RESIDUAL | KVV_CTL_HOST_REORDER)
 
+/* The control an engine with control flags `control` in force (its
+ * description's `control`) really plants, for a report's control line:
+ * `native` (the control as the engine plants it, e.g. "one perturbed
+ * weight (output_norm[0])") when the engine plants it itself, else what
+ * kvverify plants instead, e.g. "host-residual (kvverify flips the lowest
+ * bit of the final residual's element 0)". @return buf. */
+const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
+                                    size_t size);
+
 typedef struct {
     const char *name;           /* "ref" (default), "cpu", "llama.cpp" or "plugin:PATH.so" */
     kvv_mode mode;              /* ref: EXACT; cpu: FAST or INVARIANT (default INVARIANT) */
@@ -90,7 +99,8 @@ typedef struct {
 } kvv_engine_desc;
 
 /* What an engine can do (kvv_engine_caps). The built-in engines have every
- * capability; a plugin declares its own (include/kvverify/engine_plugin.h
+ * capability but micro-batches (KVV_ENGINE_CAP_BUILTIN: they run a forward
+ * as one call); a plugin declares its own (include/kvverify/engine_plugin.h
  * documents each one and which checks need it). */
 enum {
     KVV_ENGINE_CAP_LOGITS_ALL = 1u << 0,       /* KVV_LOGITS_ALL */
@@ -110,6 +120,7 @@ enum {
     KVV_ENGINE_CAP_OVERWRITE = 1u << 14        /* forward over already cached positions */
 };
 #define KVV_ENGINE_CAP_ALL 0x7fffu
+#define KVV_ENGINE_CAP_BUILTIN (KVV_ENGINE_CAP_ALL & ~(unsigned)KVV_ENGINE_CAP_UBATCH)
 
 typedef struct kvv_engine kvv_engine;
 
@@ -123,8 +134,11 @@ typedef struct {
                                    const int32_t *pos, float *k, float *v, kvv_error *err);
     kvv_kv_cache *(*cache)(kvv_engine *e);
     void (*describe)(kvv_engine *e, kvv_engine_desc *d);
-    /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_ALL */
+    /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_BUILTIN */
     unsigned (*caps)(kvv_engine *e);
+    /* (optional) empty the cache: a new sequence starts with the next
+     * forward; default: clear what cache() returns */
+    void (*reset)(kvv_engine *e);
 } kvv_engine_vtable;
 
 struct kvv_engine {
@@ -158,7 +172,9 @@ kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const fl
 kvv_kv_cache *kvv_engine_cache(kvv_engine *e);
 void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
 
-/* Convenience: clear the cache (a new sequence). */
+/* Clear the cache: the next forward starts a new sequence (also on an
+ * engine whose cache kvverify cannot read, e.g. a plugin without kv-read:
+ * the engine empties its own; an error there fails that next forward). */
 void kvv_engine_reset(kvv_engine *e);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */

@@ -46,6 +46,19 @@ kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions)
     return e;
 }
 
+kvv_status kvv_check_open_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned needs,
+                                 const char *check, kvv_engine **out, kvv_error *err)
+{
+    kvv_status s = kvv_engine_open(m, eo, out, err);
+    if (s)
+        return s;
+    if ((s = kvv_engine_require(*out, needs, check, err))) {
+        kvv_engine_close(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
 kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_positions,
                            kvv_check_body body, void *ctx, kvv_error *err)
 {

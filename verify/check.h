@@ -66,6 +66,15 @@ kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv
  * would be 377 MB per engine). */
 kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions);
 
+/* Open the engine a check measures (kvv_engine_open with eo) and make sure
+ * it offers `needs` (KVV_ENGINE_CAP_*): an engine that lacks one is closed
+ * again and KVV_ERR_UNSUPPORTED says "engine NAME does not offer CAPS
+ * (needed by CHECK)" — the check is then reported unsupported by this
+ * engine (skipped, with that reason), never passed. On success *out is the
+ * caller's to close. */
+kvv_status kvv_check_open_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned needs,
+                                 const char *check, kvv_engine **out, kvv_error *err);
+
 /* Signature shared by every check (the audit's table holds these). */
 typedef kvv_status (*kvv_check_fn)(const kvv_check_opts *o, kvv_check_result *r,
                                    kvv_error *err);

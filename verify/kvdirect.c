@@ -53,10 +53,11 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         {KVV_POLICY_KVDIRECT_LAYER, half},
         {KVV_POLICY_KVDIRECT_TOKEN, half},
     };
-    int runs = 0, equal = 0;
+    int runs = 0, equal = 0, layer_runs = 0;
     uint64_t peak = 0;
     double flops = 0;
-    json_t *arr = json_array();
+    json_t *arr = json_array(), *unsup = json_array();
+    kvv_error why = {0}; /* the last configuration the engine could not run */
     for (int i = 0; i < 3 && s == KVV_OK; i++) {
         kvv_policy_kind kind = plan[i].kind;
         int budget = plan[i].budget;
@@ -65,8 +66,17 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
             cfg.ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
         kvv_evict_row row;
         s = run_one(o, &full, &cfg, &row, err);
+        if (s == KVV_ERR_UNSUPPORTED) { /* this mode cannot run here; the others may */
+            why = *err;
+            json_array_append_new(unsup, json_pack("{s:s, s:i, s:s}", "policy",
+                                                   kvv_policy_name(kind), "budget", budget,
+                                                   "reason", err->msg));
+            s = KVV_OK;
+            continue;
+        }
         if (s != KVV_OK)
             break;
+        layer_runs += kind == KVV_POLICY_KVDIRECT_LAYER;
         runs++;
         equal += row.bit_equal;
         if (row.bytes_peak > peak)
@@ -92,7 +102,9 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         if (o->progress)
             o->progress(o->progress_user, "kvdirect", runs, 3 + (o->controls ? 1 : 0));
     }
-    if (s == KVV_OK && o->controls) {
+    if (s == KVV_OK && runs == 0) /* no mode could run: the check is unsupported */
+        s = kvv_error_set(err, KVV_ERR_UNSUPPORTED, "%s", why.msg);
+    if (s == KVV_OK && o->controls && layer_runs > 0) {
         /* Control: approximate (bf16) per-layer checkpoints must change the logits. */
         kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, quarter);
         cfg.ckpt = KVV_CKPT_BF16;
@@ -107,20 +119,30 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
     kvv_policy_run_out_free(&full);
     if (s != KVV_OK) {
         json_decref(arr);
+        json_decref(unsup);
         kvv_check_set_error(r, err);
         return s;
     }
     json_object_set_new(r->details, "runs", arr);
+    json_object_set_new(r->details, "unsupported_runs", unsup);
     json_object_set_new(r->details, "n_ctx", json_integer(n_ctx));
     r->seconds = kvv_now_seconds() - t0;
     int missed = kvv_check_controls_missed(r);
+    char skipped[64] = "";
+    if (json_array_size(unsup))
+        snprintf(skipped, sizeof skipped, " (%zu unsupported by this engine)",
+                 json_array_size(unsup));
+    if (layer_runs == 0 && o->controls) /* the control needs a per-layer run */
+        kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", false,
+                              "not run: the engine cannot run kvdirect-layer");
+    missed = kvv_check_controls_missed(r);
     if (equal == runs && missed == 0)
         kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "%d/%d runs bit-equal to full; peak %llu B; recompute %.3g FLOPs",
-                              equal, runs, (unsigned long long)peak, flops);
+                              "%d/%d runs bit-equal to full%s; peak %llu B; recompute %.3g FLOPs",
+                              equal, runs, skipped, (unsigned long long)peak, flops);
     else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d/%d runs bit-equal to full%s", equal, runs,
-                              missed ? "; a control was not detected" : "");
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d/%d runs bit-equal to full%s%s", equal,
+                              runs, skipped, missed ? "; a control was not detected" : "");
         kvv_check_set_message(r, "%s", equal != runs ? "KV-Direct differs from the full cache"
                                                      : "the bf16-checkpoint control was not detected");
     }

@@ -162,6 +162,20 @@ static void guard_residual(kvv_hook_relay *r, int layer, int n, const int32_t *p
     }
 }
 
+/* A reset of an engine without a mirror: the plugin empties its cache now. */
+static kvv_status clear_if_pending(kvv_plugin_state *ps, kvv_error *err)
+{
+    if (!ps->clear_pending)
+        return KVV_OK;
+    kvv_plugin_error perr;
+    memset(&perr, 0, sizeof perr);
+    int code = ps->lib.t.kv_clear(ps->pe, &perr);
+    if (code)
+        return kvv_plugin_fail(ps, code, "kv_clear", &perr, err);
+    ps->clear_pending = 0;
+    return KVV_OK;
+}
+
 static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                             const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
                             kvv_error *err)
@@ -170,6 +184,8 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
     kvv_status s = check_positions(e, n, pos, err);
     if (!s)
         s = check_call(e, hooks, lm, err);
+    if (!s)
+        s = clear_if_pending(ps, err);
     if (!s)
         s = kvv_plugin_mirror_push(ps, err);
     if (!s)
@@ -240,13 +256,15 @@ static unsigned p_caps(kvv_engine *e)
     return (unsigned)(ps_of(e)->info.caps & KVV_ENGINE_CAP_ALL);
 }
 
-/* Append "label=value; " to buf when value is set. */
-static void add_field(char *buf, size_t size, const char *label, const char *value)
+/* With a mirror the next forward's push sees it empty and clears the
+ * plugin; without one the plugin is told directly, before that forward. */
+static void p_reset(kvv_engine *e)
 {
-    size_t len = strlen(buf);
-    if (value[0] && len + 1 < size &&
-        snprintf(buf + len, size - len, "%s%s%s", len ? "; " : "", label, value) < 0)
-        buf[len] = '\0';
+    kvv_plugin_state *ps = ps_of(e);
+    if (ps->mirror)
+        kvv_kv_cache_clear(ps->mirror);
+    else
+        ps->clear_pending = 1;
 }
 
 static void p_describe(kvv_engine *e, kvv_engine_desc *d)
@@ -274,13 +292,7 @@ static void p_describe(kvv_engine *e, kvv_engine_desc *d)
     snprintf(d->device, sizeof d->device, "%s", pd.device);
     snprintf(d->variant, sizeof d->variant, "%s", pd.variant);
     snprintf(d->flash_attn, sizeof d->flash_attn, "%s", pd.flash_attn);
-    /* Reports print `kernels`; carry the plugin's identity in it too. */
-    d->kernels[0] = '\0';
-    add_field(d->kernels, sizeof d->kernels, "", pd.version);
-    add_field(d->kernels, sizeof d->kernels, "device=", pd.device);
-    add_field(d->kernels, sizeof d->kernels, "variant=", pd.variant);
-    add_field(d->kernels, sizeof d->kernels, "fa=", pd.flash_attn);
-    add_field(d->kernels, sizeof d->kernels, "", pd.kernels);
+    snprintf(d->kernels, sizeof d->kernels, "%s", pd.kernels);
 }
 
 static const kvv_engine_vtable plugin_vtable = {
@@ -290,6 +302,7 @@ static const kvv_engine_vtable plugin_vtable = {
     .cache = p_cache,
     .describe = p_describe,
     .caps = p_caps,
+    .reset = p_reset,
 };
 
 /* ------------------------------------------------------------ open */

@@ -21,9 +21,16 @@
  *                       read where they were stored (V is element-major when
  *                       flash attention is off)
  *   kqv_out-L           attention output before the output projection
+ *   kq_soft_max-L       attention probabilities over the cache's cells
+ *                       [n_kv, ub, n_head] (flash attention off only): the
+ *                       cells are turned into positions with the cell maps
  *
- * A node not asked for is computed in the same graph run as its neighbours,
- * so without hooks the pass is exactly llama.cpp's own.
+ * Every forward of the engine's own context watches the layer-0 input (the
+ * micro-batch boundaries) and the K cache writes of every layer, whose
+ * index tensor says which cell each position went to (llama_cells.c). A node
+ * not asked for is computed in the same graph run as its neighbours; asking
+ * only moves where the scheduler synchronizes, so a pass keeps llama.cpp's
+ * own bits (tests/engine/test_plugin_llama.c checks it).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,7 +64,7 @@ static bool pass_fail(kvv_plugin_engine *e, const char *fmt, ...)
 
 /* ------------------------------------------------------------ nodes */
 
-typedef enum { N_NONE, N_IN0, N_LOUT, N_KSTORE, N_VSTORE, N_ATTN_OUT } node_kind;
+typedef enum { N_NONE, N_IN0, N_LOUT, N_KSTORE, N_VSTORE, N_ATTN_OUT, N_ATTN } node_kind;
 
 /* "PREFIX<int>" exactly; @return the int or -1. */
 static int suffix_int(const char *name, const char *prefix)
@@ -95,6 +102,11 @@ static node_kind classify(const kvv_plugin_engine *e, const struct ggml_tensor *
         *layer = (int)v;
         return *end == '\0' && end != name + 8 ? N_ATTN_OUT : N_NONE;
     }
+    if (t->op == GGML_OP_SOFT_MAX && strncmp(name, "kq_soft_max-", 12) == 0) {
+        long v = strtol(name + 12, &end, 10);
+        *layer = (int)v;
+        return *end == '\0' && end != name + 12 ? N_ATTN : N_NONE;
+    }
     return N_NONE;
 }
 
@@ -105,14 +117,13 @@ static bool wanted(const kvv_plugin_engine *e, node_kind k, int layer)
         return k == N_IN0 || (k == N_LOUT && layer == p->layer - 1) ||
                ((k == N_KSTORE || k == N_VSTORE) && layer == p->layer);
     const kvv_plugin_hooks *h = p->hooks;
-    if (!h)
-        return false;
     switch (k) {
-    case N_IN0: return true; /* a micro-batch starts */
-    case N_LOUT: return h->residual != NULL;
-    case N_KSTORE:
-    case N_VSTORE: return h->kv != NULL;
-    case N_ATTN_OUT: return h->attn_out != NULL;
+    case N_IN0: return true;   /* a micro-batch starts */
+    case N_KSTORE: return true; /* which cells its positions went to */
+    case N_LOUT: return h && h->residual != NULL;
+    case N_VSTORE: return h && h->kv != NULL;
+    case N_ATTN_OUT: return h && h->attn_out != NULL;
+    case N_ATTN: return h && h->attn != NULL;
     default: return false;
     }
 }
@@ -196,6 +207,70 @@ static bool stored_rows(kvv_plugin_engine *e, const struct ggml_tensor *t, int w
                      t->name, (long long)n_idx, (long long)t->ne[0], ub, width);
 }
 
+/* The cells a K cache write (SET_ROWS node t) of the engine's own context
+ * sent the micro-batch's positions to, into the cell maps. */
+static bool note_cells(kvv_plugin_engine *e, const struct ggml_tensor *t, int layer)
+{
+    const struct ggml_tensor *idx = t->src[1];
+    const int ub = e->pass.ub;
+    if (!idx || idx->type != GGML_TYPE_I64 || e->lib->ggml_nelements(idx) != ub)
+        return pass_fail(e, "node %s: %lld cells for %d tokens", t->name,
+                         idx ? (long long)e->lib->ggml_nelements(idx) : -1LL, ub);
+    int64_t *cell = (int64_t *)(void *)e->cache_bytes; /* the first bytes suffice */
+    size_t need = (size_t)ub * sizeof *cell;
+    if (need > e->cache_bytes_cap) {
+        uint8_t *b = realloc(e->cache_bytes, need);
+        if (!b)
+            return pass_fail(e, "out of memory reading %s", t->name);
+        e->cache_bytes = b;
+        e->cache_bytes_cap = need;
+        cell = (int64_t *)(void *)b;
+    }
+    e->lib->ggml_backend_tensor_get(idx, cell, 0, need);
+    lp_cells_store(e, layer, ub, e->pass.pos + e->pass.done, cell);
+    return true;
+}
+
+/* Attention probabilities of layer `layer` (node t = kq_soft_max-L, f32
+ * [n_kv cells, ub, n_head]) as the hook takes them: per query and head over
+ * the positions the micro-batch could see (held at or before its last
+ * position, ascending); a masked cell is exactly 0 there as in llama.cpp. */
+static bool on_attn(kvv_plugin_engine *e, const struct ggml_tensor *t, int layer)
+{
+    lp_pass *p = &e->pass;
+    const int ub = p->ub, nh = e->n_head;
+    const int64_t n_kv = t->ne[0];
+    if (t->type != GGML_TYPE_F32 || t->ne[1] != ub || t->ne[2] != nh || t->nb[0] != 4 ||
+        t->nb[1] != (size_t)n_kv * 4 || t->nb[2] != (size_t)n_kv * ub * 4)
+        return pass_fail(e, "node %s: expected f32 [n_kv, %d, %d], found type %d [%lld, %lld, %lld]",
+                         t->name, ub, nh, (int)t->type, (long long)t->ne[0], (long long)t->ne[1],
+                         (long long)t->ne[2]);
+    const int32_t *pos = p->pos + p->done, *map = e->cells.cell + (size_t)layer * e->n_ctx;
+    int n_keys = 0;
+    for (int q = 0; q <= pos[ub - 1]; q++)
+        if (map[q] >= 0 && map[q] < n_kv)
+            e->key_pos[n_keys++] = q;
+    size_t sm = (size_t)n_kv * ub * nh, need = sm + (size_t)ub * nh * (n_keys ? n_keys : 1);
+    if (need > e->attn_cap) {
+        float *b = realloc(e->attn, need * sizeof *b);
+        if (!b)
+            return pass_fail(e, "out of memory for %s", t->name);
+        e->attn = b;
+        e->attn_cap = need;
+    }
+    float *probs = e->attn, *out = e->attn + sm;
+    e->lib->ggml_backend_tensor_get(t, probs, 0, sm * sizeof *probs);
+    for (int i = 0; i < ub; i++)
+        for (int h = 0; h < nh; h++) {
+            const float *row = probs + ((size_t)h * ub + (size_t)i) * (size_t)n_kv;
+            float *dst = out + ((size_t)i * nh + (size_t)h) * (size_t)n_keys;
+            for (int j = 0; j < n_keys; j++)
+                dst[j] = row[map[e->key_pos[j]]];
+        }
+    p->hooks->attn(p->hooks->user, layer, ub, pos, n_keys, e->key_pos, out);
+    return true;
+}
+
 /* ------------------------------------------------------------ the callback */
 
 /* The residual entering `layer` is node t. */
@@ -229,6 +304,8 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
             e->fa_seen = 1;
         else if (t->op == GGML_OP_SOFT_MAX && strncmp(t->name, "kq_soft_max", 11) == 0)
             e->fa_seen = 0;
+        if (p->kind == LP_PASS_FORWARD && (k == N_KSTORE || k == N_VSTORE))
+            lp_cells_seen(e, t, layer, k == N_KSTORE);
         return !p->status && wanted(e, k, layer);
     }
     if (p->status)
@@ -240,13 +317,17 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
         p->k_layer = p->v_layer = -1;
         if (p->done + p->ub > p->n)
             return pass_fail(e, "micro-batches cover %d tokens of %d", p->done + p->ub, p->n);
-        if (p->kind == LP_PASS_SCRATCH || p->hooks->residual)
+        if (p->kind == LP_PASS_SCRATCH || (p->hooks && p->hooks->residual))
             return on_residual(e, t, 0);
         return true;
     case N_LOUT:
         return on_residual(e, t, layer + 1);
     case N_KSTORE:
     case N_VSTORE:
+        if (p->kind == LP_PASS_FORWARD && k == N_KSTORE && !note_cells(e, t, layer))
+            return false;
+        if (p->kind == LP_PASS_FORWARD && !(p->hooks && p->hooks->kv))
+            return true; /* only the cells were wanted */
         if (!stored_rows(e, t, k == N_KSTORE ? e->kd : e->vd, k == N_KSTORE ? e->krows : e->vrows))
             return false;
         *(k == N_KSTORE ? &p->k_layer : &p->v_layer) = layer;
@@ -266,6 +347,8 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
             return false;
         p->hooks->attn_out(p->hooks->user, layer, p->ub, p->pos + p->done, e->rows);
         return true;
+    case N_ATTN:
+        return on_attn(e, t, layer);
     default:
         return true;
     }
@@ -330,7 +413,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
     int rc = L->llama_decode(e->ctx, e->batch);
     if (rc != 0 || e->pass.status)
         return decode_error(e, rc, err);
-    if (hooks && e->pass.done + e->pass.ub != n)
+    if (e->pass.done + e->pass.ub != n)
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "forward: the graph callback saw %d of %d "
                        "tokens", e->pass.done + e->pass.ub, n);
     for (int i = lm == KVV_PLUGIN_LOGITS_ALL ? 0 : n - 1; lm != KVV_PLUGIN_LOGITS_NONE && i < n;
