@@ -113,6 +113,8 @@ static node_kind classify(const kvv_plugin_engine *e, const struct ggml_tensor *
 static bool wanted(const kvv_plugin_engine *e, node_kind k, int layer)
 {
     const lp_pass *p = &e->pass;
+    if (p->kind == LP_PASS_PROBE)
+        return false;
     if (p->kind == LP_PASS_SCRATCH)
         return k == N_IN0 || (k == N_LOUT && layer == p->layer - 1) ||
                ((k == N_KSTORE || k == N_VSTORE) && layer == p->layer);
@@ -452,6 +454,19 @@ static int recompute_run(kvv_plugin_engine *e, int layer, int n, const float *h,
                        "kv_from_residual: captured %d of %d rows of layer %d's cache write",
                        e->pass.captured, n, layer);
     return KVV_PLUGIN_OK;
+}
+
+int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err)
+{
+    const lp_lib *L = e->lib;
+    const int32_t pos0 = 0;
+    fill_batch(e, 1, NULL, &pos0, false);
+    memset(&e->pass, 0, sizeof e->pass);
+    e->pass.kind = LP_PASS_PROBE;
+    e->lib->last_error[0] = '\0';
+    int rc = L->llama_decode(e->scratch, e->batch);
+    L->llama_memory_clear(L->llama_get_memory(e->scratch), true);
+    return rc != 0 || e->pass.status ? decode_error(e, rc, err) : KVV_PLUGIN_OK;
 }
 
 int lp_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,

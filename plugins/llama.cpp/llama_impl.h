@@ -17,7 +17,8 @@
 /* What the graph callback does during one llama_decode. */
 typedef enum {
     LP_PASS_FORWARD,   /* hooks of kvverify's forward */
-    LP_PASS_SCRATCH    /* kv_from_residual: inject h, capture K/V, stop */
+    LP_PASS_SCRATCH,   /* kv_from_residual: inject h, capture K/V, stop */
+    LP_PASS_PROBE      /* open: one token through the scratch context, to see the graph */
 } lp_pass_kind;
 
 typedef struct {
@@ -108,6 +109,9 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
                const kvv_plugin_hooks *hooks, int lm, float *logits, kvv_plugin_error *err);
 int lp_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
                         const int32_t *pos, float *k, float *v, kvv_plugin_error *err);
+/* One token through the scratch context, watching nothing: sets fa_seen
+ * (what flash_attn=auto chose). */
+int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err);
 
 /* The cache read back (llama_state.c): through llama_state_seq_get_data, or
  * for a split cache through the cache tensors (lp_cells_read). */

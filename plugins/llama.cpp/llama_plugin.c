@@ -306,9 +306,13 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
               KVV_PLUGIN_CAP_KV_FROM_RESIDUAL | KVV_PLUGIN_CAP_ATTN_OUT |
               KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_KV_WRITE | KVV_PLUGIN_CAP_THREADS |
               KVV_PLUGIN_CAP_UBATCH;
-    /* the softmax exists as a node only without flash attention (auto is
-     * llama.cpp's choice, on for the CPU) */
-    if (strcmp(e->fa, "off") == 0)
+    /* the softmax exists as a node only without flash attention; what auto
+     * chose shows in the graph of one token */
+    if ((code = lp_probe(e, err))) {
+        lp_close(e);
+        return code;
+    }
+    if (e->fa_seen == 0)
         e->caps |= KVV_PLUGIN_CAP_ATTN;
     e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
     info->caps = e->caps;
