@@ -206,8 +206,8 @@ const char *kvv_engine_control_name(unsigned control, const char *native, char *
     static const struct { unsigned flag; const char *text; } host[] = {
         {KVV_CTL_HOST_KV_ULP, "host-kv-ulp (kvverify moves K[t][0] of every recomputed row by "
                               "one ULP of the cache dtype)"},
-        {KVV_CTL_HOST_RESIDUAL, "host-residual (kvverify flips the lowest bit of the final "
-                                "residual's element 0)"},
+        {KVV_CTL_HOST_RESIDUAL, "host-residual (kvverify negates the largest element of the "
+                                "final residual)"},
         {KVV_CTL_HOST_REORDER, "host-reorder (kvverify swaps the first two distinct tokens)"},
     };
     unsigned c = control;

@@ -47,9 +47,9 @@ kvv_mode kvv_engine_default_mode(const char *name);
 enum {
     KVV_CTL_HOST_KV_ULP = 1u << 8,   /* kv_from_residual: K[t][0] of every row moved by
                                         one unit in the last place of the cache dtype */
-    KVV_CTL_HOST_RESIDUAL = 1u << 9, /* forward: the lowest mantissa bit of element 0 of
-                                        every final residual row (layer n_layer) flipped
-                                        after the caller's hook (needs residual write) */
+    KVV_CTL_HOST_RESIDUAL = 1u << 9, /* forward: the largest element of every final
+                                        residual row (layer n_layer) negated after the
+                                        caller's hook (needs residual write) */
     KVV_CTL_HOST_REORDER = 1u << 10  /* forward: the first two distinct tokens of every
                                         call with n >= 2 swapped */
 };
@@ -59,8 +59,8 @@ enum {
  * description's `control`) really plants, for a report's control line:
  * `native` (the control as the engine plants it, e.g. "one perturbed
  * weight (output_norm[0])") when the engine plants it itself, else what
- * kvverify plants instead, e.g. "host-residual (kvverify flips the lowest
- * bit of the final residual's element 0)". @return buf. */
+ * kvverify plants instead, e.g. "host-residual (kvverify negates the
+ * largest element of the final residual)". @return buf. */
 const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
                                     size_t size);
 
