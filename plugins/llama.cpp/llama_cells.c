@@ -13,7 +13,9 @@
  * plugin knows for every layer where each position lives. With that:
  *
  *   kv_write  overwrites a held position's rows in place
- *             (ggml_backend_tensor_set on the cache tensor, any device).
+ *             (ggml_backend_tensor_set on the cache tensor, any device; row
+ *             by row: whole-tensor writes made ggml-vulkan over lavapipe
+ *             crash a later decode).
  *             Cells, their positions and their order stay as llama.cpp
  *             made them. llama_state_seq_set_data would rebuild the whole
  *             sequence instead: it removes it (seq_rm) and lets find_slot
@@ -49,7 +51,11 @@ int lp_cells_init(kvv_plugin_engine *e)
     c->pos_of = calloc(L, sizeof *c->pos_of);
     c->n_cells = calloc(L, sizeof *c->n_cells);
     c->cell = malloc(L * (size_t)e->n_ctx * sizeof *c->cell);
-    if (!c->k || !c->v || !c->v_trans || !c->pos_of || !c->n_cells || !c->cell)
+    c->kw = calloc(L, sizeof *c->kw);
+    c->vw = calloc(L, sizeof *c->vw);
+    c->dirty = calloc(L, sizeof *c->dirty);
+    if (!c->k || !c->v || !c->v_trans || !c->pos_of || !c->n_cells || !c->cell || !c->kw ||
+        !c->vw || !c->dirty)
         return -1;
     memset(c->cell, 0xff, L * (size_t)e->n_ctx * sizeof *c->cell); /* -1 */
     return 0;
@@ -57,8 +63,19 @@ int lp_cells_init(kvv_plugin_engine *e)
 
 void lp_cells_free(lp_cells *c)
 {
-    for (int l = 0; c->pos_of && l < c->n_layer; l++)
-        free(c->pos_of[l]);
+    for (int l = 0; l < c->n_layer; l++) {
+        if (c->pos_of)
+            free(c->pos_of[l]);
+        if (c->kw)
+            free(c->kw[l]);
+        if (c->vw)
+            free(c->vw[l]);
+        if (c->dirty)
+            free(c->dirty[l]);
+    }
+    free(c->kw);
+    free(c->vw);
+    free(c->dirty);
     free(c->k);
     free(c->v);
     free(c->v_trans);
@@ -133,10 +150,49 @@ void lp_cells_forget(kvv_plugin_engine *e, int pos)
     }
 }
 
+/* A host copy of the whole tensor t (NULL when out of memory). */
+static uint8_t *copy_of(kvv_plugin_engine *e, const struct ggml_tensor *t)
+{
+    size_t bytes = e->lib->ggml_nbytes(t);
+    uint8_t *b = malloc(bytes);
+    if (b)
+        e->lib->ggml_backend_tensor_get(t, b, 0, bytes);
+    return b;
+}
+
+/* The written rows of t (row-major, rows along ne[1]) from its copy b. */
+static void send_rows(kvv_plugin_engine *e, struct ggml_tensor *t, const uint8_t *b,
+                      const uint8_t *dirty, int n_cells)
+{
+    for (int x = 0; x < n_cells; x++)
+        if (dirty[x])
+            e->lib->ggml_backend_tensor_set(t, b + (size_t)x * t->nb[1], (size_t)x * t->nb[1],
+                                            t->nb[1]);
+}
+
+void lp_cells_flush(kvv_plugin_engine *e)
+{
+    lp_cells *c = &e->cells;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (!c->kw[l])
+            continue;
+        send_rows(e, c->k[l], c->kw[l], c->dirty[l], c->n_cells[l]);
+        if (c->v_trans[l]) /* element-major: a row is scattered, send the tensor */
+            e->lib->ggml_backend_tensor_set(c->v[l], c->vw[l], 0, e->lib->ggml_nbytes(c->v[l]));
+        else
+            send_rows(e, c->v[l], c->vw[l], c->dirty[l], c->n_cells[l]);
+        free(c->kw[l]);
+        free(c->vw[l]);
+        free(c->dirty[l]);
+        c->kw[l] = c->vw[l] = NULL;
+        c->dirty[l] = NULL;
+    }
+}
+
 int lp_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
                 kvv_plugin_error *err)
 {
-    const lp_cells *c = &e->cells;
+    lp_cells *c = &e->cells;
     if (layer < 0 || layer >= e->n_layer || pos < 0 || pos >= e->n_ctx)
         return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "kv_write: layer %d position %d", layer, pos);
     int32_t cell = cell_row(e, layer)[pos];
@@ -146,19 +202,25 @@ int lp_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const v
                        "cells only by decoding, and rebuilding the sequence through "
                        "llama_state_seq_set_data may move every cell",
                        pos, layer);
-    const lp_lib *L = e->lib;
     const size_t es = lp_dtype_size(e->cache_type);
     const struct ggml_tensor *kt = c->k[layer], *vt = c->v[layer];
-    L->ggml_backend_tensor_set((struct ggml_tensor *)kt, k, (size_t)cell * kt->nb[1],
-                               (size_t)e->kd * es);
+    if (!c->kw[layer])
+        c->kw[layer] = copy_of(e, kt);
+    if (!c->vw[layer])
+        c->vw[layer] = copy_of(e, vt);
+    if (!c->dirty[layer])
+        c->dirty[layer] = calloc((size_t)c->n_cells[layer], 1);
+    if (!c->kw[layer] || !c->vw[layer] || !c->dirty[layer])
+        return lp_fail(err, KVV_PLUGIN_ERR_NOMEM, "kv_write: out of memory (layer %d)", layer);
+    c->dirty[layer][cell] = 1;
+    memcpy(c->kw[layer] + (size_t)cell * kt->nb[1], k, (size_t)e->kd * es);
     if (!c->v_trans[layer]) {
-        L->ggml_backend_tensor_set((struct ggml_tensor *)vt, v, (size_t)cell * vt->nb[1],
-                                   (size_t)e->vd * es);
+        memcpy(c->vw[layer] + (size_t)cell * vt->nb[1], v, (size_t)e->vd * es);
     } else {
         const size_t n_cells = (size_t)c->n_cells[layer];
         for (int j = 0; j < e->vd; j++)
-            L->ggml_backend_tensor_set((struct ggml_tensor *)vt, (const uint8_t *)v + (size_t)j * es,
-                                       ((size_t)j * n_cells + (size_t)cell) * es, es);
+            memcpy(c->vw[layer] + ((size_t)j * n_cells + (size_t)cell) * es,
+                   (const uint8_t *)v + (size_t)j * es, es);
     }
     e->gen++; /* the serialized state is stale */
     return KVV_PLUGIN_OK;

@@ -340,7 +340,10 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
             memcpy(p->k + (size_t)p->done * e->kd, e->krows, (size_t)p->ub * e->kd * sizeof(float));
             memcpy(p->v + (size_t)p->done * e->vd, e->vrows, (size_t)p->ub * e->vd * sizeof(float));
             p->captured += p->ub;
-            return false; /* the layer's K/V are all we wanted: skip the rest */
+            /* the layer's K/V are all we wanted: skip the rest of the graph
+             * on the CPU; a GPU backend (ggml-vulkan over lavapipe) crashes
+             * later on a graph cut short, so there it runs to the end */
+            return !e->cut_scratch;
         }
         p->hooks->kv(p->hooks->user, layer, p->ub, p->pos + p->done, e->krows, e->vrows);
         return true;
@@ -396,6 +399,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
                            "forward: llama.cpp takes consecutive positions in one call (%d after %d)",
                            pos[i], pos[i - 1]);
     }
+    lp_cells_flush(e); /* rows written since the last call go in first */
     llama_memory_t mem = L->llama_get_memory(e->ctx);
     llama_pos last = L->llama_memory_seq_pos_max(mem, 0);
     if (last >= 0 && pos[0] != last + 1)
@@ -413,6 +417,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
     e->lib->last_error[0] = '\0';
     e->gen++;
     int rc = L->llama_decode(e->ctx, e->batch);
+    L->llama_synchronize(e->ctx); /* a device may still be computing: the cache is read next */
     if (rc != 0 || e->pass.status)
         return decode_error(e, rc, err);
     if (e->pass.done + e->pass.ub != n)
@@ -447,6 +452,7 @@ static int recompute_run(kvv_plugin_engine *e, int layer, int n, const float *h,
     e->pass.v = v;
     e->lib->last_error[0] = '\0';
     int rc = L->llama_decode(e->scratch, e->batch);
+    L->llama_synchronize(e->scratch);
     if (rc != 0 || e->pass.status)
         return decode_error(e, rc, err);
     if (e->pass.captured != n)
@@ -465,6 +471,7 @@ int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err)
     e->pass.kind = LP_PASS_PROBE;
     e->lib->last_error[0] = '\0';
     int rc = L->llama_decode(e->scratch, e->batch);
+    L->llama_synchronize(e->scratch);
     L->llama_memory_clear(L->llama_get_memory(e->scratch), true);
     return rc != 0 || e->pass.status ? decode_error(e, rc, err) : KVV_PLUGIN_OK;
 }

@@ -51,6 +51,9 @@ typedef struct {
     int *n_cells;                    /* [n_layer] cells of the layer's cache */
     uint8_t *buf;                    /* one layer's K or V tensor, read for kv_read */
     size_t buf_cap;
+    uint8_t **kw, **vw;              /* [n_layer] a layer's K / V tensor being written
+                                        (kv_write), NULL = none pending */
+    uint8_t **dirty;                 /* [n_layer] -> [n_cells] cells written since */
     int n_layer;                     /* of the arrays above */
 } lp_cells;
 
@@ -90,6 +93,7 @@ struct kvv_plugin_engine {
     lp_pass pass;                    /* the callback's state during a decode */
     lp_cells cells;                  /* the cache tensors and the cell of every position */
     bool split_cache;                /* a sliding-window cache beside the full one */
+    bool cut_scratch;                /* kv_from_residual may stop the graph early (CPU) */
     float *rows;                     /* [n_ubatch][max(n_embd, kd, vd, n_head*hd_v)] scratch */
     float *krows, *vrows;            /* [n_ubatch][kd|vd] one layer's K and V, held until
                                         both were written (backends order them differently) */
@@ -131,9 +135,14 @@ void lp_cells_store(kvv_plugin_engine *e, int layer, int ub, const int32_t *pos,
                     const int64_t *cell);
 void lp_cells_forget(kvv_plugin_engine *e, int pos);
 /* kv_write: one position's K and V rows (cache dtype) written in place into
- * the cell llama.cpp holds it in; UNSUPPORTED when it holds none. */
+ * the cell llama.cpp holds it in; UNSUPPORTED when it holds none. Writes
+ * gather in a host copy of the layer's tensors, sent by lp_cells_flush (the
+ * written rows; element-major V as a whole tensor: one transfer, not one
+ * per element), which every call that reads or changes the cache runs
+ * first. */
 int lp_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
                 kvv_plugin_error *err);
+void lp_cells_flush(kvv_plugin_engine *e);
 /* kv_read from the cache tensors (what a split cache needs: its
  * serialization leaves sliding-window-masked cells out). */
 int lp_cells_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,

@@ -315,6 +315,7 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     if (e->fa_seen == 0)
         e->caps |= KVV_PLUGIN_CAP_ATTN;
     e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
+    e->cut_scratch = dev == NULL; /* see llama_eval.c: a cut graph crashes ggml-vulkan over lavapipe */
     info->caps = e->caps;
     info->n_layer = e->n_layer;
     info->n_embd = e->n_embd;
@@ -337,6 +338,7 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
 static int lp_kv_clear(kvv_plugin_engine *e, kvv_plugin_error *err)
 {
     (void)err;
+    lp_cells_flush(e);
     e->lib->llama_memory_clear(e->lib->llama_get_memory(e->ctx), true);
     lp_cells_forget(e, -1);
     e->gen++;
@@ -349,6 +351,7 @@ static int lp_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_p
         return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
                        "kv_evict: llama.cpp's cache cells span every layer and head");
     e->gen++;
+    lp_cells_flush(e);
     if (!e->lib->llama_memory_seq_rm(e->lib->llama_get_memory(e->ctx), 0, pos, pos + 1))
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "kv_evict: llama_memory_seq_rm(%d) failed",
                        pos);

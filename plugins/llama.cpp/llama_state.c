@@ -180,6 +180,7 @@ int lp_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *
     if (layer < 0 || layer >= e->n_layer || pos0 < 0 || n < 1 || pos0 + n > e->n_ctx)
         return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "kv_read: layer %d positions %d..%d", layer,
                        pos0, pos0 + n - 1);
+    lp_cells_flush(e);
     if (e->split_cache)
         return lp_cells_read(e, layer, pos0, n, k, v, present, err);
     int code = refresh(e, err);
