@@ -96,7 +96,28 @@ static uint64_t compare_to(inv_ctx *c, const kvv_capture *ref, const float *lref
     char wk[48], wv[48], wr[48], wl[48] = "";
     cmp_tensor(c, "K", name, ref->k, c->cap.k, c->L, c->kd, &k, wk);
     cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v, wv);
-    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res, wr);
+    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L, c->n_embd, &res, wr);
+    /* the final residual where the variant asked for logits: an engine may
+     * compute it for those rows only (the plugin ABI's residual hook) */
+    const size_t fin = (size_t)c->L * c->T * c->n_embd;
+    for (int t = 0; t < c->T; t++) {
+        if (!c->have[t])
+            continue;
+        kvv_cmp_stats s1;
+        kvv_cmp_init(&s1);
+        kvv_cmp_update(&s1, ref->resid + fin + (size_t)t * c->n_embd,
+                       c->cap.resid + fin + (size_t)t * c->n_embd, (size_t)c->n_embd);
+        if (s1.first >= 0) {
+            kvv_mismatch m = {.layer = c->L, .token = t, .head = -1, .index = (int)s1.first,
+                              .expected = s1.first_ref, .actual = s1.first_test};
+            snprintf(m.tensor, sizeof m.tensor, "residual");
+            snprintf(m.variant, sizeof m.variant, "%s", name);
+            kvv_check_note_mismatch(c->r, &m);
+            if (!wr[0])
+                snprintf(wr, sizeof wr, "l=%d,t=%d,i=%d", c->L, t, (int)s1.first);
+        }
+        kvv_cmp_merge(&res, &s1);
+    }
     kvv_cmp_init(&lg);
     for (int t = 0; t < c->T; t++) {
         if (!c->have[t])

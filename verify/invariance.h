@@ -25,6 +25,8 @@
  *
  * Rows: one per variant and tensor kind (layer -1): "K chunk=7", "V ...",
  * "residual ...", "logits ...". The first mismatch names layer and token.
+ * The final residual (before the output norm) is compared where the variant
+ * returned logits, like the logits: an engine may compute it only there.
  *
  * Control (o->controls): the chunk=7 run again with the lowest mantissa bit
  * of one residual element flipped (layer L/2, token T/2) by the residual

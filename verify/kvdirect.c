@@ -11,7 +11,8 @@
  * compared bit for bit directly (no teacher-forced rerun needed); a token
  * mismatch already fails the comparison. */
 static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *full,
-                          const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_error *err)
+                          const kvv_policy_cfg *cfg, kvv_evict_row *row, kvv_mismatch *first,
+                          kvv_error *err)
 {
     kvv_policy_run_out g;
     memset(row, 0, sizeof *row);
@@ -20,6 +21,22 @@ static kvv_status run_one(const kvv_check_opts *o, const kvv_policy_run_out *ful
     if (s != KVV_OK)
         return s;
     kvv_evict_score_row(row, full, &g, &g);
+    /* the first logit whose bits differ (steps before any token difference) */
+    first->layer = first->head = first->index = first->token = -1;
+    for (int i = 0; i < g.n_gen && first->token < 0; i++) {
+        kvv_cmp_stats st;
+        kvv_cmp_init(&st);
+        kvv_cmp_update(&st, full->logits + (size_t)i * g.n_vocab, g.logits + (size_t)i * g.n_vocab,
+                       (size_t)g.n_vocab);
+        if (st.first >= 0) {
+            first->token = i;
+            first->index = (int)st.first;
+            first->expected = st.first_ref;
+            first->actual = st.first_test;
+        }
+        if (full->tokens[i] != g.tokens[i])
+            break;
+    }
     row->kind = cfg->kind;
     row->budget = cfg->budget;
     row->fits = true;
@@ -65,7 +82,8 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         if (o->force_fail && kind == KVV_POLICY_KVDIRECT_LAYER)
             cfg.ckpt = KVV_CKPT_BF16; /* plant the control in the real comparison */
         kvv_evict_row row;
-        s = run_one(o, &full, &cfg, &row, err);
+        kvv_mismatch mm = {.tensor = "logits"};
+        s = run_one(o, &full, &cfg, &row, &mm, err);
         if (s == KVV_ERR_UNSUPPORTED) { /* this mode cannot run here; the others may */
             why = *err;
             json_array_append_new(unsup, json_pack("{s:s, s:i, s:s}", "policy",
@@ -92,10 +110,11 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         json_object_set_new(j, "recompute_flops", json_real(row.recompute_flops));
         json_array_append_new(arr, j);
         if (!row.bit_equal && !r->has_mismatch) {
-            kvv_mismatch mm = {.layer = -1, .token = row.prefix_match, .head = -1,
-                               .index = -1};
-            snprintf(mm.tensor, sizeof mm.tensor, "logits");
-            snprintf(mm.variant, sizeof mm.variant, "%s budget=%d",
+            if (mm.token < 0) { /* no logit differs: the tokens parted first */
+                mm.token = row.prefix_match;
+                snprintf(mm.tensor, sizeof mm.tensor, "token");
+            }
+            snprintf(mm.variant, sizeof mm.variant, "step %d, %s budget=%d", mm.token,
                      kvv_policy_name(kind), budget);
             kvv_check_note_mismatch(r, &mm);
         }
@@ -109,7 +128,8 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         kvv_policy_cfg cfg = kvv_policy_cfg_default(KVV_POLICY_KVDIRECT_LAYER, quarter);
         cfg.ckpt = KVV_CKPT_BF16;
         kvv_evict_row row;
-        s = run_one(o, &full, &cfg, &row, err);
+        kvv_mismatch ignored;
+        s = run_one(o, &full, &cfg, &row, &ignored, err);
         if (s == KVV_OK)
             kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", !row.bit_equal,
                                   row.bit_equal ? "logits stayed bit-equal: not detected"

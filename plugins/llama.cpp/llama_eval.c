@@ -117,13 +117,13 @@ static bool wanted(const kvv_plugin_engine *e, node_kind k, int layer)
         return false;
     if (p->kind == LP_PASS_SCRATCH)
         return k == N_IN0 || (k == N_LOUT && layer == p->layer - 1) ||
-               ((k == N_KSTORE || k == N_VSTORE) && layer == p->layer);
+               ((k == N_KSTORE || (k == N_VSTORE && e->on_cpu)) && layer == p->layer);
     const kvv_plugin_hooks *h = p->hooks;
     switch (k) {
     case N_IN0: return true;   /* a micro-batch starts */
     case N_KSTORE: return true; /* which cells its positions went to */
     case N_LOUT: return h && h->residual != NULL;
-    case N_VSTORE: return h && h->kv != NULL;
+    case N_VSTORE: return h && h->kv != NULL && e->on_cpu;
     case N_ATTN_OUT: return h && h->attn_out != NULL;
     case N_ATTN: return h && h->attn != NULL;
     default: return false;
@@ -275,21 +275,36 @@ static bool on_attn(kvv_plugin_engine *e, const struct ggml_tensor *t, int layer
 
 /* ------------------------------------------------------------ the callback */
 
-/* The residual entering `layer` is node t. */
+/* The residual entering `layer` is node t. The final one (layer n_layer)
+ * has only the rows whose logits the call asked for: llama.cpp drops the
+ * others before the last layer's feed-forward (inp_out_ids), and asking
+ * for every row's logits just to see them would change the bits of the
+ * rows that are asked for (a one-row matmul becomes a many-row one). */
 static bool on_residual(kvv_plugin_engine *e, struct ggml_tensor *t, int layer)
 {
     lp_pass *p = &e->pass;
-    const size_t bytes = (size_t)p->ub * e->n_embd * sizeof(float);
-    float *h = e->rows, *before = e->rows + (size_t)p->ub * e->n_embd;
+    int rows = p->ub;
+    const int32_t *pos = p->pos + p->done;
+    if (p->kind == LP_PASS_FORWARD && layer == e->n_layer) {
+        rows = 0; /* the output rows of this micro-batch, in order */
+        for (int i = 0; i < p->ub; i++)
+            if (e->batch.logits[p->done + i])
+                e->key_pos[rows++] = pos[i];
+        pos = e->key_pos;
+    }
+    const size_t bytes = (size_t)rows * e->n_embd * sizeof(float);
+    float *h = e->rows, *before = e->rows + (size_t)rows * e->n_embd;
     if (p->kind == LP_PASS_SCRATCH) { /* inject the caller's residuals */
         if (layer == p->layer)
             e->lib->ggml_backend_tensor_set(t, p->h + (size_t)p->done * e->n_embd, 0, bytes);
         return true;
     }
-    if (!get_rows_f32(e, t, e->n_embd, p->ub, h))
+    if (rows == 0)
+        return true;
+    if (!get_rows_f32(e, t, e->n_embd, rows, h))
         return false;
     memcpy(before, h, bytes);
-    p->hooks->residual(p->hooks->user, layer, p->ub, p->pos + p->done, h);
+    p->hooks->residual(p->hooks->user, layer, rows, pos, h);
     if (memcmp(before, h, bytes) != 0) /* patching: the pass continues from h */
         e->lib->ggml_backend_tensor_set(t, h, 0, bytes);
     return true;
@@ -308,6 +323,12 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
             e->fa_seen = 0;
         if (p->kind == LP_PASS_FORWARD && (k == N_KSTORE || k == N_VSTORE))
             lp_cells_seen(e, t, layer, k == N_KSTORE);
+        if (p->kind == LP_PASS_SCRATCH && (k == N_KSTORE || k == N_VSTORE) && layer == p->layer) {
+            struct ggml_tensor *root = t->view_src ? t->view_src : t->src[2];
+            *(k == N_KSTORE ? &p->sk : &p->sv) = root;
+            if (k == N_VSTORE)
+                p->sv_trans = t->ne[0] == 1;
+        }
         return !p->status && wanted(e, k, layer);
     }
     if (p->status)
@@ -319,6 +340,7 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
         p->k_layer = p->v_layer = -1;
         if (p->done + p->ub > p->n)
             return pass_fail(e, "micro-batches cover %d tokens of %d", p->done + p->ub, p->n);
+        e->ub_start[p->n_ubs++] = p->done;
         if (p->kind == LP_PASS_SCRATCH || (p->hooks && p->hooks->residual))
             return on_residual(e, t, 0);
         return true;
@@ -328,8 +350,17 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
     case N_VSTORE:
         if (p->kind == LP_PASS_FORWARD && k == N_KSTORE && !note_cells(e, t, layer))
             return false;
-        if (p->kind == LP_PASS_FORWARD && !(p->hooks && p->hooks->kv))
-            return true; /* only the cells were wanted */
+        if (p->kind == LP_PASS_FORWARD && !(p->hooks && p->hooks->kv && e->on_cpu))
+            return true; /* the cells; off the CPU the rows are read after the decode */
+        if (p->kind == LP_PASS_SCRATCH && !e->on_cpu) {
+            const struct ggml_tensor *idx = t->src[1];
+            if (!idx || idx->type != GGML_TYPE_I64 || e->lib->ggml_nelements(idx) != p->ub)
+                return pass_fail(e, "node %s: unexpected cache-write index", t->name);
+            e->lib->ggml_backend_tensor_get(idx, e->scratch_cells + p->done, 0,
+                                            (size_t)p->ub * sizeof *e->scratch_cells);
+            p->captured += p->ub;
+            return true;
+        }
         if (!stored_rows(e, t, k == N_KSTORE ? e->kd : e->vd, k == N_KSTORE ? e->krows : e->vrows))
             return false;
         *(k == N_KSTORE ? &p->k_layer : &p->v_layer) = layer;
@@ -340,10 +371,7 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
             memcpy(p->k + (size_t)p->done * e->kd, e->krows, (size_t)p->ub * e->kd * sizeof(float));
             memcpy(p->v + (size_t)p->done * e->vd, e->vrows, (size_t)p->ub * e->vd * sizeof(float));
             p->captured += p->ub;
-            /* the layer's K/V are all we wanted: skip the rest of the graph
-             * on the CPU; a GPU backend (ggml-vulkan over lavapipe) crashes
-             * later on a graph cut short, so there it runs to the end */
-            return !e->cut_scratch;
+            return false; /* the layer's K/V are all we wanted: skip the rest */
         }
         p->hooks->kv(p->hooks->user, layer, p->ub, p->pos + p->done, e->krows, e->vrows);
         return true;
@@ -357,6 +385,68 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
     default:
         return true;
     }
+}
+
+/* ------------------------------------------------------------ after a decode */
+
+/* Rows of cells cell[0..n) of a cache (tensors kt, vt; V element-major when
+ * v_trans) widened into k [n][kd] and v [n][vd]; both tensors are read
+ * whole into e->cache_bytes. Off the CPU the kv hook and kv_from_residual
+ * read the stored bits this way, after the decode, instead of at the write
+ * node (see lp_pass, on_cpu). */
+static int read_rows(kvv_plugin_engine *e, const struct ggml_tensor *kt,
+                     const struct ggml_tensor *vt, bool v_trans, const int64_t *cell, int n,
+                     float *k, float *v, kvv_plugin_error *err)
+{
+    const lp_lib *L = e->lib;
+    if (!kt || !vt)
+        return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "the cache tensors were not seen in the graph");
+    size_t kb = L->ggml_nbytes(kt), vb = L->ggml_nbytes(vt), es = lp_dtype_size(e->cache_type);
+    if (kb + vb + es * (size_t)e->vd > e->cache_bytes_cap) {
+        uint8_t *b = realloc(e->cache_bytes, kb + vb + es * (size_t)e->vd);
+        if (!b)
+            return lp_fail(err, KVV_PLUGIN_ERR_NOMEM, "out of memory reading the cache");
+        e->cache_bytes = b;
+        e->cache_bytes_cap = kb + vb + es * (size_t)e->vd;
+    }
+    uint8_t *K = e->cache_bytes, *V = K + kb, *row = V + vb;
+    L->ggml_backend_tensor_get(kt, K, 0, kb);
+    L->ggml_backend_tensor_get(vt, V, 0, vb);
+    const int64_t n_cells = kt->ne[1];
+    for (int i = 0; i < n; i++) {
+        if (cell[i] < 0 || cell[i] >= n_cells)
+            return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "cell %lld outside the cache",
+                           (long long)cell[i]);
+        widen(e, K + (size_t)cell[i] * kt->nb[1], k + (size_t)i * e->kd, e->kd);
+        if (!v_trans) {
+            widen(e, V + (size_t)cell[i] * vt->nb[1], v + (size_t)i * e->vd, e->vd);
+            continue;
+        }
+        for (int j = 0; j < e->vd; j++)
+            memcpy(row + (size_t)j * es, V + ((size_t)j * (size_t)n_cells + (size_t)cell[i]) * es, es);
+        widen(e, row, v + (size_t)i * e->vd, e->vd);
+    }
+    return KVV_PLUGIN_OK;
+}
+
+/* The kv hook off the CPU: every layer's rows of every micro-batch, read
+ * from the cache tensors at the cells the call's writes went to. */
+static int deliver_kv(kvv_plugin_engine *e, int n, const int32_t *pos,
+                      const kvv_plugin_hooks *hooks, kvv_plugin_error *err)
+{
+    const lp_pass *p = &e->pass;
+    for (int l = 0; l < e->n_layer; l++)
+        for (int u = 0; u < p->n_ubs; u++) {
+            int s = e->ub_start[u], m = (u + 1 < p->n_ubs ? e->ub_start[u + 1] : n) - s;
+            for (int i = 0; i < m; i++)
+                e->scratch_cells[i] = e->cells.cell[(size_t)l * e->n_ctx + (size_t)pos[s + i]];
+            int code = read_rows(e, e->cells.k[l], e->cells.v[l], e->cells.v_trans[l],
+                                 e->scratch_cells, m, e->krows, e->vrows, err);
+            if (code)
+                return code;
+            hooks->kv(hooks->user, l, m, pos + s, e->krows, e->vrows);
+        }
+    return KVV_PLUGIN_OK;
 }
 
 /* ------------------------------------------------------------ passes */
@@ -406,8 +496,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
         return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
                        "forward: llama.cpp continues its sequence at position %d (asked: %d)",
                        last + 1, pos[0]);
-    bool all = lm == KVV_PLUGIN_LOGITS_ALL || (hooks && hooks->residual);
-    fill_batch(e, n, tokens, pos, all);
+    fill_batch(e, n, tokens, pos, lm == KVV_PLUGIN_LOGITS_ALL);
     memset(&e->pass, 0, sizeof e->pass);
     e->pass.kind = LP_PASS_FORWARD;
     e->pass.k_layer = e->pass.v_layer = -1;
@@ -423,6 +512,11 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
     if (e->pass.done + e->pass.ub != n)
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "forward: the graph callback saw %d of %d "
                        "tokens", e->pass.done + e->pass.ub, n);
+    if (hooks && hooks->kv && !e->on_cpu) {
+        int code = deliver_kv(e, n, pos, hooks, err);
+        if (code)
+            return code;
+    }
     for (int i = lm == KVV_PLUGIN_LOGITS_ALL ? 0 : n - 1; lm != KVV_PLUGIN_LOGITS_NONE && i < n;
          i++) {
         const float *row = L->llama_get_logits_ith(e->ctx, i);
@@ -459,6 +553,9 @@ static int recompute_run(kvv_plugin_engine *e, int layer, int n, const float *h,
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL,
                        "kv_from_residual: captured %d of %d rows of layer %d's cache write",
                        e->pass.captured, n, layer);
+    if (!e->on_cpu) /* the rows as the scratch cache stored them */
+        return read_rows(e, e->pass.sk, e->pass.sv, e->pass.sv_trans, e->scratch_cells, n, k, v,
+                         err);
     return KVV_PLUGIN_OK;
 }
 

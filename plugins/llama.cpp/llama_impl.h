@@ -33,6 +33,9 @@ typedef struct {
     float *k, *v;                    /* SCRATCH: [n][kd], [n][vd] out */
     int captured;                    /* SCRATCH: rows of K/V captured */
     int k_layer, v_layer;            /* layer whose K / V of this micro-batch are held, or -1 */
+    int n_ubs;                       /* micro-batches seen; ub_start[] holds where each began */
+    struct ggml_tensor *sk, *sv;     /* SCRATCH off the CPU: the layer's cache tensors */
+    bool sv_trans;
     int status;                      /* first error inside the callback (KVV_PLUGIN_ERR_*) */
     char msg[256];
 } lp_pass;
@@ -93,7 +96,14 @@ struct kvv_plugin_engine {
     lp_pass pass;                    /* the callback's state during a decode */
     lp_cells cells;                  /* the cache tensors and the cell of every position */
     bool split_cache;                /* a sliding-window cache beside the full one */
-    bool cut_scratch;                /* kv_from_residual may stop the graph early (CPU) */
+    bool on_cpu;                     /* the CPU backend: cache-write nodes are observed where
+                                        they write, and kv_from_residual stops the graph once
+                                        it has its layer. Elsewhere (ggml-vulkan over
+                                        lavapipe) the graph is never split after a V write
+                                        nor cut short — both corrupted or crashed it — and
+                                        K/V are read from the cache tensors after the decode */
+    int *ub_start;                   /* [n_ctx] first token of each micro-batch of a call */
+    int64_t *scratch_cells;          /* [n_ctx] cells kv_from_residual's rows went to */
     float *rows;                     /* [n_ubatch][max(n_embd, kd, vd, n_head*hd_v)] scratch */
     float *krows, *vrows;            /* [n_ubatch][kd|vd] one layer's K and V, held until
                                         both were written (backends order them differently) */

@@ -172,6 +172,8 @@ static void lp_close(kvv_plugin_engine *e)
     lp_cells_free(&e->cells);
     free(e->attn);
     free(e->key_pos);
+    free(e->ub_start);
+    free(e->scratch_cells);
     free(e->rows);
     free(e->krows);
     free(e->vrows);
@@ -290,10 +292,12 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->krows = malloc((size_t)e->n_ubatch * e->kd * sizeof *e->krows);
     e->vrows = malloc((size_t)e->n_ubatch * e->vd * sizeof *e->vrows);
     e->key_pos = malloc((size_t)e->n_ctx * sizeof *e->key_pos);
+    e->ub_start = malloc((size_t)e->n_ctx * sizeof *e->ub_start);
+    e->scratch_cells = malloc((size_t)e->n_ctx * sizeof *e->scratch_cells);
     if (e->ctx)
         e->batch = e->lib->llama_batch_init(e->n_ctx, 0, 1);
     if (!e->ctx || !e->scratch || !e->rows || !e->krows || !e->vrows || !e->batch.token ||
-        !e->key_pos || lp_cells_init(e)) {
+        !e->key_pos || !e->ub_start || !e->scratch_cells || lp_cells_init(e)) {
         code = lp_fail(err, e->ctx ? KVV_PLUGIN_ERR_NOMEM : KVV_PLUGIN_ERR_INTERNAL,
                        "llama.cpp cannot create a context for %s (%d positions, %s cache)%s%s",
                        p->model_path, p->n_ctx, p->cache_type == 0 ? "f32" : p->cache_type == 1 ? "f16" : "bf16",
@@ -315,7 +319,7 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     if (e->fa_seen == 0)
         e->caps |= KVV_PLUGIN_CAP_ATTN;
     e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
-    e->cut_scratch = dev == NULL; /* see llama_eval.c: a cut graph crashes ggml-vulkan over lavapipe */
+    e->on_cpu = dev == NULL;
     info->caps = e->caps;
     info->n_layer = e->n_layer;
     info->n_embd = e->n_embd;

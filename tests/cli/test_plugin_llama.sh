@@ -5,11 +5,13 @@
 # piece fails naming it (no skip).
 #
 # Asserted (properties of the adapter, which hold whatever llama.cpp's
-# kernels do): the kv hook's bits are llama.cpp's state read-back; K/V
-# recomputed with the prefill's batch shape are the cached bits; the report
-# names llama.cpp's version, CPU variant and device; patching a whole layer
-# is exact; every check runs to a verdict (0 or 1, never an error); a CUDA
-# device that is not there exits 77. Printed, not asserted: llama.cpp's own
+# kernels do): the kv hook's bits are llama.cpp's state read-back (for a
+# split sliding-window cache, the cache tensors); K/V recomputed with the
+# prefill's batch shape are the cached bits; the report names llama.cpp's
+# version, CPU variant, device, flash attention and micro-batch; patching a
+# whole layer is exact; every check of the audit runs to a verdict (0 or 1,
+# never an error), kvdirect included; a CUDA device that is not there
+# exits 77. Printed, not asserted: llama.cpp's own
 # figures (1-token recompute, micro-batch and thread invariance, ref vs
 # llama.cpp) — plugins/llama.cpp/README.md records them.
 KVV=${KVV:-./kvverify}
@@ -74,6 +76,30 @@ done
 rc=$?
 [ $rc -le 1 ] && ok "vectors check through llama.cpp (exit $rc): $(head -c 150 "$T/out")" ||
     { fail "vectors check through llama.cpp: exit $rc"; head -5 "$T/out"; }
+
+# the audit on llama.cpp: every check reaches a verdict (never an error);
+# kvdirect runs its per-layer configurations (cache rows written back into
+# llama.cpp) and lists the one llama.cpp cannot run; invariance compares
+# micro-batches of 1, 2 and 7; the controls kvverify planted are named
+"$KVV" audit "$CPU_M" --engine llama.cpp --random 12 -n 6 --json "$T/a.json" -q >"$T/out" 2>&1
+rc=$?
+if [ $rc -le 1 ] &&
+   jq -e '[.checks[].verdict] | all(. == "pass" or . == "fail")' "$T/a.json" >/dev/null &&
+   jq -e '.checks[] | select(.name == "kvdirect") | (.details.runs | length) == 2
+          and (.details.unsupported_runs | map(.policy)) == ["kvdirect-token"]' "$T/a.json" >/dev/null &&
+   jq -e '.checks[] | select(.name == "invariance") | .details.ubatch_sizes == [1, 2, 7]' "$T/a.json" >/dev/null &&
+   jq -e '[.checks[].controls[].name] | any(test("^cached decode with host-residual"))
+          and any(test("^host-kv-ulp"))' "$T/a.json" >/dev/null; then
+    ok "audit (exit $rc): $(jq -r '[.checks[] | "\(.name) \(.verdict)"] | join(", ")' "$T/a.json")"
+else
+    fail "audit on llama.cpp (exit $rc)"; sed 's/^/    /' "$T/out" | head -12
+fi
+
+# a split sliding-window cache (gemma2: 24 positions, window 16) reads back
+# every stored row through the command too
+G="$T/gemma2.gguf"
+"$KVV" synth --arch gemma2 --seed 2 -o "$G" >/dev/null || fail "synth gemma2"
+kv_adapter "gemma2 (split cache) f16" "$G" --cache-type f16 --random 24 --no-controls
 
 # devices
 "$KVV" kv "$M" --engine llama.cpp --device cuda -q >"$T/out" 2>&1

@@ -41,7 +41,7 @@ kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path,
     kvv_junit_begin(&b, name, NULL, &t);
     for (int i = 0; i < res->n_out; i++) {
         const kvv_suite_case *c = &res->suite->cases[res->out[i].case_index];
-        char classname[96], context[3600];
+        char classname[96], context[5200];
         snprintf(classname, sizeof classname, "kvverify.suite.%s", c->name);
         case_context(c, context, sizeof context);
         kvv_junit_testcase(&b, classname, &res->out[i].r, context);
