@@ -5,7 +5,8 @@
 #   make test-asan       the same under AddressSanitizer + UBSan
 #   make test-slow       exhaustive sweeps (portable math over all fp32 inputs)
 #   make fuzz            build the libFuzzer targets (clang) and run each briefly
-#   make bench           throughput table (bench/run.sh)
+#   make bench           throughput table (bench/run.sh), evict wall time (bench/evict.sh),
+#                        audit memory (bench/memory.sh)
 #   make vectors-update  regenerate vectors/golden/
 #   make clean
 #
@@ -153,6 +154,33 @@ $(O)/tests/$(1)/%: tests/$(1)/%.c $(TEST_UTIL) $$(LAYERS_$(1))
 endef
 $(foreach l,model runtime reference engine vectors verify,$(eval $(call test_rule,$(l))))
 
+# Test-only: the x86 kernel files compiled again without their -m flags,
+# against SIMDe (tests/engine/simde_x86.h), so test_cpu_kernels checks every
+# kernel table on any x86 CPU, natively where it can and emulated always.
+# The planted build swaps two lanes of the AVX-512 reduction tree
+# (KVV_CPU_PLANT_HSUM_SWAP); tests/cli/test_kernel_plant.sh expects the
+# kernel test linked with it to fail. ./kvverify never links either.
+EMU_SRC   := $(wildcard engine/cpu/*_avx2.c engine/cpu/*_avx512.c)
+EMU_OBJ   := $(patsubst %.c,$(O)/emu/%.o,$(EMU_SRC))
+PLANT_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kernels_avx512.o,$(EMU_OBJ)) \
+             $(O)/emu-plant/engine/cpu/cpu_kernels_avx512.o
+# -Wno-psabi: clang notes that vector arguments pass differently without
+# the -m flags; every function taking one is static to its file.
+EMU_FLAGS  = -DKVV_CPU_EMULATED -include tests/engine/simde_x86.h -Wno-psabi
+$(O)/emu/%.o: %.c tests/engine/simde_x86.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_FLAGS) -c $< -o $@
+$(O)/emu-plant/%.o: %.c tests/engine/simde_x86.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_FLAGS) -DKVV_CPU_PLANT_HSUM_SWAP -c $< -o $@
+$(O)/tests/engine/test_cpu_kernels: tests/engine/test_cpu_kernels.c $(TEST_UTIL) $(EMU_OBJ) $(LAYERS_engine)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
+PLANT_BIN := $(O)/tests/plant/cpu_kernels_hsum_swap
+$(PLANT_BIN): tests/engine/test_cpu_kernels.c $(TEST_UTIL) $(PLANT_OBJ) $(LAYERS_engine)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLANT_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
+
 # Fuzz targets: tests/fuzz/fuzz_*.c define LLVMFuzzerTestOneInput. The plain
 # replay driver runs a corpus without libFuzzer, inside `make test`.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -161,7 +189,7 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(LAYERS_all)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LAYERS_all) $(LIBS)
 
-test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY)
+test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN)
 	@O=$(O) sh tests/run_tests.sh
 
 test-asan:
@@ -194,6 +222,8 @@ fuzz-one:
 
 bench: $(BIN)
 	sh bench/run.sh
+	sh bench/evict.sh
+	sh bench/memory.sh
 
 vectors-update: $(BIN)
 	sh vectors/update.sh

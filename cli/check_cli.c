@@ -195,6 +195,27 @@ kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name)
     return kvv_report_add(&run->report, name);
 }
 
+void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
+{
+    kvv_report *rep = &run->report;
+    if (!rep->has_engine) {
+        const kvv_engine_opts *e = &run->opts.engine;
+        kvv_engine_desc *d = &rep->engine;
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "%s", e->name);
+        snprintf(d->mode, sizeof d->mode, "%s", kvv_mode_name(e->mode));
+        snprintf(d->cache_type, sizeof d->cache_type, "%s", kvv_cache_type_name(e->cache_type));
+        d->n_threads = e->n_threads;
+        rep->has_engine = true;
+    }
+    if (!c->out.quiet) {
+        kvv_report_print_header(stdout, rep);
+        printf("\n");
+        fflush(stdout);
+    }
+    run->header_printed = true;
+}
+
 int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
 {
     kvv_report *rep = &run->report;
@@ -202,14 +223,18 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     if (rep->seconds == 0)
         for (int i = 0; i < rep->n_checks; i++)
             rep->seconds += rep->checks[i].seconds;
-    if (!rep->has_engine)
-        for (int i = 0; i < rep->n_checks && !rep->has_engine; i++)
-            if (rep->checks[i].has_engine) {
-                rep->engine = rep->checks[i].engine;
-                rep->engine.control = 0;
-                rep->has_engine = true;
-            }
+    /* The engine as the check described it (the header's was only the options). */
+    bool want = !rep->has_engine || run->header_printed;
+    for (int i = 0; i < rep->n_checks && want; i++)
+        if (rep->checks[i].has_engine) {
+            rep->engine = rep->checks[i].engine;
+            rep->engine.control = 0;
+            rep->has_engine = true;
+            want = false;
+        }
     unsigned flags = c->out.quiet ? KVV_CONSOLE_QUIET : (c->layers ? KVV_CONSOLE_LAYERS : 0);
+    if (run->header_printed)
+        flags |= KVV_CONSOLE_NO_HEADER;
     kvv_report_print_console(stdout, rep, flags);
     fflush(stdout);
     int code = kvv_report_exit_code(rep);

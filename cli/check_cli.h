@@ -104,6 +104,7 @@ typedef struct {
     kvv_report report;         /* model, sha256, seed, prompt filled in */
     int n_default_prompt;      /* the audit plan's sizes for this model */
     int n_default_gen;
+    bool header_printed;       /* kvv_check_cli_print_header ran: finish skips it */
 } kvv_check_run;
 
 /* Open the model, build the prompt, fill run. @return 0, or an exit code
@@ -111,6 +112,11 @@ typedef struct {
 int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run);
 /* A new result slot in run->report (borrowed; NULL on OOM). */
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);
+/* Print the header (model, engine under test, prompt) now, before the
+ * command's own tables, and not again at finish; nothing with --quiet. The
+ * engine line is what run->opts.engine asks for (the check records the
+ * engine's own description, kernels included, in the report). */
+void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run);
 /* Print the report, write --json/--junit, free run and c. @return exit code. */
 int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run);
 /* Free run and c without printing (a command that writes its own output).

@@ -66,7 +66,8 @@ static void help(FILE *f)
             "                      llama-bench's tg test (default 64; 0 skips)\n"
             "  --repeats R         repeats; the median is reported (default 3)\n"
             "  --seed S            token ids (default 1)\n"
-            "  --isa NAME          cpu: force the kernels (generic, avx2, avx512; default best)\n"
+            "  --isa NAME          cpu: the kernel table, generic, avx2 or avx512 (default: the\n"
+            "                      widest this CPU runs; kvverify info --cpu lists them)\n"
             "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
             "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
             "                      of rounding them to Q8_0 (for comparison)\n"
@@ -76,7 +77,8 @@ static void help(FILE *f)
 }
 
 /* Bytes of weights one token's pass reads: as the cpu engine holds them
- * (it says), or widened to F32 as the reference holds every weight. */
+ * (it says), or as the file stores them (the reference reads the mapped
+ * rows and widens each to fp32 as it uses it). */
 static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head)
 {
     double b = kvv_cpu_engine_weight_bytes(e, head);
@@ -89,10 +91,10 @@ static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head
                                        L->w_gate, L->w_up, L->w_down};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
             if (ts[i])
-                b += 4.0 * (double)(ts[i]->ne[0] * ts[i]->ne[1] * ts[i]->ne[2] * ts[i]->ne[3]);
+                b += (double)ts[i]->nbytes;
     }
     const kvv_gguf_tensor *h = m->output ? m->output : m->tok_embd;
-    *head = 4.0 * (double)(h->ne[0] * h->ne[1] * h->ne[2] * h->ne[3]);
+    *head = (double)h->nbytes;
     return b;
 }
 
@@ -316,6 +318,8 @@ static json_t *results_json(const bench_args *a, const kvv_model *m, const rates
     json_object_set_new(j, "model", json_string(a->model_path));
     json_object_set_new(j, "architecture", json_string(m->hp.arch_name));
     json_object_set_new(j, "engine", kvv_engine_desc_to_json(&f->d));
+    if (f->d.isa[0]) /* the cpu engine's kernel table */
+        json_object_set_new(j, "isa", json_string(f->d.isa));
     json_object_set_new(j, "n_prompt", json_integer(a->prompt));
     json_object_set_new(j, "n_gen", json_integer(a->gen));
     json_object_set_new(j, "repeats", json_integer(a->repeats));
@@ -356,8 +360,8 @@ static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
     const kvv_engine_desc *d = &f->d;
     printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a->model_path, hp->arch_name,
            hp->n_layer, hp->n_embd, hp->n_vocab);
-    printf("engine   %s mode=%s threads=%d cache=%s  [%s]\n", d->name, d->mode, d->n_threads,
-           d->cache_type, d->kernels);
+    printf("engine   %s mode=%s%s%s threads=%d cache=%s  [%s]\n", d->name, d->mode,
+           d->isa[0] ? " isa=" : "", d->isa, d->n_threads, d->cache_type, d->kernels);
     printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu", "FLOP/token",
            "bytes/token", "achieved");
     if (a->prompt > 0)
@@ -373,17 +377,17 @@ static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
                f->roof_gflops, f->threads, f->roof_gbs, f->sink < 0 ? " " : "");
 }
 
-/* The engine the options ask for; --isa, --dequant-all and --f32-act go to
- * the cpu engine's own open. */
+/* The engine the options ask for (--isa is kvv_engine_opts.isa);
+ * --dequant-all and --f32-act go to the cpu engine's own open. */
 static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engine **e,
                               kvv_error *err)
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
     eo.n_ctx = (int)(a->prompt + a->gen);
-    if (!a->isa && !a->dequant_all && !a->f32_act)
+    eo.isa = a->isa;
+    if (!a->dequant_all && !a->f32_act)
         return kvv_engine_open(m, &eo, e, err);
     kvv_cpu_opts co = kvv_cpu_opts_default();
-    co.isa = a->isa;
     co.dequant_all = a->dequant_all;
     co.f32_act = a->f32_act;
     return kvv_cpu_engine_open_ex(m, &eo, &co, e, err);

@@ -1,6 +1,7 @@
 /*
  * cmd_evict.c — `kvverify evict MODEL`: every cache policy and both KV-Direct
- * modes against the full cache at several budgets (verify/evict.h).
+ * modes against the full cache at several budgets, over a set of prompts
+ * (verify/evict.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,42 +10,51 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/check_cli.h"
-#include "model/tokenizer.h"
 #include "verify/evict.h"
+#include "verify/prompt_set.h"
 #include "verify/texts.h"
+
+/* Default prompt length of the built-in set and tokens decoded: long
+ * enough that 10% of the context is a real eviction, short enough for eight
+ * prompts, eleven policies and four budgets in seconds (docs/policies.md). */
+#define EVICT_PROMPT_TOKENS 96
+#define EVICT_GEN_TOKENS 32
 
 static void help(FILE *f)
 {
     fprintf(f, "usage: kvverify evict MODEL [options]\n\n"
-            "Runs the eviction baselines (window, streaming, streaming-reindex, h2o, tova,\n"
-            "snapkv, pyramidkv, knorm, quest) and KV-Direct (kvdirect-layer,\n"
-            "kvdirect-token) against the full\n"
-            "cache at several budgets: greedy token match, prefix match (steps to the first\n"
-            "divergence), teacher-forced top-1 agreement, mean and max KL per step, bytes\n"
-            "held; then a second table at equal total bytes (KV-Direct's checkpoints charged\n"
-            "to its budget). Default prompt: a built-in story (>= 256 tokens) for models\n"
-            "with a tokenizer, else 256 seeded random tokens. Policy defaults:\n"
-            "docs/policies.md.\n\n"
-            "  -n N                tokens to decode (default 64)\n"
-            "  --budgets 16,32,64  live-token budgets (default 10,25,50,75%% of the context)\n"
-            "  --policies a,b      only these policies (names as above, plus full)\n"
-            "  --no-equal-bytes    skip the equal-total-bytes table\n"
-            "  --csv FILE          both tables as CSV, for plotting\n");
+           "Runs the eviction baselines (window, streaming, streaming-reindex, h2o, tova,\n"
+           "snapkv, pyramidkv, knorm, quest) and KV-Direct (kvdirect-layer,\n"
+           "kvdirect-token) against the full cache at several budgets, over a set of\n"
+           "prompts: greedy token match, prefix match (steps to the first divergence),\n"
+           "teacher-forced top-1 agreement, mean and max KL per step, bytes held, per\n"
+           "prompt (JSON, CSV) and as mean [min, max] over the prompts (tables); then a\n"
+           "second table at equal total bytes (KV-Direct's checkpoints charged to its\n"
+           "budget). The baselines run on the cpu engine in invariant mode (their figures\n"
+           "are not about exactness); KV-Direct runs on the engine under test (--engine),\n"
+           "where each run must be bit-equal to the full cache: the verdict, with its\n"
+           "control (bf16 checkpoints must be detected).\n"
+           "Default prompts: %d built-in texts of different kinds, cut to %d tokens, for\n"
+           "models with a tokenizer; else %d seeded random prompts of %d tokens.\n"
+           "Method and defaults: docs/policies.md.\n\n"
+           "  -n N                tokens to decode (default %d)\n"
+           "  --budgets 16,32,64  live-token budgets (default 10,25,50,75%% of the shortest\n"
+           "                      context)\n"
+           "  --policies a,b      only these policies (names as above, plus full)\n"
+           "  --prompts FILE      one prompt per line (blank lines skipped), instead of the\n"
+           "                      built-in set; -p, --tokens or --random give one prompt\n"
+           "  --n-prompts K       the first K prompts of the built-in set (default %d)\n"
+           "  --figures-engine E  engine of the baselines: cpu (default; invariant mode),\n"
+           "                      ref, or same (the engine under test; KV-Direct then runs\n"
+           "                      on every prompt)\n"
+           "  --verify-prompts N  prompts KV-Direct runs on, the first ones (default 1)\n"
+           "  --jobs N            runs at a time (default: processors online)\n"
+           "  --no-equal-bytes    skip the equal-total-bytes table\n"
+           "  --csv FILE          both tables as CSV, one line per policy, budget and\n"
+           "                      prompt, for plotting\n",
+           KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS, KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS,
+           EVICT_GEN_TOKENS, KVV_TEXT_PROMPTS);
     kvv_check_cli_help(f, NULL);
-}
-
-/* Whether MODEL carries a tokenizer kvverify can use (then the built-in
- * story is the default prompt). Errors here are reported later by the
- * normal model open. */
-static bool model_has_tokenizer(const char *path)
-{
-    kvv_gguf *g = NULL;
-    kvv_tokenizer *tok = NULL;
-    kvv_error err = {0};
-    bool ok = kvv_gguf_open(path, &g, &err) == KVV_OK && kvv_tokenizer_open(g, &tok, &err) == KVV_OK;
-    kvv_tokenizer_free(tok);
-    kvv_gguf_close(g);
-    return ok;
 }
 
 static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, int *n)
@@ -76,14 +86,22 @@ static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, in
 /* evict's own options. */
 typedef struct {
     kvv_check_cli *c;
-    const char *csv;
-    int32_t *budgets;       /* owned */
+    const char *csv, *prompts_file, *figures;
+    int32_t *budgets;
     int n_budgets;
-    kvv_policy_kind *pols;  /* owned */
+    kvv_policy_kind *pols;
     int n_pols;
+    long n_prompts, verify_prompts, jobs;
     bool equal_bytes;
 } evict_args;
 
+static void args_free(evict_args *a)
+{
+    free(a->budgets);
+    free(a->pols);
+}
+
+/* One evict option (not a shared one). @return false if o->arg is none. */
 static bool own_option(void *state, kvv_opts *o)
 {
     evict_args *a = state;
@@ -104,6 +122,22 @@ static bool own_option(void *state, kvv_opts *o)
         a->pols = NULL;
         if (o->value)
             parse_policies(o, o->value, &a->pols, &a->n_pols);
+    } else if (kvv_opts_value(o, "--prompts")) {
+        a->prompts_file = o->value;
+    } else if (kvv_opts_value(o, "--n-prompts")) {
+        if (o->value)
+            kvv_opts_int(o, "--n-prompts", o->value, 1, 1000, &a->n_prompts);
+    } else if (kvv_opts_value(o, "--figures-engine")) {
+        a->figures = o->value;
+        if (o->value && strcmp(o->value, "cpu") && strcmp(o->value, "ref") &&
+            strcmp(o->value, "same"))
+            kvv_opts_error(o, "option --figures-engine: '%s' is not cpu, ref or same", o->value);
+    } else if (kvv_opts_value(o, "--verify-prompts")) {
+        if (o->value)
+            kvv_opts_int(o, "--verify-prompts", o->value, 1, 1000, &a->verify_prompts);
+    } else if (kvv_opts_value(o, "--jobs")) {
+        if (o->value)
+            kvv_opts_int(o, "--jobs", o->value, 1, 256, &a->jobs);
     } else if (kvv_opts_value(o, "--csv")) {
         a->csv = o->value;
     } else if (kvv_opts_flag(o, "--no-equal-bytes")) {
@@ -114,30 +148,117 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
-/* Run evict on the prepared run; print, --csv. @return the exit code of a
- * failed --csv write, else 0. */
-static int evict(kvv_check_run *run, const evict_args *a)
+/* Once every option is read: a prompt file and one prompt exclude each other. */
+static void own_finish(void *state, kvv_opts *o)
 {
+    const evict_args *a = state;
+    if (a->prompts_file && kvv_prompt_cli_given(&a->c->prompt))
+        kvv_opts_error(o, "option --prompts: give a prompt file or one prompt (-p, --tokens, "
+                          "--random), not both");
+}
+
+/* The prompts: the one the shared options gave, a file's lines, or the
+ * built-in set. @return 0 or an exit code (message printed). */
+static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_run *run,
+                         bool single, kvv_prompt_set *ps, kvv_error *err)
+{
+    kvv_status s;
+    const kvv_model *m = run->model;
+    if (single) {
+        s = kvv_prompt_set_add(ps, run->prompt, run->n_prompt, "prompt", err);
+        snprintf(ps->source, sizeof ps->source, "%s", run->report.prompt_source);
+    } else if (a->prompts_file) {
+        s = kvv_prompt_set_from_file(m, a->prompts_file, ps, err);
+    } else {
+        int room = m->hp.n_ctx_train - (int)c->n_gen;
+        if (room < 1) {
+            kvv_error_set(err, KVV_ERR_USAGE, "evict: %ld tokens to decode leave no room for a "
+                          "prompt in the model's context of %d", c->n_gen, m->hp.n_ctx_train);
+            return kvv_cli_fail(err);
+        }
+        s = kvv_prompt_set_builtin(m, (int)a->n_prompts,
+                                   room < EVICT_PROMPT_TOKENS ? room : EVICT_PROMPT_TOKENS,
+                                   c->prompt.seed, ps, err);
+    }
+    if (s != KVV_OK)
+        return kvv_cli_fail(err);
+    kvv_report *rep = &run->report;
+    snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s",
+             strcmp(ps->source, "file") == 0 ? "text" : ps->source);
+    rep->n_prompt = ps->items[0].n_tokens;
+    return 0;
+}
+
+static void print_prompts(const kvv_prompt_set *ps, long n_gen)
+{
+    int lo = ps->items[0].n_tokens, hi = lo;
+    for (int i = 1; i < ps->n; i++) {
+        lo = ps->items[i].n_tokens < lo ? ps->items[i].n_tokens : lo;
+        hi = ps->items[i].n_tokens > hi ? ps->items[i].n_tokens : hi;
+    }
+    const char *what = strcmp(ps->source, "text") == 0     ? "built-in texts"
+                       : strcmp(ps->source, "random") == 0 ? "seeded random prompts"
+                       : strcmp(ps->source, "file") == 0   ? "prompts from the file"
+                                                           : "prompts";
+    printf("prompts %d %s, ", ps->n, what);
+    if (lo == hi)
+        printf("%d tokens each", lo);
+    else
+        printf("%d to %d tokens", lo, hi);
+    printf(", %ld generated:", n_gen);
+    for (int i = 0; i < ps->n && i < 12; i++)
+        printf("%s %s", i ? "," : "", ps->items[i].name);
+    printf("%s\n\n", ps->n > 12 ? ", ..." : "");
+}
+
+/* The baselines' engine: --figures-engine, or the engine under test (same). */
+static kvv_engine_opts figures_engine(const kvv_engine_opts *under_test, const char *figures)
+{
+    kvv_engine_opts fig = *under_test;
+    if (strcmp(figures, "same") != 0) {
+        fig.name = figures;
+        fig.mode = kvv_engine_default_mode(figures);
+        fig.n_threads = 1;
+        fig.control = 0;
+        fig.ggml = 0;
+    }
+    return fig;
+}
+
+/* Run evict over the prompt set on the prepared run; print, --csv.
+ * @return the exit code of a failed --csv write, else 0. */
+static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *ps,
+                 kvv_error *err)
+{
+    const kvv_check_cli *c = a->c;
+    kvv_check_cli_print_header(c, run);
+    if (!c->out.quiet)
+        print_prompts(ps, c->n_gen);
     int *bud = NULL;
     if (a->budgets) {
         bud = malloc((size_t)a->n_budgets * sizeof *bud);
         for (int i = 0; bud && i < a->n_budgets; i++)
             bud[i] = a->budgets[i];
     }
-    kvv_evict_opts eo = {.check = run->opts, .budgets = bud, .n_budgets = a->n_budgets,
-                         .policies = a->pols, .n_policies = a->n_pols,
-                         .equal_bytes = a->equal_bytes};
+    kvv_engine_opts fig = figures_engine(&run->opts.engine, a->figures);
+    kvv_evict_opts eo = {.check = run->opts, .prompts = ps, .budgets = bud,
+                         .n_budgets = a->n_budgets, .policies = a->pols,
+                         .n_policies = a->n_pols, .equal_bytes = a->equal_bytes,
+                         .figures = &fig, .verify_prompts = (int)a->verify_prompts,
+                         .n_threads = (int)a->jobs};
     kvv_check_result *r = kvv_check_cli_report(run, "evict");
     kvv_evict_result res;
-    kvv_error err = {0};
+    memset(&res, 0, sizeof res);
     int fail = 0;
-    if (r && kvv_evict_run(&eo, &res, r, &err) == KVV_OK) {
-        if (!a->c->out.quiet)
+    if (r && kvv_evict_run(&eo, &res, r, err) == KVV_OK) {
+        if (!c->out.quiet)
             kvv_evict_print(stdout, &res);
-        if (a->csv && kvv_evict_write_csv(&res, a->csv, &err))
-            fail = kvv_cli_fail(&err);
-        kvv_evict_result_free(&res);
+        if (a->csv && kvv_evict_write_csv(&res, ps, a->csv, err))
+            fail = kvv_cli_fail(err);
     }
+    kvv_evict_result_free(&res);
+    if (!c->out.quiet)
+        printf("\n");
     free(bud);
     return fail;
 }
@@ -146,45 +267,42 @@ int kvv_cmd_evict(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "evict");
-    evict_args a = {.c = &c, .equal_bytes = true};
+    evict_args a = {.c = &c, .n_prompts = KVV_TEXT_PROMPTS, .equal_bytes = true,
+                    .figures = "cpu"};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
-                                   &(kvv_opt_group){own_option, NULL, &a});
+                                   &(kvv_opt_group){own_option, own_finish, &a});
     if (code != KVV_OPTS_RUN) {
-        free(a.budgets);
-        free(a.pols);
+        args_free(&a);
         return code;
     }
-    bool story = false;
-    if (!kvv_prompt_cli_given(&c.prompt) && c.model_path) {
-        /* Real text where the model can read it, else seeded ids. */
-        story = model_has_tokenizer(c.model_path);
-        if (story)
-            c.prompt.text = kvv_text_story;
-        else
-            c.prompt.n_random = 256;
-    }
+    bool single = kvv_prompt_cli_given(&c.prompt);
+    if (!single)
+        c.prompt.n_random = 1; /* the prompt set replaces it */
     if (c.n_gen == 0)
-        c.n_gen = 64;
+        c.n_gen = EVICT_GEN_TOKENS;
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run))) {
-        free(a.budgets);
-        free(a.pols);
+        args_free(&a);
         return code;
     }
-    if (story) {
-        /* The built-in story is longer than small contexts: keep its first
-         * 320 tokens, fewer if the model's context needs room to decode. */
-        int room = run.model->hp.n_ctx_train - (int)c.n_gen;
-        int keep = room < 320 ? room : 320;
-        if (keep >= 1 && run.opts.n_tokens > keep) {
-            run.opts.n_tokens = keep;
-            run.n_prompt = keep;
-            run.report.n_prompt = keep;
-        }
+    kvv_prompt_set ps;
+    kvv_prompt_set_init(&ps);
+    kvv_error err = {0};
+    code = build_prompts(&c, &a, &run, single, &ps, &err);
+    if (code) {
+        /* Recorded too, so a --json report says why nothing ran. */
+        kvv_check_result *r = kvv_check_cli_report(&run, "evict");
+        if (r)
+            kvv_check_set_error(r, &err);
+        c.out.quiet = true;
+        kvv_check_cli_finish(&c, &run);
+        kvv_prompt_set_free(&ps);
+        args_free(&a);
+        return code;
     }
-    int fail = evict(&run, &a);
+    int fail = evict(&run, &a, &ps, &err);
     code = kvv_check_cli_finish(&c, &run);
-    free(a.budgets);
-    free(a.pols);
+    kvv_prompt_set_free(&ps);
+    args_free(&a);
     return fail ? fail : code;
 }

@@ -4,12 +4,14 @@
  *
  *   kvverify info MODEL.gguf [--json]
  *   kvverify info --shape NAME [--vocab N] [--json]
+ *   kvverify info --cpu [--json]
  *
  * Prints the metadata (long arrays summarized), every tensor (name, type,
  * shape, bytes), totals per type, the architecture summary (hyperparameters
  * as kvverify reads them) and the per-token memory table: K+V bytes per
  * token over all layers (f32/f16/bf16 storage) against one residual vector
- * per token and a residual per layer per token.
+ * per token and a residual per layer per token. With --cpu: the cpu
+ * engine's kernel tables this CPU can run and the one it runs by default.
  *
  * info is a file viewer: a file of an unsupported architecture, or a
  * vocabulary-only file, is still shown (exit 0) with a note. A file the
@@ -26,6 +28,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/output_opts.h"
+#include "engine/cpu/cpu_isa.h"
 #include "model/arch.h"
 #include "model/gguf.h"
 #include "model/shapes.h"
@@ -38,15 +41,20 @@ static void info_usage(FILE *f)
 {
     fprintf(f,
             "usage: kvverify info MODEL.gguf [--json]\n"
-            "       kvverify info --shape NAME [--vocab N] [--json]\n\n"
+            "       kvverify info --shape NAME [--vocab N] [--json]\n"
+            "       kvverify info --cpu [--json]\n\n"
             "Show a GGUF file: metadata (long arrays summarized), tensors (name, type,\n"
             "shape, bytes), totals per type, the architecture as kvverify reads it, and\n"
             "the per-token memory table: K+V bytes per token over all layers (f32, f16,\n"
             "bf16 storage) against one residual vector per token and a residual per\n"
             "layer per token. With --shape, the architecture and memory of a named shape\n"
-            "(see kvverify synth --list-shapes) without a file.\n\n"
+            "(see kvverify synth --list-shapes) without a file. With --cpu, the cpu\n"
+            "engine's kernel tables (generic, avx2, avx512: each its own reduction order)\n"
+            "this CPU can run, and the one --engine cpu runs unless --isa says otherwise;\n"
+            "KVV_CPU_MAX_ISA=generic|avx2 in the environment hides the wider ones.\n\n"
             "options:\n"
             "  --shape NAME   describe a named shape instead of a file\n"
+            "  --cpu          the kernel tables this CPU can run, and the default\n"
             "  --vocab N      vocabulary size for --shape (default: the shape's)\n"
             "  --json         one JSON object on stdout\n"
             "  -h, --help     this help\n\n"
@@ -502,6 +510,47 @@ static int emit_json(json_t *root)
 
 /* ------------------------------------------------------------ commands */
 
+static int info_cpu(bool json)
+{
+    kvv_cpu_isa_info ci;
+    kvv_error err = {0};
+    if (kvv_cpu_isa_probe(&ci, &err))
+        return kvv_cli_fail(&err);
+    if (json) {
+        json_t *tables = json_array();
+        for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+            int lanes, fused;
+            bool built = kvv_cpu_isa_order((kvv_cpu_isa)i, &lanes, &fused);
+            json_array_append_new(
+                tables, json_pack("{s:s, s:b, s:b, s:i, s:b, s:s}", "name",
+                                  kvv_cpu_isa_name((kvv_cpu_isa)i), "available", ci.can_run[i],
+                                  "built", built, "lanes", lanes, "fused", fused, "needs",
+                                  kvv_cpu_isa_needs((kvv_cpu_isa)i)));
+        }
+        json_t *root = json_pack("{s:s, s:o, s:s}", "cpu_features", ci.features, "tables", tables,
+                                 "default", kvv_cpu_isa_name(ci.best));
+        json_object_set_new(root, "max_isa", ci.max_isa[0] ? json_string(ci.max_isa) : json_null());
+        return emit_json(root);
+    }
+    printf("cpu engine kernel tables (--engine cpu --isa NAME):\n");
+    printf("  cpu features: %s\n", ci.features[0] ? ci.features : "(none detected)");
+    printf("  %-8s %-9s  %-30s %s\n", "table", "runs here", "reduction order", "needs");
+    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+        int lanes, fused;
+        bool built = kvv_cpu_isa_order((kvv_cpu_isa)i, &lanes, &fused);
+        char order[48] = "not in this build";
+        if (built)
+            snprintf(order, sizeof order, "%d lanes, %s", lanes,
+                     fused ? "fused multiply-add" : "multiply then add");
+        printf("  %-8s %-9s  %-30s %s\n", kvv_cpu_isa_name((kvv_cpu_isa)i),
+               ci.can_run[i] ? "yes" : "no", order, kvv_cpu_isa_needs((kvv_cpu_isa)i));
+    }
+    printf("  default: %s (the widest this CPU runs)\n", kvv_cpu_isa_name(ci.best));
+    if (ci.max_isa[0])
+        printf("  KVV_CPU_MAX_ISA=%s hides the wider tables\n", ci.max_isa);
+    return 0;
+}
+
 static int info_shape(const char *name, long vocab, bool json)
 {
     const kvv_shape *s = kvv_shape_find(name);
@@ -608,12 +657,15 @@ static int info_file(const char *path, bool json)
 typedef struct {
     const char *file, *shape;
     long vocab;
+    bool cpu;
 } info_args;
 
 static bool own_option(void *state, kvv_opts *o)
 {
     info_args *a = state;
-    if (kvv_opts_value(o, "--shape")) {
+    if (kvv_opts_flag(o, "--cpu")) {
+        a->cpu = true;
+    } else if (kvv_opts_value(o, "--shape")) {
         a->shape = o->value;
     } else if (kvv_opts_value(o, "--vocab")) {
         if (o->value)
@@ -638,12 +690,19 @@ int kvv_cmd_info(int argc, char **argv)
     if (code != KVV_OPTS_RUN)
         return code;
     const char *file = a.file, *shape = a.shape;
+    const bool cpu = a.cpu;
     const bool json = out.json_stdout;
     const long vocab = a.vocab;
-    if (file && shape) {
-        kvv_opts_error(&o, "give either a MODEL file or --shape, not both");
+    if ((file != NULL) + (shape != NULL) + cpu > 1) {
+        kvv_opts_error(&o, "give one of a MODEL file, --shape or --cpu");
         return KVV_EXIT_BAD_INPUT;
     }
+    if (cpu && vocab) {
+        kvv_opts_error(&o, "--vocab only applies to --shape");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    if (cpu)
+        return info_cpu(json);
     if (shape)
         return info_shape(shape, vocab, json);
     if (!file) {

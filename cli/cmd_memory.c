@@ -136,10 +136,15 @@ int kvv_cmd_memory(int argc, char **argv)
         return code;
     long turns = a.turns, gen = a.gen, budget = a.budget;
     if (a.shape) {
+        /* Arithmetic verifies nothing: there is no comparison to plant a failure in. */
         code = c.model_path ? (fprintf(stderr, "kvverify memory: give MODEL or --shape, not "
                                                "both\n"),
                                KVV_EXIT_BAD_INPUT)
-                            : run_shape(a.shape, a.full_mb, a.kvd_mb, c.out.json_path);
+               : c.force_fail ? (fprintf(stderr, "kvverify memory: option --force-fail: "
+                                                 "--shape is arithmetic and verifies "
+                                                 "nothing\n"),
+                                 KVV_EXIT_BAD_INPUT)
+                              : run_shape(a.shape, a.full_mb, a.kvd_mb, c.out.json_path);
         kvv_check_cli_free(&c);
         return code;
     }
@@ -167,13 +172,17 @@ int kvv_cmd_memory(int argc, char **argv)
                           .turn_len = lens, .random_turn_len = 12};
     snprintf(run.report.prompt_source, sizeof run.report.prompt_source, "%s",
              tt ? "text" : "random");
+    kvv_check_cli_print_header(&c, &run);
+    if (!c.out.quiet) {
+        printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,
+               tt ? "built-in text" : "seeded token ids", gen);
+        fflush(stdout);
+    }
     kvv_check_result *r = kvv_check_cli_report(&run, "memory");
     kvv_memory_result res;
     kvv_error err = {0};
     if (r && kvv_memory_run(&mo, &res, r, &err) == KVV_OK) {
         if (!c.out.quiet) {
-            printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,
-                   tt ? "built-in text" : "seeded token ids", gen);
             kvv_memory_print(stdout, &res);
             kvv_token_memory tm;
             kvv_token_memory_of(&run.model->hp, &tm);
@@ -184,6 +193,8 @@ int kvv_cmd_memory(int argc, char **argv)
         }
         kvv_memory_result_free(&res);
     }
+    if (!c.out.quiet)
+        printf("\n");
     for (int t = 0; tt && t < turns; t++)
         free(tt[t]);
     free(tt);

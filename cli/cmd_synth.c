@@ -28,10 +28,10 @@ static void synth_usage(FILE *f)
             "  --arch ARCH     llama, qwen2, qwen3, gemma2, gemma3 or phi3 (implied by --shape)\n"
             "  --shape NAME    layer shape (default: ARCH-tiny); one of:\n"
             "                  %s\n"
-            "  --type TYPE     f32 (default), f16, bf16, q8_0, q4_0 or q5_0: the type of the\n"
-            "                  embedding, output and projection weights; norms and biases stay\n"
-            "                  F32, and rows not a multiple of 32 stay F16 in q8_0/q4_0/q5_0\n"
-            "                  (like llama-quantize)\n"
+            "  --type TYPE     f32 (default), f16, bf16, q8_0, q4_0, q5_0, q4_1 or q5_1: the\n"
+            "                  type of the embedding, output and projection weights; norms and\n"
+            "                  biases stay F32, and rows not a multiple of 32 stay F16 in the\n"
+            "                  quantized types (like llama-quantize)\n"
             "  --seed N        random seed (default 1)\n"
             "  --vocab N       vocabulary size (%d..%d). Default: 512 for tiny shapes; real\n"
             "                  shapes keep at most %d tokens (their real vocabularies of up to\n"
@@ -144,7 +144,7 @@ int kvv_cmd_synth(int argc, char **argv)
     }
     kvv_type t;
     if (!kvv_type_from_name(type, &t) || !kvv_synth_type_ok(t)) {
-        kvv_opts_error(&o, "option --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0, q5_0", type);
+        kvv_opts_error(&o, "option --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1", type);
         return KVV_EXIT_BAD_INPUT;
     }
     if (!out) {

@@ -18,15 +18,16 @@ typedef struct {
     const char *name;
     kvv_engine_open_fn open;
     bool ggml;               /* honours kvv_engine_opts.ggml (llama.cpp emulation) */
+    bool isa;                /* honours kvv_engine_opts.isa (kernel tables) */
 } engine_entry;
 
 /* One line per engine, in the order `--engine` help lists them. Plugins
  * ("llama.cpp", "plugin:PATH") take engine options and devices; the
  * built-ins take neither. */
 static const engine_entry engines[] = {
-    {"ref", kvv_engine_open_ref, true},
-    {"cpu", kvv_engine_open_cpu, false},
-    {"llama.cpp", kvv_engine_open_llama_cpp, false},
+    {"ref", kvv_engine_open_ref, true, false},
+    {"cpu", kvv_engine_open_cpu, false, true},
+    {"llama.cpp", kvv_engine_open_llama_cpp, false, false},
 };
 #define N_ENGINES (sizeof engines / sizeof engines[0])
 
@@ -65,6 +66,7 @@ kvv_engine_opts kvv_engine_opts_default(void)
     o.n_ctx = 0;
     o.control = 0;
     o.ggml = 0;
+    o.isa = NULL;
     o.device = NULL;
     o.n_ubatch = 0;
     o.engine_opts = NULL;
@@ -120,6 +122,10 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
                 return kvv_error_set(err, KVV_ERR_USAGE,
                                      "engine %s has no llama.cpp emulation (ggml flags 0x%x)",
                                      name, o->ggml);
+            if (o->isa && o->isa[0] && !engines[i].isa)
+                return kvv_error_set(err, KVV_ERR_USAGE,
+                                     "engine %s has no kernel tables (--isa %s applies to "
+                                     "--engine cpu)", name, o->isa);
             if (!plugin && o->n_engine_opts > 0)
                 return kvv_error_set(err, KVV_ERR_USAGE,
                                      "engine %s takes no engine options (got '%s')", name,

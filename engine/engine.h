@@ -72,6 +72,9 @@ typedef struct {
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
     unsigned ggml;              /* ref only: KVV_GGML_* llama.cpp emulation flags; 0 normally */
+    const char *isa;            /* cpu only: kernel table "generic", "avx2" or "avx512";
+                                 * NULL, "" or "auto" = the best this CPU runs
+                                 * (engine/cpu/cpu_isa.h); borrowed, read at open */
     const char *device;         /* plugins: a device the plugin names ("cpu", "vulkan",
                                    "cuda"); NULL = its default. Built-ins: NULL or "cpu" */
     int n_ubatch;               /* plugins with micro-batches: size; 0 = engine default */
@@ -90,6 +93,8 @@ typedef struct {
     int n_threads;
     unsigned control;       /* KVV_CTL_* flags in force */
     char kernels[192];      /* e.g. "gemm=openblas gemv=avx2 attn=avx2" */
+    char isa[16];           /* cpu: the kernel table that ran ("generic", "avx2",
+                             * "avx512"); "" for an engine without tables */
     /* plugins (empty for built-ins): as the plugin reports them */
     char version[96];       /* engine version, e.g. "llama.cpp v0.5.0 ggml 0.9.4" */
     char device[96];        /* e.g. "Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits))" */

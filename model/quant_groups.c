@@ -30,7 +30,8 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 /* block_q5_1 (24 bytes): 0 fp16 d; 2 fp16 m; 4 u8[4] qh; 8 u8[16] qs.
  * y = q*d + m */
 /* Q4_1 / Q5_1 (32 weights): y = q*d + m, i.e. s = d, m' = -m. */
-static void g_q4_1_q5_1(bool five, const uint8_t *x, float *s, float *m, int8_t *q)
+static void g_q4_1_q5_1(bool five, const uint8_t *restrict x, float *s, float *m,
+                        int8_t *restrict q)
 {
     const float d = kvv_fp16_to_fp32(rd16(x));
     const float mn = kvv_fp16_to_fp32(rd16(x + 2));
@@ -60,7 +61,8 @@ static void g_q4_1_q5_1(bool five, const uint8_t *x, float *s, float *m, int8_t 
  *   48   128  u8[128] qs: low 4 bits (as Q4_K)
  * y = (d*sc) * q - (dmin*m) */
 /* Q4_K / Q5_K (256 weights, 8 sub-blocks of 32): s = d*sc, m = dmin*mn. */
-static void g_q4_k_q5_k(bool five, const uint8_t *x, float *s, float *m, int8_t *q)
+static void g_q4_k_q5_k(bool five, const uint8_t *restrict x, float *s, float *m,
+                        int8_t *restrict q)
 {
     const float d = kvv_fp16_to_fp32(rd16(x));
     const float min = kvv_fp16_to_fp32(rd16(x + 2));
@@ -73,12 +75,10 @@ static void g_q4_k_q5_k(bool five, const uint8_t *x, float *s, float *m, int8_t 
         s[2 * j] = s[2 * j + 1] = d * (float)sc;
         m[2 * j] = m[2 * j + 1] = min * (float)mn;
         const uint8_t *b = ql + 32 * (j / 2);
-        for (int l = 0; l < 32; l++) {
-            int v = j % 2 ? b[l] >> 4 : b[l] & 0xF;
-            if (five && (qh[l] >> j & 1))
-                v += 16;
-            q[32 * j + l] = (int8_t)v;
-        }
+        const int shift = 4 * (j % 2);
+        const int bit5 = five ? 16 : 0; /* Q5_K: bit j of qh[l] adds 16 */
+        for (int l = 0; l < 32; l++) /* branch-free, so it vectorizes */
+            q[32 * j + l] = (int8_t)(((b[l] >> shift) & 0xF) | (((qh[l] >> j) & 1) * bit5));
     }
 }
 
@@ -94,7 +94,7 @@ static void g_q4_k_q5_k(bool five, const uint8_t *x, float *s, float *m, int8_t 
  *              q(l+96) = (ql[l+32] >> 4)  | ((qh[l] >> 6 & 3) << 4)
  * y = (d * sc[l/16 + 2k]) * (q - 32) */
 /* Q6_K (256 weights, 16 sub-blocks of 16): s = d*sc, q - 32, m = 0. */
-static void g_q6_k(const uint8_t *x, float *s, float *m, int8_t *q)
+static void g_q6_k(const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
 {
     const float d = kvv_fp16_to_fp32(rd16(x + 208));
     const int8_t *sc = (const int8_t *)(x + 192);
@@ -122,7 +122,7 @@ static void g_q6_k(const uint8_t *x, float *s, float *m, int8_t *q)
  *   82   2    fp16    dmin
  * y = (d * (sc & 15)) * q - (dmin * (sc >> 4)), sc = scales[e/16] */
 /* Q2_K (256 weights, 16 sub-blocks of 16): s = d*(sc & 15), m = dmin*(sc >> 4). */
-static void g_q2_k(const uint8_t *x, float *s, float *m, int8_t *q)
+static void g_q2_k(const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
 {
     const float d = kvv_fp16_to_fp32(rd16(x + 80));
     const float min = kvv_fp16_to_fp32(rd16(x + 82));
@@ -130,12 +130,11 @@ static void g_q2_k(const uint8_t *x, float *s, float *m, int8_t *q)
         s[g] = d * (float)(x[g] & 0xF);
         m[g] = min * (float)(x[g] >> 4);
     }
-    /* group g = 8*half128 + 2*(shift/2) + half16: bits `shift` of
-     * qs[32*half128 + 16*half16 + l] */
-    for (int e = 0; e < QK_K; e++) {
-        const int h = e / 128, r = e % 128, shift = 2 * (r / 32), l = r % 32;
-        q[e] = (int8_t)((x[16 + 32 * h + l] >> shift) & 3);
-    }
+    /* weight e = 128h + 32k + l is bits 2k..2k+1 of qs[32h + l] */
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++)
+                q[128 * h + 32 * k + l] = (int8_t)((x[16 + 32 * h + l] >> (2 * k)) & 3);
 }
 
 /* block_q3_K (110 bytes, 16 sub-blocks of 16):
@@ -147,7 +146,7 @@ static void g_q2_k(const uint8_t *x, float *s, float *m, int8_t *q)
  *   108  2    fp16    d
  * y = (d * (sc - 32)) * (q - (high bit ? 0 : 4)) */
 /* Q3_K (256 weights, 16 sub-blocks of 16): s = d*(sc - 32), q - (hbit ? 0 : 4), m = 0. */
-static void g_q3_k(const uint8_t *x, float *s, float *m, int8_t *q)
+static void g_q3_k(const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
 {
     const float d_all = kvv_fp16_to_fp32(rd16(x + 108));
     const uint8_t *hm = x, *qs = x + 32, *sb = x + 96;
@@ -157,11 +156,15 @@ static void g_q3_k(const uint8_t *x, float *s, float *m, int8_t *q)
         s[j] = d_all * (float)((lo | (hi << 4)) - 32);
         m[j] = 0.0f;
     }
-    for (int e = 0; e < QK_K; e++) {
-        const int h = e / 128, r = e % 128, shift = 2 * (r / 32), l = r % 32;
-        const int hbit = hm[l] >> (4 * h + r / 32) & 1;
-        q[e] = (int8_t)(((qs[32 * h + l] >> shift) & 3) - (hbit ? 0 : 4));
-    }
+    /* weight e = 128h + 32k + l: bits 2k..2k+1 of qs[32h + l], high bit
+     * 4h + k of hm[l] */
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++) {
+                const int hbit = (hm[l] >> (4 * h + k)) & 1;
+                q[128 * h + 32 * k + l] =
+                    (int8_t)(((qs[32 * h + l] >> (2 * k)) & 3) - 4 * (1 - hbit));
+            }
 }
 
 bool kvv_quant_groups_type(kvv_type t)
@@ -191,14 +194,18 @@ bool kvv_quant_groups(kvv_type t, const void *src, int64_t n, float *s, float *m
     return true;
 }
 
-void kvv_dequantize_groups(kvv_type t, const uint8_t *x, float *y, int64_t nb)
+void kvv_dequantize_groups(kvv_type t, const uint8_t *x, float *restrict y, int64_t nb)
 {
     const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);
     float s[QK_K / 16], m[QK_K / 16];
     int8_t q[QK_K];
     for (int64_t i = 0; i < nb; i++, x += tt->type_size, y += tt->blck_size) {
         kvv_quant_groups(t, x, tt->blck_size, s, m, q);
-        for (int e = 0; e < tt->blck_size; e++)
-            y[e] = s[e / 16] * (float)q[e] - m[e / 16];
+        /* group by group, so the inner loop (16 weights) vectorizes */
+        for (int g = 0; g < tt->blck_size / 16; g++) {
+            const float sg = s[g], mg = m[g];
+            for (int k = 0; k < 16; k++)
+                y[16 * g + k] = sg * (float)q[16 * g + k] - mg;
+        }
     }
 }

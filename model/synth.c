@@ -282,8 +282,7 @@ static kvv_type stored_type(const tdesc *t, kvv_type type)
 {
     if (!t->quantize)
         return KVV_TYPE_F32;
-    if ((type == KVV_TYPE_Q8_0 || type == KVV_TYPE_Q4_0 || type == KVV_TYPE_Q5_0) &&
-        t->ne0 % 32 != 0)
+    if (kvv_type_traits_of(type)->blck_size == 32 && t->ne0 % 32 != 0)
         return KVV_TYPE_F16;
     return type;
 }
@@ -291,7 +290,7 @@ static kvv_type stored_type(const tdesc *t, kvv_type type)
 bool kvv_synth_type_ok(kvv_type t)
 {
     return t == KVV_TYPE_F32 || t == KVV_TYPE_F16 || t == KVV_TYPE_BF16 || t == KVV_TYPE_Q8_0 ||
-           t == KVV_TYPE_Q4_0 || t == KVV_TYPE_Q5_0;
+           t == KVV_TYPE_Q4_0 || t == KVV_TYPE_Q5_0 || t == KVV_TYPE_Q4_1 || t == KVV_TYPE_Q5_1;
 }
 
 /* llama_ftype of a file whose projections are `type`. */
@@ -300,7 +299,9 @@ static uint32_t file_type(kvv_type type)
     switch (type) {
     case KVV_TYPE_F16:  return 1;
     case KVV_TYPE_Q4_0: return 2;
+    case KVV_TYPE_Q4_1: return 3;
     case KVV_TYPE_Q5_0: return 8;
+    case KVV_TYPE_Q5_1: return 9;
     case KVV_TYPE_Q8_0: return 7;
     case KVV_TYPE_BF16: return 32;
     default:            return 0;
@@ -313,7 +314,7 @@ static kvv_status check_opts(const kvv_synth_opts *o, int *n_vocab, kvv_error *e
         return kvv_error_set(err, KVV_ERR_USAGE, "synth: no shape given");
     if (!kvv_synth_type_ok(o->type))
         return kvv_error_set(err, KVV_ERR_USAGE,
-                             "synth: type %s is not one synth writes (f32, f16, bf16, q8_0, q4_0, q5_0)",
+                             "synth: type %s is not one synth writes (f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1)",
                              kvv_type_name(o->type));
     *n_vocab = o->n_vocab > 0 ? o->n_vocab : o->shape->n_vocab;
     if (*n_vocab < KVV_SYNTH_MIN_VOCAB || *n_vocab > KVV_SYNTH_MAX_VOCAB)

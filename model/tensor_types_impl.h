@@ -58,6 +58,6 @@ bool kvv_dequantize_blocks_ext(kvv_type t, const uint8_t *x, float *y, int64_t n
 
 /* nb blocks of a kvv_quant_groups_type through kvv_quant_groups
  * (quant_groups.c): y = s*q - m, exactly ggml's values. */
-void kvv_dequantize_groups(kvv_type t, const uint8_t *x, float *y, int64_t nb);
+void kvv_dequantize_groups(kvv_type t, const uint8_t *x, float *restrict y, int64_t nb);
 
 #endif

@@ -1,8 +1,10 @@
 /*
  * ref.h — the deterministic reference engine (kvverify's oracle).
  *
- * Scalar, single-threaded, fp32 activations, every weight dequantized exactly
- * at open. Every reduction runs in one documented order that depends only on
+ * Scalar, single-threaded, fp32 activations. Weight matrices stay as the
+ * file stores them (the model's mapping, shared with any other engine on
+ * the same model); each row is dequantized exactly when it is used. Every
+ * reduction runs in one documented order that depends only on
  * its length (docs/reference-engine.md; comments in ref_ops.c), the
  * build uses -ffp-contract=off, and no libm transcendental is on the computed
  * path (reference/kmath.h). So: the same model and inputs give the same bits
@@ -36,9 +38,10 @@ kvv_ref_opts kvv_ref_opts_default(void);
 
 typedef struct kvv_ref kvv_ref;
 
-/* Dequantizes all weights (the model must outlive the engine).
+/* Binds the weights: matrices are borrowed from the model's mapping (the
+ * model must outlive the engine), norm and bias vectors dequantized to fp32.
  * Errors: KVV_ERR_UNSUPPORTED for a tensor type it cannot dequantize,
- * KVV_ERR_NOMEM. */
+ * KVV_ERR_FORMAT for a tensor whose rows do not fit its data, KVV_ERR_NOMEM. */
 kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out, kvv_error *err);
 void kvv_ref_close(kvv_ref *r); /* accepts NULL */
 

@@ -1,6 +1,7 @@
 /*
- * ref_engine.c — the reference engine's lifetime: options, opening (exact
- * dequantization of every weight to fp32), the KV cache, closing.
+ * ref_engine.c — the reference engine's lifetime: options, opening (weight
+ * matrices bound as the file stores them, in the model's mapping; norm and
+ * bias vectors dequantized to fp32), the KV cache, closing.
  * The forward pass is in ref_forward.c, its kernels in ref_ops.c.
  */
 #include <stdlib.h>
@@ -27,11 +28,11 @@ kvv_ref_opts kvv_ref_opts_default(void)
 
 /* ------------------------------------------------------------ weights */
 
-/* Dequantize tensor t (all of its rows) into a new fp32 buffer owned by w. */
-static kvv_status dequant(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
-                          float **out, kvv_error *err)
+/* Checks that tensor t is rows x cols elements the reference can
+ * dequantize and that they fit its data bytes; *row_bytes: bytes of a row. */
+static kvv_status check_tensor(const kvv_model *m, const kvv_gguf_tensor *t, int64_t *rows,
+                               int64_t *cols, size_t *row_bytes, kvv_error *err)
 {
-    *out = NULL;
     const kvv_type_traits *tt = kvv_type_traits_of(t->type);
     if (!tt || !tt->can_dequantize)
         return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
@@ -39,17 +40,72 @@ static kvv_status dequant(const kvv_model *m, ref_weights *w, const kvv_gguf_ten
                              "by the reference engine",
                              m->gguf->path, t->name, (unsigned long long)t->info_offset,
                              kvv_type_name(t->type));
-    const int64_t cols = t->ne[0];
-    const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
-    const size_t row_bytes = kvv_type_row_size(t->type, cols);
-    if (row_bytes == 0 || (uint64_t)row_bytes * (uint64_t)rows > t->nbytes)
+    *cols = t->ne[0];
+    *rows = t->ne[1] * t->ne[2] * t->ne[3];
+    *row_bytes = kvv_type_row_size(t->type, *cols);
+    if (*row_bytes == 0 || *rows > INT32_MAX || *cols > INT32_MAX ||
+        (uint64_t)*row_bytes * (uint64_t)*rows > t->nbytes)
         return kvv_error_set(err, KVV_ERR_FORMAT,
                              "%s: tensor %s (info at byte %llu): %lld x %lld %s elements do not "
                              "fit its %llu data bytes",
                              m->gguf->path, t->name, (unsigned long long)t->info_offset,
-                             (long long)rows, (long long)cols, kvv_type_name(t->type),
+                             (long long)*rows, (long long)*cols, kvv_type_name(t->type),
                              (unsigned long long)t->nbytes);
-    float *buf = malloc((size_t)rows * (size_t)cols * sizeof(float));
+    return KVV_OK;
+}
+
+/* Matrix t as the file stores it: a view of the model's mapping, nothing
+ * copied (ref_mat_row dequantizes rows as they are used). t NULL: an
+ * empty view. */
+static kvv_status bind_mat(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
+                           ref_mat *out, kvv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!t)
+        return KVV_OK;
+    int64_t rows, cols;
+    size_t row_bytes;
+    kvv_status st = check_tensor(m, t, &rows, &cols, &row_bytes, err);
+    if (st)
+        return st;
+    out->data = t->data;
+    out->row_bytes = row_bytes;
+    out->type = t->type;
+    out->rows = (int)rows;
+    out->cols = (int)cols;
+    if (out->cols > w->max_cols)
+        w->max_cols = out->cols;
+    return KVV_OK;
+}
+
+/* Rows [row0, row0 + rows) of W (phi3's fused tensors), or an empty view
+ * when W has fewer rows. */
+static ref_mat mat_rows(const ref_mat *W, int row0, int rows)
+{
+    ref_mat v = *W;
+    if (!W->data || row0 + rows > W->rows) {
+        memset(&v, 0, sizeof v);
+        return v;
+    }
+    v.data = W->data + (size_t)row0 * W->row_bytes;
+    v.rows = rows;
+    return v;
+}
+
+/* Vector t (a norm weight or a bias) dequantized into a new fp32 buffer
+ * owned by w: small, and read by every token. t NULL: *out NULL. */
+static kvv_status load_vec(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
+                           float **out, kvv_error *err)
+{
+    *out = NULL;
+    if (!t)
+        return KVV_OK;
+    int64_t rows, cols;
+    size_t row_bytes;
+    kvv_status st = check_tensor(m, t, &rows, &cols, &row_bytes, err);
+    if (st)
+        return st;
+    float *buf = malloc((size_t)rows * (size_t)cols * sizeof(float) + 1);
     if (!buf)
         return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory dequantizing tensor %s",
                              m->gguf->path, t->name);
@@ -66,15 +122,11 @@ static kvv_status dequant(const kvv_model *m, ref_weights *w, const kvv_gguf_ten
     return KVV_OK;
 }
 
-/* Optional tensor: NULL stays NULL. */
-static kvv_status dequant_opt(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
-                              const float **out, kvv_error *err)
+static kvv_status load_vec_const(const kvv_model *m, ref_weights *w, const kvv_gguf_tensor *t,
+                                 const float **out, kvv_error *err)
 {
-    *out = NULL;
-    if (!t)
-        return KVV_OK;
     float *p;
-    kvv_status st = dequant(m, w, t, &p, err);
+    kvv_status st = load_vec(m, w, t, &p, err);
     *out = p;
     return st;
 }
@@ -84,49 +136,49 @@ static kvv_status load_layer(const kvv_model *m, ref_weights *w, int il, kvv_err
     const kvv_hparams *hp = &m->hp;
     const kvv_layer_tensors *T = &m->layers[il];
     ref_layer *L = &w->layers[il];
-    const size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
-    const size_t Q = (size_t)hp->n_head * (size_t)hp->head_dim;
-    const size_t K = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    const int F = hp->n_ff;
+    const int Q = hp->n_head * hp->head_dim, K = hp->n_head_kv * hp->head_dim;
+    const int V = hp->n_head_kv * hp->head_dim_v;
     kvv_status st;
-    if ((st = dequant_opt(m, w, T->attn_norm, &L->attn_norm, err)))
+    if ((st = load_vec_const(m, w, T->attn_norm, &L->attn_norm, err)))
         return st;
     if (T->wqkv) {
         /* phi3: rows [0,Q) = q, [Q,Q+K) = k, [Q+K, Q+K+V) = v */
-        const float *qkv;
-        if ((st = dequant_opt(m, w, T->wqkv, &qkv, err)))
+        ref_mat qkv;
+        if ((st = bind_mat(m, w, T->wqkv, &qkv, err)))
             return st;
-        L->wq = qkv;
-        L->wk = qkv + Q * E;
-        L->wv = qkv + (Q + K) * E;
-    } else if ((st = dequant_opt(m, w, T->wq, &L->wq, err)) ||
-               (st = dequant_opt(m, w, T->wk, &L->wk, err)) ||
-               (st = dequant_opt(m, w, T->wv, &L->wv, err))) {
+        L->wq = mat_rows(&qkv, 0, Q);
+        L->wk = mat_rows(&qkv, Q, K);
+        L->wv = mat_rows(&qkv, Q + K, V);
+    } else if ((st = bind_mat(m, w, T->wq, &L->wq, err)) ||
+               (st = bind_mat(m, w, T->wk, &L->wk, err)) ||
+               (st = bind_mat(m, w, T->wv, &L->wv, err))) {
         return st;
     }
-    if ((st = dequant_opt(m, w, T->bq, &L->bq, err)) ||
-        (st = dequant_opt(m, w, T->bk, &L->bk, err)) ||
-        (st = dequant_opt(m, w, T->bv, &L->bv, err)) ||
-        (st = dequant_opt(m, w, T->q_norm, &L->q_norm, err)) ||
-        (st = dequant_opt(m, w, T->k_norm, &L->k_norm, err)) ||
-        (st = dequant_opt(m, w, T->wo, &L->wo, err)) ||
-        (st = dequant_opt(m, w, T->post_attn_norm, &L->post_attn_norm, err)) ||
-        (st = dequant_opt(m, w, T->ffn_norm, &L->ffn_norm, err)) ||
-        (st = dequant_opt(m, w, T->w_down, &L->w_down, err)) ||
-        (st = dequant_opt(m, w, T->post_ffw_norm, &L->post_ffw_norm, err)))
+    if ((st = load_vec_const(m, w, T->bq, &L->bq, err)) ||
+        (st = load_vec_const(m, w, T->bk, &L->bk, err)) ||
+        (st = load_vec_const(m, w, T->bv, &L->bv, err)) ||
+        (st = load_vec_const(m, w, T->q_norm, &L->q_norm, err)) ||
+        (st = load_vec_const(m, w, T->k_norm, &L->k_norm, err)) ||
+        (st = bind_mat(m, w, T->wo, &L->wo, err)) ||
+        (st = load_vec_const(m, w, T->post_attn_norm, &L->post_attn_norm, err)) ||
+        (st = load_vec_const(m, w, T->ffn_norm, &L->ffn_norm, err)) ||
+        (st = bind_mat(m, w, T->w_down, &L->w_down, err)) ||
+        (st = load_vec_const(m, w, T->post_ffw_norm, &L->post_ffw_norm, err)))
         return st;
     if (hp->fused_gate_up) {
         /* phi3: ffn_up rows [0,F) = gate, [F,2F) = up */
-        const float *gu;
-        if ((st = dequant_opt(m, w, T->w_up, &gu, err)))
+        ref_mat gu;
+        if ((st = bind_mat(m, w, T->w_up, &gu, err)))
             return st;
-        L->w_gate = gu;
-        L->w_up = gu ? gu + F * E : NULL;
-    } else if ((st = dequant_opt(m, w, T->w_gate, &L->w_gate, err)) ||
-               (st = dequant_opt(m, w, T->w_up, &L->w_up, err))) {
+        L->w_gate = mat_rows(&gu, 0, F);
+        L->w_up = mat_rows(&gu, F, F);
+    } else if ((st = bind_mat(m, w, T->w_gate, &L->w_gate, err)) ||
+               (st = bind_mat(m, w, T->w_up, &L->w_up, err))) {
         return st;
     }
-    if (!L->attn_norm || !L->wq || !L->wk || !L->wv || !L->wo || !L->ffn_norm || !L->w_gate ||
-        !L->w_up || !L->w_down)
+    if (!L->attn_norm || !L->wq.data || !L->wk.data || !L->wv.data || !L->wo.data ||
+        !L->ffn_norm || !L->w_gate.data || !L->w_up.data || !L->w_down.data)
         return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: layer %d: a required tensor is unbound",
                              m->gguf->path, il);
     return KVV_OK;
@@ -142,20 +194,15 @@ static kvv_status load_weights(kvv_ref *r, kvv_error *err)
     if (!w->owned || !w->layers)
         return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", m->gguf->path);
     kvv_status st;
-    float *embd, *onorm;
-    if ((st = dequant(m, w, m->tok_embd, &embd, err)) ||
-        (st = dequant(m, w, m->output_norm, &onorm, err)))
+    float *onorm;
+    if ((st = bind_mat(m, w, m->tok_embd, &w->tok_embd, err)) ||
+        (st = load_vec(m, w, m->output_norm, &onorm, err)))
         return st;
-    w->tok_embd = embd;
     w->output_norm = onorm;
-    if (m->output == m->tok_embd || !m->output) {
-        w->output = embd; /* tied: the same fp32 matrix */
-    } else {
-        float *out;
-        if ((st = dequant(m, w, m->output, &out, err)))
-            return st;
-        w->output = out;
-    }
+    if (m->output == m->tok_embd || !m->output)
+        w->output = w->tok_embd; /* tied: the same stored matrix */
+    else if ((st = bind_mat(m, w, m->output, &w->output, err)))
+        return st;
     if (r->opts.control & KVV_CTL_PERTURB_WEIGHT) {
         /* Negative control: flip the lowest mantissa bit of output_norm[0]. */
         uint32_t u;
@@ -203,6 +250,11 @@ kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out
         kvv_ref_close(r);
         return st;
     }
+    r->wrow = malloc((size_t)(r->w.max_cols > 0 ? r->w.max_cols : 1) * sizeof(float));
+    if (!r->wrow) {
+        kvv_ref_close(r);
+        return kvv_error_set(err, KVV_ERR_NOMEM, "reference engine: out of memory");
+    }
     const kvv_hparams *hp = &r->hp;
     r->cache = kvv_kv_cache_new(opts.cache_type, hp->n_layer, opts.n_ctx, hp->n_head_kv,
                                 hp->head_dim, hp->head_dim_v);
@@ -232,6 +284,7 @@ void kvv_ref_close(kvv_ref *r)
         free(r->w.owned[i]);
     free(r->w.owned);
     free(r->w.layers);
+    free(r->wrow);
     kvv_kv_cache_free(r->cache);
     free(r->rope_cs);
     free(r);

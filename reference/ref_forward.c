@@ -27,22 +27,19 @@
 
 /* ------------------------------------------------------------ attention inputs */
 
-void ref_proj(const kvv_ref *r, float *out, const float *x, const float *W,
-              const kvv_gguf_tensor *raw, int64_t row0, const float *bias, int n, int rows,
-              int cols, bool reversed, ref_ggml_scratch *g)
+void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
+              int n, bool reversed, ref_ggml_scratch *g)
 {
     if ((r->opts.ggml & KVV_GGML_ACT_QUANT) && g)
-        ref_matmul_ggml(out, x, W, raw, row0, bias, n, rows, cols, reversed, g);
+        ref_matmul_ggml(out, x, W, bias, n, reversed, r->wrow, g);
     else
-        ref_matmul(out, x, W, bias, n, rows, cols, reversed);
+        ref_matmul_mat(out, x, W, bias, n, reversed, r->wrow);
 }
 
 void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t *pos,
                      float *xn, float *q, float *k, float *v, bool reversed,
                      ref_ggml_scratch *g)
 {
-    /* source tensors (phi3: the three parts of attn_qkv) */
-    const kvv_layer_tensors *T = &r->model->layers[layer];
     const kvv_hparams *hp = &r->hp;
     const ref_layer *L = &r->w.layers[layer];
     const int E = hp->n_embd, hd = hp->head_dim;
@@ -51,12 +48,10 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
     float *cs = r->rope_cs;                                 /* (n_rot) cos/sin pairs */
 
     ref_rmsnorm(xn, h, L->attn_norm, n, E, hp->norm_eps);  /* xn (n, E) */
-    if (q)                                                  /* q (n, Q) */
-        ref_proj(r, q, xn, L->wq, T->wq ? T->wq : T->wqkv, 0, L->bq, n, Q, E, reversed, g);
-    ref_proj(r, k, xn, L->wk, T->wk ? T->wk : T->wqkv, T->wk ? 0 : Q, L->bk, n, K, E,
-             reversed, g);                                  /* k (n, K) */
-    ref_proj(r, v, xn, L->wv, T->wv ? T->wv : T->wqkv, T->wv ? 0 : Q + K, L->bv, n, V, E,
-             reversed, g);                                  /* v (n, V) */
+    if (q)
+        ref_proj(r, q, xn, &L->wq, L->bq, n, reversed, g);  /* q (n, Q) */
+    ref_proj(r, k, xn, &L->wk, L->bk, n, reversed, g);      /* k (n, K) */
+    ref_proj(r, v, xn, &L->wv, L->bv, n, reversed, g);      /* v (n, V) */
     if (hp->has_qk_norm) {                                  /* per head, before RoPE */
         if (q)
             ref_rmsnorm(q, q, L->q_norm, n * hp->n_head, hd, hp->norm_eps);
@@ -291,11 +286,9 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
 {
     const kvv_hparams *hp = &r->hp;
     const ref_layer *L = &r->w.layers[l];
-    const kvv_layer_tensors *T = &r->model->layers[l];     /* source tensors */
     ref_ggml_scratch *gs = s->ggml_on ? &s->ggml : NULL;
     const int E = hp->n_embd, F = hp->n_ff;
     const int K = hp->n_head_kv * hp->head_dim, V = hp->n_head_kv * hp->head_dim_v;
-    const int O = hp->n_head * hp->head_dim_v;
     const size_t NE = (size_t)n * (size_t)E;
 
     if (hooks && hooks->residual)
@@ -310,18 +303,15 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
     attention(r, l, n, pos, hooks, s);
     if (hooks && hooks->attn_out)
         hooks->attn_out(hooks->user, l, n, pos, s->att);
-    ref_proj(r, s->proj, s->att, L->wo, T->wo, 0, NULL, n, E, O, false, gs); /* proj (n, E) */
+    ref_proj(r, s->proj, s->att, &L->wo, NULL, n, false, gs);  /* proj (n, E) */
     if (L->post_attn_norm)
         ref_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, E, hp->norm_eps);
     add_rows(s->x, s->proj, NE);
 
     /* feed-forward block */
     ref_rmsnorm(s->xn, s->x, L->ffn_norm, n, E, hp->norm_eps);
-    const bool fused = T->w_gate == NULL;                  /* phi3: ffn_up = gate|up */
-    ref_proj(r, s->gate, s->xn, L->w_gate, fused ? T->w_up : T->w_gate, 0, NULL, n, F, E, false,
-             gs);                                           /* gate (n, F) */
-    ref_proj(r, s->up, s->xn, L->w_up, T->w_up, fused ? F : 0, NULL, n, F, E, false,
-             gs);                                           /* up (n, F) */
+    ref_proj(r, s->gate, s->xn, &L->w_gate, NULL, n, false, gs); /* gate (n, F) */
+    ref_proj(r, s->up, s->xn, &L->w_up, NULL, n, false, gs);     /* up (n, F) */
     const bool gelu16 = (r->opts.ggml & KVV_GGML_GELU_FP16) != 0;
     for (size_t i = 0; i < (size_t)n * (size_t)F; i++) {
         const float a = hp->act == KVV_ACT_SILU ? ref_silu(s->gate[i])
@@ -329,8 +319,7 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
                                                 : ref_gelu_tanh(s->gate[i]);
         s->gate[i] = a * s->up[i];
     }
-    ref_proj(r, s->proj, s->gate, L->w_down, T->w_down, 0, NULL, n, E, F, false,
-             gs);                                           /* proj (n, E) */
+    ref_proj(r, s->proj, s->gate, &L->w_down, NULL, n, false, gs); /* proj (n, E) */
     if (L->post_ffw_norm)
         ref_rmsnorm(s->proj, s->proj, L->post_ffw_norm, n, E, hp->norm_eps);
     add_rows(s->x, s->proj, NE);
@@ -382,7 +371,7 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
 
     /* embedding: x[t] = tok_embd[token] (gemma: * sqrtf(n_embd)) */
     for (int t = 0; t < n; t++) {
-        const float *e = r->w.tok_embd + (size_t)tokens[t] * (size_t)E;
+        const float *e = ref_mat_row(&r->w.tok_embd, tokens[t], r->wrow);  /* (E) */
         float *xt = s.x + (size_t)t * (size_t)E;
         for (int i = 0; i < E; i++)
             xt[i] = hp->embd_scale != 1.0f ? e[i] * hp->embd_scale : e[i];
@@ -400,8 +389,8 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
         const int rows = n - first;
         ref_rmsnorm(s.xn, s.x + (size_t)first * (size_t)E, r->w.output_norm, rows, E,
                     hp->norm_eps);
-        ref_proj(r, logits, s.xn, r->w.output, r->model->output, 0, NULL, rows, hp->n_vocab, E,
-                 false, s.ggml_on ? &s.ggml : NULL);
+        ref_proj(r, logits, s.xn, &r->w.output, NULL, rows, false,
+                 s.ggml_on ? &s.ggml : NULL);               /* logits (rows, n_vocab) */
         if (hp->final_softcap > 0.0f)
             for (size_t i = 0; i < (size_t)rows * (size_t)hp->n_vocab; i++)
                 logits[i] = ref_softcap(logits[i], hp->final_softcap);

@@ -74,12 +74,12 @@ void ref_ggml_scratch_free(ref_ggml_scratch *g)
     memset(g, 0, sizeof *g);
 }
 
-/* out[t][r] for rows [row0, row0+rows) of the raw Q8_0 tensor. */
-static void matmul_q8_0(float *out, const float *x, const kvv_gguf_tensor *raw, int64_t row0,
-                        const float *bias, int n, int rows, int cols, ref_ggml_scratch *g)
+/* out[t][r] for the rows of the Q8_0 matrix W, read as stored. */
+static void matmul_q8_0(float *out, const float *x, const ref_mat *W, const float *bias, int n,
+                        ref_ggml_scratch *g)
 {
+    const int rows = W->rows, cols = W->cols;
     const int nb = cols / QK8;
-    const size_t row_bytes = (size_t)nb * Q8_BYTES;
     int8_t *qx = g->qx;                                      /* (n, cols) */
     float *dx = g->dx;                                       /* (n, nb) */
     for (int t = 0; t < n; t++)
@@ -87,7 +87,7 @@ static void matmul_q8_0(float *out, const float *x, const kvv_gguf_tensor *raw, 
             quantize_block(x + (size_t)t * cols + (size_t)b * QK8,
                            qx + (size_t)t * cols + (size_t)b * QK8, &dx[(size_t)t * nb + b]);
     for (int r = 0; r < rows; r++) {
-        const uint8_t *wr = raw->data + (size_t)(row0 + r) * row_bytes;
+        const uint8_t *wr = W->data + (size_t)r * W->row_bytes;  /* nb blocks of Q8_BYTES */
         for (int t = 0; t < n; t++) {
             const int8_t *qt = qx + (size_t)t * cols;
             float sum = 0.0f;
@@ -104,18 +104,17 @@ static void matmul_q8_0(float *out, const float *x, const kvv_gguf_tensor *raw, 
     }
 }
 
-void ref_matmul_ggml(float *out, const float *x, const float *W, const kvv_gguf_tensor *raw,
-                     int64_t row0, const float *bias, int n, int rows, int cols, bool reversed,
-                     ref_ggml_scratch *g)
+void ref_matmul_ggml(float *out, const float *x, const ref_mat *W, const float *bias, int n,
+                     bool reversed, float *wrow, ref_ggml_scratch *g)
 {
-    if (raw && raw->type == KVV_TYPE_Q8_0 && cols % QK8 == 0 && !reversed) {
-        matmul_q8_0(out, x, raw, row0, bias, n, rows, cols, g);
-    } else if (raw && raw->type == KVV_TYPE_F16) {
+    if (W->type == KVV_TYPE_Q8_0 && W->cols % QK8 == 0 && !reversed) {
+        matmul_q8_0(out, x, W, bias, n, g);
+    } else if (W->type == KVV_TYPE_F16) {
         float *xh = g->xh;                                   /* (n, cols) */
-        for (size_t i = 0; i < (size_t)n * (size_t)cols; i++)
+        for (size_t i = 0; i < (size_t)n * (size_t)W->cols; i++)
             xh[i] = kvv_fp16_to_fp32(kvv_fp32_to_fp16(x[i]));
-        ref_matmul(out, xh, W, bias, n, rows, cols, reversed);
+        ref_matmul_mat(out, xh, W, bias, n, reversed, wrow);
     } else {
-        ref_matmul(out, x, W, bias, n, rows, cols, reversed);
+        ref_matmul_mat(out, x, W, bias, n, reversed, wrow);
     }
 }

@@ -5,47 +5,66 @@
  * their signatures stable.
  *
  * State is split by lifetime, like llama2.c's run.c:
- *   ref_weights  dequantized fp32 weights (built at open, read-only after)
+ *   ref_weights  the weights: matrices as the file stores them (borrowed
+ *                from the model's mapping, never copied), norm and bias
+ *                vectors dequantized to fp32 at open; read-only after
  *   kvv_kv_cache the KV cache (lives as long as the engine)
+ *   wrow         one weight row dequantized, reused by every projection
  *   per-call scratch buffers are allocated by each forward call (ref_forward.c)
  *
- * Matrix convention: a projection W with GGUF ne = {cols, rows} is stored
- * row-major as float[rows][cols]; out[r] = dot(W[r], x) over cols.
+ * Matrix convention: a projection W with GGUF ne = {cols, rows} has rows of
+ * cols elements; out[r] = dot(W[r], x) over cols, W[r] being row r
+ * dequantized exactly (kvv_dequantize_row), so the values are those a full
+ * fp32 copy of W would hold.
  */
 #ifndef KVV_REF_INTERNAL_H
 #define KVV_REF_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "model/tensor_types.h"
 #include "reference/ref.h"
 
-/* Weights of one layer, all fp32; NULL where the architecture has none.
- * E = n_embd, Q = n_head*head_dim, K = n_head_kv*head_dim,
- * V = n_head_kv*head_dim_v, O = n_head*head_dim_v, F = n_ff. */
+/* A weight matrix as the file stores it: row r < rows is the row_bytes
+ * bytes at data + r * row_bytes, cols elements of GGUF type `type`. phi3's
+ * fused attn_qkv and gate|up are views of row ranges of one tensor. */
+typedef struct {
+    const uint8_t *data;  /* row 0: into the model's mapping (borrowed), or a
+                           * caller's float[rows][cols] (ref_mat_f32); NULL = none */
+    size_t row_bytes;     /* bytes of one row */
+    kvv_type type;        /* any type kvv_dequantize_row accepts */
+    int rows, cols;
+} ref_mat;
+
+/* Weights of one layer; a NULL vector or a matrix with data NULL where the
+ * architecture has none. E = n_embd, Q = n_head*head_dim, K =
+ * n_head_kv*head_dim, V = n_head_kv*head_dim_v, O = n_head*head_dim_v, F = n_ff. */
 typedef struct {
     const float *attn_norm;      /* (E) */
-    const float *wq;             /* (Q, E); phi3: rows [0, Q) of attn_qkv */
-    const float *wk;             /* (K, E); phi3: rows [Q, Q+K) */
-    const float *wv;             /* (V, E); phi3: rows [Q+K, Q+K+V) */
+    ref_mat wq;                  /* (Q, E); phi3: rows [0, Q) of attn_qkv */
+    ref_mat wk;                  /* (K, E); phi3: rows [Q, Q+K) */
+    ref_mat wv;                  /* (V, E); phi3: rows [Q+K, Q+K+V) */
     const float *bq, *bk, *bv;   /* (Q), (K), (V): qwen2 */
     const float *q_norm;         /* (head_dim): qwen3, gemma3 */
     const float *k_norm;         /* (head_dim) */
-    const float *wo;             /* (E, O) */
+    ref_mat wo;                  /* (E, O) */
     const float *post_attn_norm; /* (E): gemma */
     const float *ffn_norm;       /* (E) */
-    const float *w_gate;         /* (F, E); phi3: rows [0, F) of ffn_up */
-    const float *w_up;           /* (F, E); phi3: rows [F, 2F) of ffn_up */
-    const float *w_down;         /* (E, F) */
+    ref_mat w_gate;              /* (F, E); phi3: rows [0, F) of ffn_up */
+    ref_mat w_up;                /* (F, E); phi3: rows [F, 2F) of ffn_up */
+    ref_mat w_down;              /* (E, F) */
     const float *post_ffw_norm;  /* (E): gemma */
 } ref_layer;
 
 typedef struct {
-    const float *tok_embd;     /* (n_vocab, E) */
+    ref_mat tok_embd;          /* (n_vocab, E) */
     const float *output_norm;  /* (E) */
-    const float *output;       /* (n_vocab, E); = tok_embd when tied */
+    ref_mat output;            /* (n_vocab, E); = tok_embd when tied */
     ref_layer *layers;         /* (n_layer) */
-    float **owned;             /* every malloc'ed buffer above, freed at close */
+    int max_cols;              /* the widest matrix row: kvv_ref.wrow's length */
+    float **owned;             /* every dequantized vector above, freed at close */
     int n_owned;
 } ref_weights;
 
@@ -54,6 +73,7 @@ struct kvv_ref {
     kvv_hparams hp;            /* copy of model->hp */
     kvv_ref_opts opts;
     ref_weights w;
+    float *wrow;               /* (max cols) scratch: one weight row dequantized */
     kvv_kv_cache *cache;
     float theta_scale[2];      /* RoPE: powf(base, -2/n_rot) for [0] global, [1] local layers */
     float *rope_cs;            /* (n_rot) scratch: cos/sin of one position's angles */
@@ -70,8 +90,25 @@ float ref_dot(const float *a, const float *b, int n);
  * element to the first. */
 float ref_dot_reversed(const float *a, const float *b, int n);
 
-/* out[t][r] = dot(W[r], x[t]) (+ bias[r] if bias) for t < n, r < rows;
- * W (rows, cols), x (n, cols), out (n, rows). reversed: ref_dot_reversed. */
+/* The view of a caller's fp32 matrix W[rows][cols] (borrowed). */
+ref_mat ref_mat_f32(const float *W, int rows, int cols);
+
+/* Row r (< W->rows) of W as fp32: the stored row itself when W is F32 and
+ * 4-byte aligned, else kvv_dequantize_row into buf (W->cols floats; may be
+ * NULL for an aligned F32 W). Exact per element. W must have passed
+ * kvv_type_row_size/can_dequantize (ref_engine.c checks at open); a row
+ * that still cannot be dequantized reads as NaNs. @return the row
+ * (borrowed: W's storage or buf). */
+const float *ref_mat_row(const ref_mat *W, int r, float *buf);
+
+/* out[t][r] = dot(W[r], x[t]) (+ bias[r] if bias) for t < n, r < W->rows;
+ * x (n, W->cols), out (n, W->rows). reversed: ref_dot_reversed. Each row of
+ * W is dequantized once (into wrow, W->cols floats) and dotted with every
+ * token. */
+void ref_matmul_mat(float *out, const float *x, const ref_mat *W, const float *bias, int n,
+                    bool reversed, float *wrow);
+
+/* ref_matmul_mat on the fp32 matrix W (rows, cols). */
 void ref_matmul(float *out, const float *x, const float *W, const float *bias, int n, int rows,
                 int cols, bool reversed);
 
@@ -115,13 +152,12 @@ void ref_ggml_scratch_free(ref_ggml_scratch *g);                       /* accept
 /* GELU through ggml's fp16 table (KVV_GGML_GELU_FP16). */
 float ref_gelu_ggml(float x);
 
-/* ref_matmul with ggml's activation handling for the weight's source type
+/* ref_matmul_mat with ggml's activation handling for W's type
  * (KVV_GGML_ACT_QUANT): F16 -> activations rounded to fp16; Q8_0 ->
- * activations quantized to Q8_0 and block-integer dot products with the raw
- * weight rows [row0, row0 + rows) of raw; other types: plain ref_matmul. */
-void ref_matmul_ggml(float *out, const float *x, const float *W, const kvv_gguf_tensor *raw,
-                     int64_t row0, const float *bias, int n, int rows, int cols, bool reversed,
-                     ref_ggml_scratch *g);
+ * activations quantized to Q8_0 and block-integer dot products with W's
+ * stored blocks; other types: plain ref_matmul_mat. */
+void ref_matmul_ggml(float *out, const float *x, const ref_mat *W, const float *bias, int n,
+                     bool reversed, float *wrow, ref_ggml_scratch *g);
 
 /* ------------------------------------------------------------ shared projection (ref_forward.c) */
 
@@ -134,11 +170,10 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
                      float *xn, float *q, float *k, float *v, bool reversed,
                      ref_ggml_scratch *g);
 
-/* One projection through W (rows, cols) = rows [row0, row0 + rows) of the
- * source tensor raw: ref_matmul, or ref_matmul_ggml when KVV_GGML_ACT_QUANT
+/* One projection out (n, W->rows) = x (n, W->cols) through W: ref_matmul_mat
+ * with the engine's row scratch, or ref_matmul_ggml when KVV_GGML_ACT_QUANT
  * is on (g then required). */
-void ref_proj(const kvv_ref *r, float *out, const float *x, const float *W,
-              const kvv_gguf_tensor *raw, int64_t row0, const float *bias, int n, int rows,
-              int cols, bool reversed, ref_ggml_scratch *g);
+void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
+              int n, bool reversed, ref_ggml_scratch *g);
 
 #endif

@@ -8,6 +8,7 @@
  * keeps the reference close to llama.cpp without costing determinism.
  */
 #include <math.h>
+#include <string.h>
 
 #include "reference/kmath.h"
 #include "reference/ref_internal.h"
@@ -79,16 +80,55 @@ static void dot4(const float *w, const float *x0, const float *x1, const float *
     out[3] = t3;
 }
 
-/* Rows outer, tokens inner: one weight row is reused for all n tokens while
- * it is in cache (four tokens at a time share its loads). Each output
- * element is exactly one ref_dot (or ref_dot_reversed), so a token's result
- * does not depend on the other tokens of the batch or on how they group. */
-void ref_matmul(float *out, const float *x, const float *W, const float *bias, int n, int rows,
-                int cols, bool reversed)
+/* ------------------------------------------------------------ weight rows and matmul */
+
+ref_mat ref_mat_f32(const float *W, int rows, int cols)
 {
-    const size_t C = (size_t)cols, R = (size_t)rows;
-    for (int r = 0; r < rows; r++) {
-        const float *w = W + (size_t)r * C;                       /* (cols) */
+    ref_mat m;
+    m.data = (const uint8_t *)W;
+    m.row_bytes = (size_t)cols * sizeof(float);
+    m.type = KVV_TYPE_F32;
+    m.rows = rows;
+    m.cols = cols;
+    return m;
+}
+
+/* A stored F32 row is the fp32 array itself on a little-endian host. */
+static bool host_little_endian(void)
+{
+    const uint32_t one = 1;
+    uint8_t low;
+    memcpy(&low, &one, 1);
+    return low == 1;
+}
+
+/* The weights stay as the file stores them; a row is widened to fp32 when
+ * it is used. kvv_dequantize_row is exact per element (each weight is
+ * q * d or an exact format conversion, rounded once), so a dot product
+ * with this row sees the values a full fp32 copy would hold. */
+const float *ref_mat_row(const ref_mat *W, int r, float *buf)
+{
+    const uint8_t *src = W->data + (size_t)r * W->row_bytes;
+    if (W->type == KVV_TYPE_F32 && (uintptr_t)src % sizeof(float) == 0 && host_little_endian())
+        return (const float *)(const void *)src;
+    if (!kvv_dequantize_row(W->type, src, buf, W->cols))
+        for (int i = 0; i < W->cols; i++)
+            buf[i] = NAN; /* unreachable for a W checked at open */
+    return buf;
+}
+
+/* Rows outer, tokens inner: one weight row is dequantized once and reused
+ * for all n tokens while it is in cache (four tokens at a time share its
+ * loads). Each output element is exactly one ref_dot (or
+ * ref_dot_reversed), so a token's result does not depend on the other
+ * tokens of the batch or on how they group. */
+void ref_matmul_mat(float *out, const float *x, const ref_mat *W, const float *bias, int n,
+                    bool reversed, float *wrow)
+{
+    const int cols = W->cols;
+    const size_t C = (size_t)cols, R = (size_t)W->rows;
+    for (int r = 0; r < W->rows; r++) {
+        const float *w = ref_mat_row(W, r, wrow);                 /* (cols) */
         int t = 0;
         if (!reversed)
             for (; t + 4 <= n; t += 4) {
@@ -106,6 +146,13 @@ void ref_matmul(float *out, const float *x, const float *W, const float *bias, i
             out[(size_t)t * R + (size_t)r] = d;
         }
     }
+}
+
+void ref_matmul(float *out, const float *x, const float *W, const float *bias, int n, int rows,
+                int cols, bool reversed)
+{
+    const ref_mat m = ref_mat_f32(W, rows, cols);
+    ref_matmul_mat(out, x, &m, bias, n, reversed, NULL);
 }
 
 /* ------------------------------------------------------------ normalization */

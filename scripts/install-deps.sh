@@ -6,7 +6,7 @@
 set -e
 PKGS="build-essential clang libclang-rt-14-dev llvm pkg-config \
 libopenblas-dev libmpfr-dev libgmp-dev libcmocka-dev zlib1g-dev nettle-dev \
-libjansson-dev libpcre2-dev libutf8proc-dev libxml2-utils \
+libjansson-dev libpcre2-dev libutf8proc-dev libxml2-utils libsimde-dev time \
 jq git mesa-vulkan-drivers libvulkan1"
 # npm fetches llama.cpp's packages; Debian's npm only where no npm is present
 # (a nodejs package from elsewhere ships its own and conflicts with it)

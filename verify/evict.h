@@ -1,19 +1,41 @@
 /*
  * evict.h — `kvverify evict`: every cache policy and both KV-Direct modes
- * against the full cache, at several budgets (DESIGN.md §4 evict).
+ * against the full cache, at several budgets, over a set of prompts
+ * (DESIGN.md §4 evict; method and figures in docs/policies.md).
  *
- * For each (policy, budget) two decodes run through verify/policy_run.h:
- *   greedy           the policy's own argmax tokens  -> token match %, prefix match
- *   teacher-forced   the full cache's tokens fed in  -> top-1 agreement, KL per step,
- *                    and bit-equality of every logit with the full cache
- * A second table compares at EQUAL TOTAL BYTES: for each baseline budget B
- * the byte budget is B tokens of live K/V; KV-Direct gets the largest live
- * budget B' whose K/V plus the checkpoints of the evicted positions fit in
- * it (none, if even B' = 1 does not fit).
+ * For every policy, budget and prompt: greedy token match, prefix to the
+ * first divergence, teacher-forced top-1 agreement and KL per step against
+ * the full cache, bytes held — per prompt, and as mean / sd / min / max over
+ * the prompts. Where they run:
  *
- * Verdict: PASS iff both KV-Direct modes are bit-equal to the full cache
- * (greedy tokens and every teacher-forced logit) at every budget they ran;
- * the baselines' numbers are findings, not verdicts.
+ *   baselines  figures about the model and the policy, not about exactness:
+ *              on the `figures` engine (the cli's default: the cpu engine in
+ *              its batch-invariant mode), every prompt.
+ *   KV-Direct  exactness is what it claims, so it runs on the ENGINE UNDER
+ *              TEST, both modes, at every budget of both tables, on the first
+ *              `verify_prompts` prompts (all of them when the figures engine
+ *              is the engine under test), and each run is also compared bit
+ *              for bit with that engine's full cache: the verdict. Control:
+ *              kvdirect-layer with bf16 checkpoints (kvdirect-token if only
+ *              that mode is requested) must be detected; force_fail plants
+ *              bf16 checkpoints into every KV-Direct run.
+ *
+ * Per (policy, budget, prompt) a greedy decode runs, and a teacher-forced one
+ * (fed the full cache's tokens) only when the greedy tokens differ from the
+ * full cache's: with the same tokens both decodes saw the same inputs at every
+ * step, so their logits are the same. The full-cache decode runs once per
+ * prompt and engine. Runs go to `n_threads` threads, each with its own
+ * engines, reused from run to run (verify/policy_run.h).
+ *
+ * The equal-total-bytes table: for each baseline budget B the byte budget is
+ * B tokens of live K/V; a KV-Direct mode gets the largest live budget B'
+ * whose K/V plus the checkpoints of the other positions fit in it (none when
+ * even B' = 1 does not fit).
+ *
+ * Verdict: PASS iff every verified KV-Direct run that recomputed anything is
+ * bit-equal and the control is detected; FAIL otherwise (first mismatch: the
+ * first logit that differs); SKIPPED (exit 77) when nothing was verified —
+ * no KV-Direct policy requested, or no KV-Direct run evicted anything.
  */
 #ifndef KVV_EVICT_H
 #define KVV_EVICT_H
@@ -22,9 +44,12 @@
 
 #include "engine/policy/policy.h"
 #include "verify/check.h"
+#include "verify/prompt_set.h"
 
 typedef struct {
     kvv_policy_kind kind;
+    int prompt;               /* index in the prompt set */
+    int engine;               /* 0 the figures engine, 1 the engine under test, -1 not run */
     int budget;               /* live K/V positions */
     int byte_budget_of;       /* equal-bytes table: the baseline budget whose bytes it got, else 0 */
     bool fits;                /* equal-bytes: false when KV-Direct cannot fit at all */
@@ -40,43 +65,99 @@ typedef struct {
     double seconds;
 } kvv_evict_row;
 
+/* One figure over the prompts: sd is the sample standard deviation (n - 1;
+ * 0 for one prompt). */
 typedef struct {
-    kvv_check_opts check;           /* model, engine, prompt (tokens), n_gen, progress */
-    const int *budgets;             /* live-token budgets; NULL = 10,25,50,75% of the context */
+    double mean, sd, min, max;
+} kvv_evict_spread;
+
+/* A (policy, budget) row of a table over the prompts whose run ran and fitted. */
+typedef struct {
+    kvv_policy_kind kind;
+    int byte_budget_of;       /* as in kvv_evict_row */
+    int budget_min, budget_max; /* live budget (differ only for equal-bytes KV-Direct rows
+                                   over prompts of different lengths) */
+    int n_prompts;            /* rows aggregated (0: fitted nowhere) */
+    int n_bit_equal;
+    kvv_evict_spread match, prefix, tf_top1, kl_mean, kl_max, bytes_peak;
+} kvv_evict_agg;
+
+/* A KV-Direct run compared bit for bit on the engine under test. */
+typedef struct {
+    kvv_evict_row row;
+    kvv_ckpt_type ckpt;       /* f32; bf16 in the control and under force_fail */
+    bool differs;             /* not bit-equal */
+    kvv_mismatch first;       /* the first logit that differs (when differs) */
+} kvv_evict_verify;
+
+typedef struct {
+    kvv_check_opts check;            /* model, engine under test, n_gen, controls, force_fail,
+                                        progress (tokens unused) */
+    const kvv_prompt_set *prompts;   /* required, n >= 1 */
+    const int *budgets;              /* live-token budgets; NULL = 10,25,50,75% of the
+                                        shortest context */
     int n_budgets;
-    const kvv_policy_kind *policies;/* NULL = every policy */
+    const kvv_policy_kind *policies; /* NULL = every policy */
     int n_policies;
-    bool equal_bytes;               /* also build the equal-bytes table (default true) */
+    bool equal_bytes;                /* also build the equal-bytes table */
+    const kvv_engine_opts *figures;  /* engine of the figures; NULL = the engine under test */
+    int verify_prompts;              /* prompts KV-Direct runs on (the first ones); < 1 = 1 */
+    int n_threads;                   /* runs at a time; < 1 = processors online */
 } kvv_evict_opts;
 
 typedef struct {
-    int n_ctx;                      /* prompt + generated positions */
-    uint64_t full_bytes;            /* the full cache's bytes at the end */
+    int n_prompts, n_gen;
+    int *n_ctx;                     /* [n_prompts] prompt + generated positions */
+    uint64_t *full_bytes;           /* [n_prompts] the full cache's bytes at the end */
+    int *budgets;                   /* [n_budgets] the by-budget table's budgets */
+    int n_budgets;
     uint64_t kv_bytes_per_token;    /* K+V over all layers, cache dtype */
     uint64_t ckpt_layer_per_token;  /* kvdirect-layer checkpoint per evicted token */
     uint64_t ckpt_token_per_token;  /* kvdirect-token checkpoint per evicted token */
-    kvv_evict_row *rows;            /* by budget: policies x budgets */
+    kvv_engine_desc figures_engine, test_engine;
+    bool figures_is_test;           /* one engine: verified on every prompt */
+    char figures_note[160];         /* why the figures ran elsewhere than asked, or "" */
+    int n_threads;
+    kvv_evict_row *rows;            /* by budget: [budget][policy][prompt] (engine -1: not run) */
     int n_rows;
-    kvv_evict_row *eq_rows;         /* equal bytes */
+    kvv_evict_row *eq_rows;         /* equal bytes: [byte budget][policy][prompt] */
     int n_eq_rows;
+    kvv_evict_agg *aggs, *eq_aggs;  /* one per (policy, budget) block of n_prompts rows */
+    int n_aggs, n_eq_aggs;
+    kvv_evict_verify *verify;       /* KV-Direct runs on the engine under test */
+    int n_verify;
+    int verify_prompts;             /* prompts KV-Direct ran on (the first ones) */
+    bool has_control;
+    kvv_evict_verify control;
+    double seconds;
 } kvv_evict_result;
 
-/* Run everything, fill res (caller frees with kvv_evict_result_free) and
- * r (verdict, key figure, details JSON with both tables). */
+/* Run everything, fill res (caller frees with kvv_evict_result_free, also
+ * after an error) and r (verdict, key figure, controls, details JSON). */
 kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_check_result *r,
                          kvv_error *err);
-void kvv_evict_result_free(kvv_evict_result *res);
+void kvv_evict_result_free(kvv_evict_result *res); /* accepts NULL */
 
 /* Fill the comparison fields of row from a greedy and a teacher-forced
  * run of a policy against the full cache's greedy run (same prompt, same
- * n_gen; the teacher-forced run was fed full->tokens). */
+ * n_gen; the teacher-forced run was fed full->tokens, or is the greedy run
+ * itself when their tokens agree). */
 struct kvv_policy_run_out;
 void kvv_evict_score_row(kvv_evict_row *row, const struct kvv_policy_run_out *full,
                          const struct kvv_policy_run_out *greedy,
                          const struct kvv_policy_run_out *tf);
 
-/* Console tables and CSV (one line per row, both tables, header first). */
+/* --- evict_report.c: figures over the prompts, console, CSV, JSON --- */
+
+/* Fill res->aggs / eq_aggs from the rows. @return KVV_OK or KVV_ERR_NOMEM. */
+kvv_status kvv_evict_aggregate(kvv_evict_result *res, kvv_error *err);
+/* Console tables: mean [min, max] over the prompts, then the KV-Direct runs. */
 void kvv_evict_print(FILE *f, const kvv_evict_result *res);
-kvv_status kvv_evict_write_csv(const kvv_evict_result *res, const char *path, kvv_error *err);
+/* CSV: one line per row of both tables, per prompt, header first. */
+kvv_status kvv_evict_write_csv(const kvv_evict_result *res, const kvv_prompt_set *prompts,
+                               const char *path, kvv_error *err);
+/* Everything in res as the check's details (docs/report-schema.md). */
+void kvv_evict_details_json(const kvv_evict_result *res, const kvv_prompt_set *prompts,
+                            json_t *details);
 
 #endif

@@ -92,7 +92,8 @@ typedef struct {
     int nb, max_b, reps;
     int layers[KVV_MAX_LAYERS], nl;
     size_t dk, dv, ne;           /* K, V and residual widths */
-    float *h, *k, *v;            /* [max_b][ne | dk | dv] */
+    float *h, *k, *v;            /* [max_b][ne | dk | dv]; k, v: recomputed */
+    float *kr, *vr;              /* [max_b][dk | dv]: read from the cache */
     int32_t *pos;                /* [max_b] 0.. */
     double *tr, *tc;             /* [reps] read and recompute times */
 } lat_run;
@@ -126,19 +127,65 @@ static kvv_status plan(const kvv_latency_opts *o, lat_run *p, kvv_error *err)
     return KVV_OK;
 }
 
+/* The buffers of p; false on OOM. */
+static bool lat_alloc(lat_run *p)
+{
+    const size_t b = (size_t)p->max_b;
+    p->h = malloc(b * p->ne * sizeof *p->h);
+    p->k = malloc(b * p->dk * sizeof *p->k);
+    p->v = malloc(b * p->dv * sizeof *p->v);
+    p->kr = malloc(b * p->dk * sizeof *p->kr);
+    p->vr = malloc(b * p->dv * sizeof *p->vr);
+    p->pos = malloc(b * sizeof *p->pos);
+    p->tr = malloc((size_t)p->reps * sizeof *p->tr);
+    p->tc = malloc((size_t)p->reps * sizeof *p->tc);
+    return p->h && p->k && p->v && p->kr && p->vr && p->pos && p->tr && p->tc;
+}
+
 static void lat_free(lat_run *p)
 {
     free(p->h);
     free(p->k);
     free(p->v);
+    free(p->kr);
+    free(p->vr);
     free(p->pos);
     free(p->tr);
     free(p->tc);
 }
 
-/* Seeded contents: residuals of unit scale; the cache from the same values
- * (timing does not depend on them). */
-static kvv_status fill(const kvv_check_opts *c, kvv_kv_cache *cache, lat_run *p,
+/* Compare n recomputed rows (p->k, p->v) with the rows read from the cache
+ * (p->kr, p->vr): bit for bit after rounding to the cache's type, which is
+ * what storing them would give. Counts go to row; the first difference to r
+ * (NULL: counts only). */
+static void compare_rows(const kvv_kv_cache *cache, const lat_run *p, int layer, int n,
+                         kvv_latency_row *row, kvv_check_result *r)
+{
+    for (int t = 0; t < 2; t++) {
+        size_t d = t ? p->dv : p->dk;
+        const float *got = t ? p->v : p->k, *want = t ? p->vr : p->kr;
+        for (size_t i = 0; i < (size_t)n * d; i++) {
+            float x = kvv_cache_round(cache->type, got[i]);
+            row->compared++;
+            if (kvv_f32_bit_equal(x, want[i]))
+                continue;
+            if (row->differing++ == 0 && r) {
+                kvv_mismatch m = {.layer = layer, .token = (int)(i / d), .head = -1,
+                                  .index = (int)(i % d), .expected = want[i], .actual = x};
+                snprintf(m.tensor, sizeof m.tensor, "%s", t ? "V" : "K");
+                snprintf(m.variant, sizeof m.variant, "recompute batch=%d", n);
+                kvv_check_note_mismatch(r, &m);
+            }
+        }
+    }
+}
+
+/* Seeded residuals of unit scale (timing does not depend on them), and the
+ * cache holding what kv_from_residual gives for them in one batch of every
+ * position: reading it and recomputing it must then be the same work, bit
+ * for bit (else the timing compares different things). force_fail then
+ * plants the control's change into the residuals the timed recomputes use. */
+static kvv_status fill(const kvv_check_opts *c, kvv_engine *e, kvv_kv_cache *cache, lat_run *p,
                        kvv_error *err)
 {
     const size_t nh = p->ne * (size_t)p->max_b;
@@ -151,21 +198,24 @@ static kvv_status fill(const kvv_check_opts *c, kvv_kv_cache *cache, lat_run *p,
     free(ids);
     for (int i = 0; i < p->max_b; i++)
         p->pos[i] = i;
-    for (size_t i = 0; i < (size_t)p->max_b * p->dk; i++)
-        p->k[i] = p->h[i % nh];
-    for (size_t i = 0; i < (size_t)p->max_b * p->dv; i++)
-        p->v[i] = p->h[(i + 1) % nh];
-    for (int l = 0; l < c->model->hp.n_layer; l++)
+    for (int li = 0; li < p->nl; li++) {
+        int l = p->layers[li];
+        kvv_status s = kvv_engine_kv_from_residual(e, l, p->max_b, p->h, p->pos, p->k, p->v, err);
+        if (s != KVV_OK)
+            return s;
         for (int i = 0; i < p->max_b; i++)
             kvv_kv_cache_store(cache, l, i, p->k + (size_t)i * p->dk, p->v + (size_t)i * p->dv);
+    }
+    if (c->force_fail)
+        p->h[0] += 1.0f; /* plant the control in the real comparison */
     return KVV_OK;
 }
 
 /* Batch size n over the layers: one row per layer and their mean (rows
- * appended to res). */
+ * appended to res); each layer's recomputed K/V compared with the cache's. */
 static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_cache *cache,
                                 lat_run *p, int n, kvv_latency_result *res, long *done_n,
-                                kvv_error *err)
+                                kvv_check_result *r, kvv_error *err)
 {
     const double elem = cache->type == KVV_CACHE_F32 ? 4 : 2;
     const size_t dk = p->dk, dv = p->dv, ne = p->ne;
@@ -180,8 +230,8 @@ static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_c
         for (int rep = 0; rep < p->reps && s == KVV_OK; rep++) {
             double a = kvv_now_seconds();
             for (int i = 0; i < n; i++) {
-                kvv_kv_cache_load_k(cache, l, i, p->k + (size_t)i * dk);
-                kvv_kv_cache_load_v(cache, l, i, p->v + (size_t)i * dv);
+                kvv_kv_cache_load_k(cache, l, i, p->kr + (size_t)i * dk);
+                kvv_kv_cache_load_v(cache, l, i, p->vr + (size_t)i * dv);
             }
             p->tr[rep] = kvv_now_seconds() - a;
             a = kvv_now_seconds();
@@ -189,6 +239,10 @@ static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_c
             p->tc[rep] = kvv_now_seconds() - a;
         }
         kvv_latency_row *row = &res->rows[res->n_rows + li];
+        if (s == KVV_OK)
+            compare_rows(cache, p, l, n, row, r);
+        res->differing += row->differing;
+        res->compared += row->compared;
         row->layer = l;
         row->batch = n;
         row->read_s = median(p->tr, p->reps);
@@ -211,8 +265,30 @@ static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_c
     return s;
 }
 
-/* The rows and the roofline into r's details; the verdict (a table: PASS). */
-static void conclude(const kvv_latency_result *res, kvv_check_result *r)
+/* Control: a changed residual must show up as recomputed K/V that differ
+ * from the cache. p->h[0] is restored. */
+static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, lat_run *p,
+                              kvv_check_result *r, kvv_error *err)
+{
+    const int layer = p->layers[0];
+    float keep = p->h[0];
+    p->h[0] += 1.0f;
+    kvv_status s = kvv_engine_kv_from_residual(e, layer, 1, p->h, p->pos, p->k, p->v, err);
+    p->h[0] = keep;
+    if (s != KVV_OK)
+        return s;
+    kvv_kv_cache_load_k(cache, layer, 0, p->kr);
+    kvv_kv_cache_load_v(cache, layer, 0, p->vr);
+    kvv_latency_row c = {.layer = layer, .batch = 1};
+    compare_rows(cache, p, layer, 1, &c, NULL);
+    kvv_check_add_control(r, "residual of position 0 changed by +1 before recomputing",
+                          c.differing > 0, "%llu of %llu K/V elements of layer %d differ",
+                          (unsigned long long)c.differing, (unsigned long long)c.compared, layer);
+    return KVV_OK;
+}
+
+/* Every row and figure as the check's details (docs/report-schema.md). */
+static void details_json(const kvv_latency_result *res, bool force_fail, json_t *d)
 {
     json_t *arr = json_array();
     for (int i = 0; i < res->n_rows; i++) {
@@ -225,17 +301,37 @@ static void conclude(const kvv_latency_result *res, kvv_check_result *r)
         json_object_set_new(j, "read_bytes", json_real(w->read_bytes));
         json_object_set_new(j, "recompute_bytes", json_real(w->recompute_bytes));
         json_object_set_new(j, "recompute_flops", json_real(w->recompute_flops));
+        json_object_set_new(j, "compared", json_integer((json_int_t)w->compared));
+        json_object_set_new(j, "differing", json_integer((json_int_t)w->differing));
         json_array_append_new(arr, j);
     }
-    json_object_set_new(r->details, "rows", arr);
-    json_object_set_new(r->details, "stream_gbs", json_real(res->roof.stream_gbs));
-    json_object_set_new(r->details, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
-    json_object_set_new(r->details, "crossover_batch", json_integer(res->crossover));
+    json_object_set_new(d, "rows", arr);
+    json_object_set_new(d, "stream_gbs", json_real(res->roof.stream_gbs));
+    json_object_set_new(d, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
+    json_object_set_new(d, "crossover_batch", json_integer(res->crossover));
+    json_object_set_new(d, "compared", json_integer((json_int_t)res->compared));
+    json_object_set_new(d, "differing", json_integer((json_int_t)res->differing));
+    json_object_set_new(d, "force_fail", json_boolean(force_fail));
+}
+
+/* The verdict is about the work timed: recomputing must give the cached
+ * bits. Which one is faster is a finding (the key figure). */
+static void set_verdict(const kvv_latency_result *res, kvv_check_result *r)
+{
+    char speed[64], pass[160], fail[160];
     if (res->crossover)
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "recompute beats reading from batch %d",
-                              res->crossover);
+        snprintf(speed, sizeof speed, "recompute beats reading from batch %d", res->crossover);
     else
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "reading beats recompute at every batch size");
+        snprintf(speed, sizeof speed, "reading beats recompute at every batch size");
+    snprintf(pass, sizeof pass, "%s; recomputed K/V bit-equal to the cache (%llu elements)",
+             speed, (unsigned long long)res->compared);
+    snprintf(fail, sizeof fail, "recomputed K/V differ from the cached K/V in %llu of %llu "
+                                "elements",
+             (unsigned long long)res->differing, (unsigned long long)res->compared);
+    kvv_check_conclude(r, res->differing > 0, pass, fail, "recomputed K/V bit-equal to the cache");
+    if (res->differing)
+        kvv_check_set_message(r, "the recomputed K/V are not the cached K/V: the timing compares "
+                                 "different work");
 }
 
 kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
@@ -262,21 +358,18 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
     kvv_engine_describe(e, &desc);
     kvv_check_set_engine(r, &desc);
     kvv_kv_cache *cache = kvv_engine_cache(e);
-    p.h = malloc((size_t)p.max_b * p.ne * sizeof *p.h);
-    p.k = malloc((size_t)p.max_b * p.dk * sizeof *p.k);
-    p.v = malloc((size_t)p.max_b * p.dv * sizeof *p.v);
-    p.pos = malloc((size_t)p.max_b * sizeof *p.pos);
-    p.tr = malloc((size_t)p.reps * sizeof *p.tr);
-    p.tc = malloc((size_t)p.reps * sizeof *p.tc);
+    bool ok = lat_alloc(&p);
     res->rows = calloc((size_t)p.nb * (size_t)(p.nl + 1), sizeof *res->rows);
-    if (!cache || !p.h || !p.k || !p.v || !p.pos || !res->rows || !p.tr || !p.tc)
+    if (!cache || !ok || !res->rows)
         s = kvv_error_set(err, cache ? KVV_ERR_NOMEM : KVV_ERR_UNSUPPORTED,
                           cache ? "latency: out of memory" : "latency: engine has no host KV cache");
     if (s == KVV_OK)
-        s = fill(c, cache, &p, err);
+        s = fill(c, e, cache, &p, err);
     long done_n = 0;
     for (int bi = 0; bi < p.nb && s == KVV_OK; bi++)
-        s = measure_batch(c, e, cache, &p, p.batches[bi], res, &done_n, err);
+        s = measure_batch(c, e, cache, &p, p.batches[bi], res, &done_n, r, err);
+    if (s == KVV_OK && c->controls)
+        s = control_run(e, cache, &p, r, err);
     if (s == KVV_OK)
         kvv_roofline_probe(&res->roof);
     lat_free(&p);
@@ -286,8 +379,9 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
         kvv_check_set_error(r, err);
         return s;
     }
+    details_json(res, c->force_fail, r->details);
     r->seconds = kvv_now_seconds() - t0;
-    conclude(res, r);
+    set_verdict(res, r);
     return KVV_OK;
 }
 

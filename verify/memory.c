@@ -20,55 +20,259 @@ static void random_turn(uint64_t seed, int turn, int n_vocab, int32_t *out, int 
     kvv_prompt_random(seed * 1000003u + (uint64_t)turn, n_vocab, -1, out, n);
 }
 
-/* Run the whole conversation through one policy; bytes[t] after each turn,
- * gen[] receives every generated token in order. */
-static kvv_status run_policy(const kvv_memory_opts *o, kvv_policy_kind kind, int budget,
-                             int n_ctx, int32_t *const *turns, const int *lens,
-                             uint64_t *bytes, uint64_t *peak, int32_t *gen, kvv_error *err)
+/* One conversation through one policy, run in lockstep with the others so
+ * that each forward's logits are compared with the full cache's as they
+ * come (no conversation-long logit store). */
+typedef struct {
+    kvv_policy_kind kind;
+    kvv_ckpt_type ckpt;
+    kvv_engine *e;
+    kvv_policy *p;
+    float *logits;            /* [n_vocab] of the last forward */
+    uint64_t *bytes;          /* [n_turns] after each turn */
+    uint64_t peak;
+    int64_t recomputed;       /* (token, layer) rows restored, whole conversation */
+    int32_t *gen;             /* [n_turns * gen_per_turn] generated tokens */
+    bool differs;             /* a logit differed from the full cache's */
+    kvv_mismatch first;
+    int first_turn;           /* turn (from 1) of that first difference */
+} conversation;
+
+static kvv_status conv_open(const kvv_memory_opts *o, conversation *cv, kvv_policy_kind kind,
+                            kvv_ckpt_type ckpt, int budget, int n_ctx, kvv_error *err)
 {
     const kvv_check_opts *c = &o->check;
+    memset(cv, 0, sizeof *cv);
+    cv->kind = kind;
+    cv->ckpt = ckpt;
+    size_t n_gen = (size_t)o->n_turns * (size_t)o->gen_per_turn;
+    cv->logits = malloc((size_t)c->model->hp.n_vocab * sizeof *cv->logits);
+    cv->bytes = calloc((size_t)o->n_turns, sizeof *cv->bytes);
+    cv->gen = calloc(n_gen > 0 ? n_gen : 1, sizeof *cv->gen);
+    if (!cv->logits || !cv->bytes || !cv->gen)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
     kvv_engine_opts eo = c->engine;
     eo.n_ctx = n_ctx;
-    kvv_engine *e = NULL;
-    kvv_policy *p = NULL;
     kvv_policy_cfg cfg = kvv_policy_cfg_default(kind, kind == KVV_POLICY_FULL ? n_ctx : budget);
-    int n_vocab = c->model->hp.n_vocab;
-    float *logits = malloc((size_t)n_vocab * sizeof *logits);
-    int32_t *pos = malloc((size_t)n_ctx * sizeof *pos);
-    if (!logits || !pos) {
-        free(logits);
-        free(pos);
-        return kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
+    cfg.ckpt = ckpt;
+    kvv_status s = kvv_engine_open(c->model, &eo, &cv->e, err);
+    return s == KVV_OK ? kvv_policy_open(cv->e, &cfg, &cv->p, err) : s;
+}
+
+static void conv_close(conversation *cv)
+{
+    kvv_policy_close(cv->p);
+    kvv_engine_close(cv->e);
+    free(cv->logits);
+    free(cv->bytes);
+    free(cv->gen);
+    memset(cv, 0, sizeof *cv);
+}
+
+/* Compare the last forward's logits with the full cache's (cv[0]); keep the
+ * first difference. Once the tokens part, the inputs differ too, but the
+ * first difference always comes at or before that forward. */
+static void conv_compare(conversation *cv, const conversation *full, int n_vocab, int turn,
+                         int pos)
+{
+    for (int i = 0; i < n_vocab && !cv->differs; i++)
+        if (!kvv_f32_bit_equal(full->logits[i], cv->logits[i])) {
+            cv->differs = true;
+            cv->first_turn = turn + 1;
+            cv->first = (kvv_mismatch){.layer = -1, .token = pos, .head = -1, .index = i,
+                                       .expected = full->logits[i], .actual = cv->logits[i]};
+            snprintf(cv->first.tensor, sizeof cv->first.tensor, "logits");
+            snprintf(cv->first.variant, sizeof cv->first.variant, "%s%s turn=%d",
+                     kvv_policy_name(cv->kind), cv->ckpt == KVV_CKPT_BF16 ? " bf16-ckpt" : "",
+                     turn + 1);
+        }
+}
+
+/* One forward of every conversation: prefill of turn t (step < 0) or its
+ * decode step `step` (each feeds its own previous argmax). */
+static kvv_status conv_step(const kvv_memory_opts *o, conversation *cv, int n_conv,
+                            const int32_t *turn, int len, int at, int t, int step,
+                            int32_t *pos, kvv_error *err)
+{
+    int n_vocab = o->check.model->hp.n_vocab;
+    for (int k = 0; k < n_conv; k++) {
+        kvv_status s;
+        if (step < 0) {
+            for (int i = 0; i < len; i++)
+                pos[i] = at + i;
+            s = kvv_policy_forward(cv[k].p, len, turn, pos, NULL, KVV_LOGITS_LAST, cv[k].logits,
+                                   err);
+        } else {
+            int32_t tok = kvv_argmax_f32(cv[k].logits, n_vocab), ps = at;
+            cv[k].gen[t * o->gen_per_turn + step] = tok;
+            s = kvv_policy_forward(cv[k].p, 1, &tok, &ps, NULL, KVV_LOGITS_LAST, cv[k].logits,
+                                   err);
+        }
+        if (s != KVV_OK)
+            return s;
+        if (k > 0)
+            conv_compare(&cv[k], &cv[0], n_vocab, t, step < 0 ? at + len - 1 : at);
     }
-    kvv_status s = kvv_engine_open(c->model, &eo, &e, err);
-    if (s == KVV_OK)
-        s = kvv_policy_open(e, &cfg, &p, err);
-    int at = 0, g = 0;
+    return KVV_OK;
+}
+
+static void conv_turn_done(conversation *cv, int n_conv, int t)
+{
+    for (int k = 0; k < n_conv; k++) {
+        kvv_policy_stats st;
+        kvv_policy_get_stats(cv[k].p, &st);
+        cv[k].bytes[t] = st.bytes_kv + st.bytes_ckpt;
+        cv[k].peak = st.peak_bytes;
+        cv[k].recomputed = st.recomputed_total;
+    }
+}
+
+/* The conversation through full, kvdirect-layer, kvdirect-token (and the
+ * bf16-checkpoint control), all at once. */
+static kvv_status run_conversations(const kvv_memory_opts *o, int budget, int n_ctx,
+                                    int32_t *const *turns, const int *lens, conversation *cv,
+                                    int n_conv, kvv_error *err)
+{
+    const kvv_check_opts *c = &o->check;
+    /* --force-fail plants the control's bf16 checkpoints into both real runs. */
+    kvv_ckpt_type real = c->force_fail ? KVV_CKPT_BF16 : KVV_CKPT_F32;
+    const struct { kvv_policy_kind kind; kvv_ckpt_type ckpt; } plan[4] = {
+        {KVV_POLICY_FULL, KVV_CKPT_F32},
+        {KVV_POLICY_KVDIRECT_LAYER, real},
+        {KVV_POLICY_KVDIRECT_TOKEN, real},
+        {KVV_POLICY_KVDIRECT_LAYER, KVV_CKPT_BF16},
+    };
+    int max_len = 1;
+    for (int t = 0; t < o->n_turns; t++)
+        max_len = lens[t] > max_len ? lens[t] : max_len;
+    int32_t *pos = malloc((size_t)max_len * sizeof *pos);
+    kvv_status s = pos ? KVV_OK : kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
+    for (int k = 0; s == KVV_OK && k < n_conv; k++)
+        s = conv_open(o, &cv[k], plan[k].kind, plan[k].ckpt, budget, n_ctx, err);
+    int at = 0;
     for (int t = 0; s == KVV_OK && t < o->n_turns; t++) {
-        for (int i = 0; i < lens[t]; i++)
-            pos[i] = at + i;
-        s = kvv_policy_forward(p, lens[t], turns[t], pos, NULL, KVV_LOGITS_LAST, logits, err);
+        s = conv_step(o, cv, n_conv, turns[t], lens[t], at, t, -1, pos, err);
         at += lens[t];
-        for (int k = 0; s == KVV_OK && k < o->gen_per_turn; k++) {
-            int32_t tok = kvv_argmax_f32(logits, n_vocab), ps = at;
-            gen[g++] = tok;
-            s = kvv_policy_forward(p, 1, &tok, &ps, NULL, KVV_LOGITS_LAST, logits, err);
-            at++;
-        }
-        if (s == KVV_OK) {
-            kvv_policy_stats st;
-            kvv_policy_get_stats(p, &st);
-            bytes[t] = st.bytes_kv + st.bytes_ckpt;
-            *peak = st.peak_bytes;
-        }
+        for (int k = 0; s == KVV_OK && k < o->gen_per_turn; k++, at++)
+            s = conv_step(o, cv, n_conv, NULL, 0, at, t, k, pos, err);
+        if (s == KVV_OK)
+            conv_turn_done(cv, n_conv, t);
         if (c->progress)
-            c->progress(c->progress_user, kvv_policy_name(kind), t + 1, o->n_turns);
+            c->progress(c->progress_user, "memory", t + 1, o->n_turns);
     }
-    kvv_policy_close(p);
-    kvv_engine_close(e);
-    free(logits);
     free(pos);
     return s;
+}
+
+/* Turns as token arrays (copies of the caller's, or seeded ids). */
+static kvv_status make_turns(const kvv_memory_opts *o, int32_t **turns, int *lens, int *n_ctx,
+                             kvv_error *err)
+{
+    const kvv_check_opts *c = &o->check;
+    *n_ctx = 0;
+    for (int t = 0; t < o->n_turns; t++) {
+        int n = o->turn_tokens ? o->turn_len[t] : (o->random_turn_len > 0 ? o->random_turn_len : 12);
+        turns[t] = malloc((size_t)(n > 0 ? n : 1) * sizeof **turns);
+        if (!turns[t] || n < 1)
+            return kvv_error_set(err, n < 1 ? KVV_ERR_USAGE : KVV_ERR_NOMEM,
+                                 "memory: turn %d is empty or out of memory", t + 1);
+        if (o->turn_tokens)
+            memcpy(turns[t], o->turn_tokens[t], (size_t)n * sizeof **turns);
+        else
+            random_turn(c->seed, t, c->model->hp.n_vocab, turns[t], n);
+        lens[t] = n;
+        *n_ctx += n + o->gen_per_turn;
+    }
+    return kvv_check_opts_validate(&(kvv_check_opts){.model = c->model, .engine = c->engine,
+                                                     .tokens = turns[0], .n_tokens = lens[0]},
+                                   *n_ctx, err);
+}
+
+static void fill_result(const kvv_memory_opts *o, const int *lens, const conversation *cv,
+                        kvv_memory_result *res)
+{
+    int at = 0, n_gen = o->n_turns * o->gen_per_turn;
+    for (int t = 0; t < o->n_turns; t++) {
+        at += lens[t] + o->gen_per_turn;
+        kvv_memory_turn *m = &res->turns[t];
+        m->turn = t + 1;
+        m->positions = at;
+        m->full_bytes = cv[0].bytes[t];
+        m->kvd_layer_bytes = cv[1].bytes[t];
+        m->kvd_token_bytes = cv[2].bytes[t];
+    }
+    res->peak_full = cv[0].peak;
+    res->peak_layer = cv[1].peak;
+    res->peak_token = cv[2].peak;
+    size_t gb = (size_t)n_gen * sizeof *cv[0].gen;
+    res->layer_tokens_equal = memcmp(cv[0].gen, cv[1].gen, gb) == 0;
+    res->token_tokens_equal = memcmp(cv[0].gen, cv[2].gen, gb) == 0;
+    res->layer_bit_equal = !cv[1].differs;
+    res->token_bit_equal = !cv[2].differs;
+    res->recomputed_layer = cv[1].recomputed;
+    res->recomputed_token = cv[2].recomputed;
+}
+
+static void set_verdict(const kvv_memory_opts *o, const kvv_memory_result *res,
+                        const conversation *cv, int n_conv, int n_positions, kvv_check_result *r)
+{
+    if (res->recomputed_layer == 0 && res->recomputed_token == 0) {
+        kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED,
+                              "nothing verified: KV-Direct evicted nothing");
+        kvv_check_set_message(r, "nothing verified: the live budget of %d tokens holds the "
+                                 "whole conversation (%d positions); give --budget below it",
+                              res->budget, n_positions);
+        return; /* the control could not show anything either */
+    }
+    if (n_conv > 3)
+        kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", cv[3].differs,
+                              cv[3].differs ? "logits differ from turn %d on"
+                                            : "stayed bit-equal over %d turns: not detected",
+                              cv[3].differs ? cv[3].first_turn : o->n_turns);
+    bool differs = cv[1].differs || cv[2].differs;
+    char pass[160], fail[160];
+    snprintf(pass, sizeof pass,
+             "peak full %llu B, kvdirect-layer %llu B, kvdirect-token %llu B; bit-equal",
+             (unsigned long long)res->peak_full, (unsigned long long)res->peak_layer,
+             (unsigned long long)res->peak_token);
+    snprintf(fail, sizeof fail, "KV-Direct differs from the full cache (%s%s)%s",
+             cv[1].differs ? "layer mode" : "",
+             cv[1].differs && cv[2].differs ? ", token mode"
+             : cv[2].differs                ? "token mode"
+                                            : "",
+             o->check.force_fail ? "; --force-fail: bf16 checkpoints planted" : "");
+    kvv_check_conclude(r, differs, pass, fail, "KV-Direct bit-equal to the full cache");
+    if (differs) {
+        kvv_check_note_mismatch(r, cv[1].differs ? &cv[1].first : &cv[2].first);
+        kvv_check_set_message(r, "KV-Direct's conversation was not bit-equal to the full "
+                                 "cache's");
+    }
+}
+
+static void result_json(const kvv_memory_result *res, json_t *d)
+{
+    json_t *arr = json_array();
+    for (int t = 0; t < res->n_turns; t++) {
+        const kvv_memory_turn *m = &res->turns[t];
+        json_t *j = json_object();
+        json_object_set_new(j, "turn", json_integer(m->turn));
+        json_object_set_new(j, "positions", json_integer(m->positions));
+        json_object_set_new(j, "full_bytes", json_integer((json_int_t)m->full_bytes));
+        json_object_set_new(j, "kvdirect_layer_bytes", json_integer((json_int_t)m->kvd_layer_bytes));
+        json_object_set_new(j, "kvdirect_token_bytes", json_integer((json_int_t)m->kvd_token_bytes));
+        json_array_append_new(arr, j);
+    }
+    json_object_set_new(d, "turns", arr);
+    json_object_set_new(d, "budget", json_integer(res->budget));
+    json_object_set_new(d, "peak_full", json_integer((json_int_t)res->peak_full));
+    json_object_set_new(d, "peak_kvdirect_layer", json_integer((json_int_t)res->peak_layer));
+    json_object_set_new(d, "peak_kvdirect_token", json_integer((json_int_t)res->peak_token));
+    json_object_set_new(d, "kvdirect_layer_bit_equal", json_boolean(res->layer_bit_equal));
+    json_object_set_new(d, "kvdirect_token_bit_equal", json_boolean(res->token_bit_equal));
+    json_object_set_new(d, "kvdirect_layer_tokens_equal", json_boolean(res->layer_tokens_equal));
+    json_object_set_new(d, "kvdirect_token_tokens_equal", json_boolean(res->token_tokens_equal));
+    json_object_set_new(d, "recomputed_rows_layer", json_integer(res->recomputed_layer));
+    json_object_set_new(d, "recomputed_rows_token", json_integer(res->recomputed_token));
 }
 
 kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_check_result *r,
@@ -82,103 +286,44 @@ kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_
         kvv_check_set_error(r, err);
         return err->status;
     }
-    int n_vocab = c->model->hp.n_vocab;
     int32_t **turns = calloc((size_t)o->n_turns, sizeof *turns);
     int *lens = calloc((size_t)o->n_turns, sizeof *lens);
-    kvv_status s = turns && lens ? KVV_OK : kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
     int n_ctx = 0;
-    for (int t = 0; s == KVV_OK && t < o->n_turns; t++) {
-        int n = o->turn_tokens ? o->turn_len[t] : (o->random_turn_len > 0 ? o->random_turn_len : 12);
-        turns[t] = malloc((size_t)(n > 0 ? n : 1) * sizeof **turns);
-        if (!turns[t] || n < 1) {
-            s = kvv_error_set(err, n < 1 ? KVV_ERR_USAGE : KVV_ERR_NOMEM,
-                              "memory: turn %d is empty or out of memory", t + 1);
-            break;
-        }
-        if (o->turn_tokens)
-            memcpy(turns[t], o->turn_tokens[t], (size_t)n * sizeof **turns);
-        else
-            random_turn(c->seed, t, n_vocab, turns[t], n);
-        lens[t] = n;
-        n_ctx += n + o->gen_per_turn;
-    }
+    kvv_status s = turns && lens ? make_turns(o, turns, lens, &n_ctx, err)
+                                 : kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
     int budget = o->budget > 0 ? o->budget : (n_ctx / 4 > 0 ? n_ctx / 4 : 1);
     res->n_turns = o->n_turns;
     res->budget = budget;
     res->turns = calloc((size_t)o->n_turns, sizeof *res->turns);
-    uint64_t *b3 = calloc(3 * (size_t)o->n_turns, sizeof *b3);
-    int n_gen = o->n_turns * o->gen_per_turn;
-    int32_t *gen = calloc(3 * (size_t)(n_gen > 0 ? n_gen : 1), sizeof *gen);
-    if (s == KVV_OK && (!res->turns || !b3 || !gen))
+    if (s == KVV_OK && !res->turns)
         s = kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
+    conversation cv[4];
+    memset(cv, 0, sizeof cv);
+    int n_conv = c->controls ? 4 : 3;
     if (s == KVV_OK)
-        s = kvv_check_opts_validate(&(kvv_check_opts){.model = c->model, .engine = c->engine,
-                                                      .tokens = turns[0], .n_tokens = lens[0]},
-                                    n_ctx, err);
-    const kvv_policy_kind kinds[3] = {KVV_POLICY_FULL, KVV_POLICY_KVDIRECT_LAYER,
-                                      KVV_POLICY_KVDIRECT_TOKEN};
-    uint64_t peaks[3] = {0, 0, 0};
-    for (int k = 0; s == KVV_OK && k < 3; k++)
-        s = run_policy(o, kinds[k], budget, n_ctx, turns, lens, b3 + (size_t)k * o->n_turns,
-                       &peaks[k], gen + (size_t)k * (size_t)n_gen, err);
-    if (s == KVV_OK) {
-        int at = 0;
-        for (int t = 0; t < o->n_turns; t++) {
-            at += lens[t] + o->gen_per_turn;
-            kvv_memory_turn *m = &res->turns[t];
-            m->turn = t + 1;
-            m->positions = at;
-            m->full_bytes = b3[t];
-            m->kvd_layer_bytes = b3[o->n_turns + t];
-            m->kvd_token_bytes = b3[2 * o->n_turns + t];
-        }
-        res->peak_full = peaks[0];
-        res->peak_layer = peaks[1];
-        res->peak_token = peaks[2];
-        res->layer_tokens_equal = memcmp(gen, gen + n_gen, (size_t)n_gen * sizeof *gen) == 0;
-        res->token_tokens_equal = memcmp(gen, gen + 2 * (size_t)n_gen, (size_t)n_gen * sizeof *gen) == 0;
-    }
+        s = run_conversations(o, budget, n_ctx, turns, lens, cv, n_conv, err);
+    if (s == KVV_OK)
+        fill_result(o, lens, cv, res);
     for (int t = 0; turns && t < o->n_turns; t++)
         free(turns[t]);
     free(turns);
     free(lens);
-    free(b3);
-    free(gen);
     if (s != KVV_OK) {
+        for (int k = 0; k < 4; k++)
+            conv_close(&cv[k]);
         kvv_memory_result_free(res);
         kvv_check_set_error(r, err);
         return s;
     }
-    json_t *arr = json_array();
-    for (int t = 0; t < res->n_turns; t++) {
-        const kvv_memory_turn *m = &res->turns[t];
-        json_t *j = json_object();
-        json_object_set_new(j, "turn", json_integer(m->turn));
-        json_object_set_new(j, "positions", json_integer(m->positions));
-        json_object_set_new(j, "full_bytes", json_integer((json_int_t)m->full_bytes));
-        json_object_set_new(j, "kvdirect_layer_bytes", json_integer((json_int_t)m->kvd_layer_bytes));
-        json_object_set_new(j, "kvdirect_token_bytes", json_integer((json_int_t)m->kvd_token_bytes));
-        json_array_append_new(arr, j);
-    }
-    json_object_set_new(r->details, "turns", arr);
-    json_object_set_new(r->details, "budget", json_integer(res->budget));
-    json_object_set_new(r->details, "peak_full", json_integer((json_int_t)res->peak_full));
-    json_object_set_new(r->details, "peak_kvdirect_layer", json_integer((json_int_t)res->peak_layer));
-    json_object_set_new(r->details, "peak_kvdirect_token", json_integer((json_int_t)res->peak_token));
+    result_json(res, r->details);
+    json_object_set_new(r->details, "force_fail", json_boolean(c->force_fail));
+    kvv_engine_desc desc;
+    kvv_engine_describe(cv[0].e, &desc);
+    kvv_check_set_engine(r, &desc);
+    set_verdict(o, res, cv, n_conv, n_ctx, r);
+    for (int k = 0; k < 4; k++)
+        conv_close(&cv[k]);
     r->seconds = kvv_now_seconds() - t0;
-    if (res->layer_tokens_equal && res->token_tokens_equal)
-        kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "peak full %llu B, kvdirect-layer %llu B, kvdirect-token %llu B; "
-                              "tokens identical",
-                              (unsigned long long)res->peak_full,
-                              (unsigned long long)res->peak_layer,
-                              (unsigned long long)res->peak_token);
-    else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "KV-Direct generated different tokens (%s%s)",
-                              res->layer_tokens_equal ? "" : "layer mode ",
-                              res->token_tokens_equal ? "" : "token mode");
-        kvv_check_set_message(r, "KV-Direct's conversation diverged from the full cache's");
-    }
     return KVV_OK;
 }
 
@@ -197,6 +342,10 @@ void kvv_memory_print(FILE *f, const kvv_memory_result *res)
             (unsigned long long)res->peak_layer, (unsigned long long)res->peak_token);
     fprintf(f, "  generated tokens identical to the full cache: layer mode %s, token mode %s\n",
             res->layer_tokens_equal ? "yes" : "NO", res->token_tokens_equal ? "yes" : "NO");
+    fprintf(f, "  every logit bit-equal to the full cache's: layer mode %s, token mode %s "
+               "(%lld and %lld rows recomputed)\n",
+            res->layer_bit_equal ? "yes" : "NO", res->token_bit_equal ? "yes" : "NO",
+            (long long)res->recomputed_layer, (long long)res->recomputed_token);
 }
 
 /* ------------------------------------------------------------ arithmetic */

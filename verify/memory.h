@@ -6,9 +6,16 @@
  *
  * Measured mode: each turn prefills the turn's user tokens in one batch and
  * then decodes `gen_per_turn` tokens greedily; after every turn the bytes
- * each policy holds (live K/V + checkpoints, exact) are recorded, and the
- * generated tokens of each KV-Direct mode are compared with the full
- * cache's (they must be identical in an exact engine).
+ * each policy holds (live K/V + checkpoints, exact) are recorded. The
+ * conversations run in lockstep, and the logits of every forward of each
+ * KV-Direct mode are compared bit for bit with the full cache's.
+ *
+ * Verdict: PASS iff both KV-Direct conversations are bit-equal to the full
+ * cache's (every logit, hence every token) and the control is detected:
+ * kvdirect-layer with bf16 checkpoints must differ; force_fail plants bf16
+ * checkpoints into both real conversations. SKIPPED (exit 77) when the
+ * budget holds the whole conversation: nothing was evicted, nothing
+ * verified.
  *
  * Arithmetic mode (kvv_memory_arith): no model file; from hyperparameters
  * alone, the bytes a full cache, KV-Direct and a sliding-window-aware cache
@@ -45,6 +52,8 @@ typedef struct {
     uint64_t peak_full, peak_layer, peak_token;
     int budget;
     bool layer_tokens_equal, token_tokens_equal; /* generated tokens identical to full */
+    bool layer_bit_equal, token_bit_equal;       /* every logit bit-equal to full's */
+    int64_t recomputed_layer, recomputed_token;  /* (token, layer) rows restored */
 } kvv_memory_result;
 
 kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_check_result *r,

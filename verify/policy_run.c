@@ -19,15 +19,14 @@ void kvv_policy_run_out_free(kvv_policy_run_out *out)
     memset(out, 0, sizeof *out);
 }
 
-kvv_status kvv_policy_run(const kvv_model *m, const kvv_engine_opts *eo,
-                          const kvv_policy_cfg *cfg, const int32_t *prompt, int n_prompt,
-                          int n_gen, const int32_t *forced, kvv_policy_run_out *out,
-                          kvv_error *err)
+kvv_status kvv_policy_run_engine(kvv_engine *e, const kvv_policy_cfg *cfg,
+                                 const int32_t *prompt, int n_prompt, int n_gen,
+                                 const int32_t *forced, kvv_policy_run_out *out, kvv_error *err)
 {
     memset(out, 0, sizeof *out);
     if (n_prompt < 1 || n_gen < 1)
         return kvv_error_set(err, KVV_ERR_USAGE, "policy run: empty prompt or no steps");
-    int n_vocab = m->hp.n_vocab;
+    int n_vocab = e->model->hp.n_vocab;
     out->n_gen = n_gen;
     out->n_vocab = n_vocab;
     out->tokens = calloc((size_t)n_gen, sizeof *out->tokens);
@@ -40,14 +39,10 @@ kvv_status kvv_policy_run(const kvv_model *m, const kvv_engine_opts *eo,
         kvv_policy_run_out_free(out);
         return kvv_error_set(err, KVV_ERR_NOMEM, "policy run: out of memory");
     }
-    kvv_engine_opts o = *eo;
-    o.n_ctx = n_prompt + n_gen;
-    kvv_engine *e = NULL;
     kvv_policy *p = NULL;
     double t0 = kvv_now_seconds();
-    kvv_status s = kvv_engine_open(m, &o, &e, err);
-    if (s == KVV_OK)
-        s = kvv_policy_open(e, cfg, &p, err);
+    kvv_engine_reset(e);
+    kvv_status s = kvv_policy_open(e, cfg, &p, err);
     for (int i = 0; i < n_prompt; i++)
         pos[i] = i;
     if (s == KVV_OK)
@@ -71,10 +66,31 @@ kvv_status kvv_policy_run(const kvv_model *m, const kvv_engine_opts *eo,
         kvv_policy_get_stats(p, &out->stats);
     out->seconds = kvv_now_seconds() - t0;
     kvv_policy_close(p);
-    kvv_engine_close(e);
+    kvv_engine_reset(e);
     free(pos);
     if (s != KVV_OK)
         kvv_policy_run_out_free(out);
+    return s;
+}
+
+kvv_status kvv_policy_run(const kvv_model *m, const kvv_engine_opts *eo,
+                          const kvv_policy_cfg *cfg, const int32_t *prompt, int n_prompt,
+                          int n_gen, const int32_t *forced, kvv_policy_run_out *out,
+                          kvv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n_prompt < 1 || n_gen < 1)
+        return kvv_error_set(err, KVV_ERR_USAGE, "policy run: empty prompt or no steps");
+    kvv_engine_opts o = *eo;
+    o.n_ctx = n_prompt + n_gen;
+    kvv_engine *e = NULL;
+    double t0 = kvv_now_seconds();
+    kvv_status s = kvv_engine_open(m, &o, &e, err);
+    if (s == KVV_OK)
+        s = kvv_policy_run_engine(e, cfg, prompt, n_prompt, n_gen, forced, out, err);
+    if (s == KVV_OK)
+        out->seconds = kvv_now_seconds() - t0; /* the engine's opening included, as before */
+    kvv_engine_close(e);
     return s;
 }
 

@@ -40,6 +40,16 @@ kvv_status kvv_policy_run(const kvv_model *m, const kvv_engine_opts *eo,
                           kvv_error *err);
 void kvv_policy_run_out_free(kvv_policy_run_out *out); /* accepts NULL */
 
+/* The same run on an engine the caller opened (and keeps): its cache is
+ * cleared first, and its context must hold n_prompt + n_gen positions. One
+ * engine per thread can then serve many runs; a run's result must not
+ * depend on what the engine ran before (kvverify evict relies on it and its
+ * KV-Direct verdict would catch a leak: full and KV-Direct runs then come
+ * from differently used engines). */
+kvv_status kvv_policy_run_engine(kvv_engine *e, const kvv_policy_cfg *cfg,
+                                 const int32_t *prompt, int n_prompt, int n_gen,
+                                 const int32_t *forced, kvv_policy_run_out *out, kvv_error *err);
+
 /* KL(p || q) in double precision of the softmaxes of two logit rows.
  * Exactly 0.0 when the rows are bit-identical. */
 double kvv_kl_logits(const float *p_logits, const float *q_logits, int n);

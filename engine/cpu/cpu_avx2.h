@@ -5,7 +5,9 @@
 #ifndef KVV_CPU_AVX2_H
 #define KVV_CPU_AVX2_H
 
+#ifndef KVV_CPU_EMULATED /* the test-only SIMDe build brings its own (cpu_kernels.h) */
 #include <immintrin.h>
+#endif
 #include <stdint.h>
 
 /* The fixed 8-lane reduction of cpu_kernels.h: lanes (j, j+4) first, then

@@ -14,7 +14,7 @@
 
 kvv_cpu_opts kvv_cpu_opts_default(void)
 {
-    kvv_cpu_opts o = {.isa = NULL, .dequant_all = 0, .f32_act = 0};
+    kvv_cpu_opts o = {.dequant_all = 0, .f32_act = 0};
     return o;
 }
 
@@ -79,6 +79,7 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->n_threads = c->n_threads;
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
+    snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
 }
 
 static const kvv_engine_vtable cpu_vtable = {
@@ -106,10 +107,11 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                              o->n_threads, KVV_ENGINE_MAX_THREADS);
     if (o->n_ctx < 0)
         return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: n_ctx %d is negative", o->n_ctx);
-    const kvv_cpu_kernels *k = kvv_cpu_kernels_select(co->isa);
-    if (!k)
-        return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: this CPU lacks the ISA '%s'",
-                             co->isa);
+    kvv_cpu_isa isa;
+    kvv_error ierr = {0};
+    if (kvv_cpu_isa_choose(o->isa, &isa, &ierr))
+        return kvv_error_set(err, ierr.status, "cpu engine: %s", ierr.msg);
+    const kvv_cpu_kernels *k = kvv_cpu_kernels_of(isa);
     kvv_engine *e = calloc(1, sizeof *e);
     kvv_cpu *c = calloc(1, sizeof *c);
     if (!e || !c) {

@@ -13,8 +13,12 @@
  *   kvv_engine_open(model, &o, &e, &err);
  * or directly, with cpu-only options:
  *   kvv_cpu_opts co = kvv_cpu_opts_default();
- *   co.isa = "generic";
+ *   co.dequant_all = 1;
  *   kvv_cpu_engine_open_ex(model, &o, &co, &e, &err);
+ *
+ * Kernel tables: o->isa ("generic", "avx2", "avx512"; NULL = the best this
+ * CPU runs) picks the instruction set; cpu_isa.h lists what the CPU can run
+ * and why a choice is refused. The table that ran is kvv_engine_desc.isa.
  *
  * Modes:
  *   KVV_MODE_INVARIANT: every dot product runs in the order fixed by
@@ -45,10 +49,10 @@
 #ifndef KVV_CPU_ENGINE_H
 #define KVV_CPU_ENGINE_H
 
+#include "engine/cpu/cpu_isa.h"
 #include "engine/engine.h"
 
 typedef struct {
-    const char *isa;    /* NULL or "" = best the CPU has; "generic", "avx2", "avx512" */
     int dequant_all;    /* 1: dequantize Q8_0/Q4_0 to F32 at open as well */
     int f32_act;        /* fast mode, 1: keep fp32 activations for Q8_0/Q4_0 weights
                          * (no Q8_0 activation rounding; for comparison) */
@@ -58,9 +62,10 @@ kvv_cpu_opts kvv_cpu_opts_default(void);
 
 /* Open the cpu engine on m (borrowed; must outlive the engine). o->mode must
  * be KVV_MODE_FAST or KVV_MODE_INVARIANT (KVV_MODE_EXACT is taken to mean
- * invariant). Errors: KVV_ERR_USAGE (bad threads, n_ctx, forced ISA the CPU
- * lacks), KVV_ERR_UNSUPPORTED (a tensor type that cannot be dequantized),
- * KVV_ERR_NOMEM. Close with kvv_engine_close. */
+ * invariant). Errors: KVV_ERR_USAGE (bad threads, n_ctx, an o->isa the CPU
+ * cannot run: kvv_cpu_isa_choose's message), KVV_ERR_UNSUPPORTED (a tensor
+ * type that cannot be dequantized), KVV_ERR_NOMEM. Close with
+ * kvv_engine_close. */
 kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err);
 kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,

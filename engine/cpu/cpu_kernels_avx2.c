@@ -17,9 +17,12 @@
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_q8dot.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(KVV_CPU_EMULATED) || \
+    (defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
 
+#ifndef KVV_CPU_EMULATED /* the test-only SIMDe build brings its own (cpu_kernels.h) */
 #include <immintrin.h>
+#endif
 
 #include "engine/cpu/cpu_avx2.h"
 #include <math.h>
@@ -366,7 +369,7 @@ void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const f
         }
 }
 
-float kvv_cpu_avx2_sum(int n, const float *x)
+static float avx2_sum(int n, const float *x)
 {
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
@@ -480,6 +483,7 @@ static void avx2_exp_shift(int n, const float *s, float m, float *e)
 const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .name = "avx2",
     .lanes = 8,
+    .fused = 1,
     .gemm_f32 = avx2_gemm_f32,
     .gemv_q8_0 = avx2_gemv_q8_0,
     .gemv_q8_0_x4 = avx2_gemv_q8_0_x4,
@@ -488,7 +492,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .dot = avx2_dot,
     .axpy = avx2_axpy,
     .wsum = kvv_cpu_avx2_wsum,
-    .sum = kvv_cpu_avx2_sum,
+    .sum = avx2_sum,
     .scale = kvv_cpu_avx2_scale,
     .dequant_q8_0 = avx2_dequant_q8_0,
     .dequant_q4_0 = avx2_dequant_q4_0,

@@ -3,30 +3,52 @@
  * selected at run time only on CPUs that have them. Reduction order:
  * cpu_kernels.h with 16 lanes — lane j sums i = j, j+16, ... by fused
  * multiply-add; then lanes j and j+8 are added, then the fixed 8-lane tree;
- * then the K%16 tail by fmaf. Blocked 4 rows x 4 tokens (16 of the 32 zmm
- * registers hold accumulators).
+ * then the K%16 tail by fmaf. Every product, sum and dot of this table uses
+ * that order (hsum16), so K1-K5 hold with 16 lanes throughout.
+ *
+ * gemm_f32 is blocked 4 rows x 4 tokens (16 of the 32 zmm registers hold
+ * accumulators); one token (GEMV) reads 4 rows interleaved with a prefetch
+ * PF_ROWS rows ahead, which measured faster here than the AVX2 table's one
+ * linear stream (docs/cpu-engine.md, AVX-512 against AVX2). The X4 and G16
+ * GEMVs are the AVX2 ones widened to 16 lanes. Element-wise kernels, wsum and
+ * fast mode's integer products are per element or keep cpu_q8dot.h's
+ * 8-lane order, so the table shares the AVX2 versions of those.
  */
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_q8dot.h"
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__)
+#if defined(KVV_CPU_EMULATED) ||                                                          \
+    (defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) &&                \
+     defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__))
 
+#ifndef KVV_CPU_EMULATED /* the test-only SIMDe build brings its own (cpu_kernels.h) */
 #include <immintrin.h>
+#endif
 #include <math.h>
+#include <string.h>
 
 #include "engine/cpu/cpu_expf.h"
 
 #define RB 4
 #define TB 4
 #define TOK_TILE 48
-#define PF_ROWS 8 /* GEMV prefetch distance in rows */
+#define PF_ROWS 8     /* multi-row GEMV prefetch distance in rows */
+#define PF_BYTES 4096 /* X4 and G16 GEMV prefetch distance (one stream) */
 
+/* The fixed 16-lane reduction of cpu_kernels.h: lanes j and j+8, then
+ * (j, j+4), then (0+4)+(2+6) and (1+5)+(3+7), then the two. */
 static inline float hsum16(__m512 a)
 {
     __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a),
                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+#ifdef KVV_CPU_PLANT_HSUM_SWAP
+    /* Negative control, test builds only (tests/cli/test_kernel_plant.sh):
+     * lanes 1 and 2 of the tree exchanged, ((0+4)+(1+5)) + ((2+6)+(3+7)).
+     * Every kernel of this table stays consistent with every other, so only
+     * the order check (K1) and the native/emulated comparison can see it. */
+    s = _mm_shuffle_ps(s, s, _MM_SHUFFLE(3, 1, 2, 0));
+#endif
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
@@ -114,16 +136,20 @@ static inline float fp16_to_f32(const uint8_t *p)
     return _cvtsh_ss((uint16_t)(p[0] | (p[1] << 8)));
 }
 
+/* 16 dequantized weights of a Q8_0 block (16 int8 at q): (float)q * d. */
+static inline __m512 q8_w16(const uint8_t *q, __m512 d)
+{
+    __m128i b = _mm_loadu_si128((const __m128i *)q);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), d);
+}
+
 static void avx512_dequant_q8_0(const void *src, float *dst, int n)
 {
     const uint8_t *p = src;
     for (int b = 0; b < n / 32; b++, p += 34) {
         __m512 d = _mm512_set1_ps(fp16_to_f32(p));
-        for (int j = 0; j < 2; j++) {
-            __m128i q = _mm_loadu_si128((const __m128i *)(p + 2 + 16 * j));
-            _mm512_storeu_ps(dst + b * 32 + 16 * j,
-                             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
-        }
+        for (int j = 0; j < 2; j++)
+            _mm512_storeu_ps(dst + b * 32 + 16 * j, q8_w16(p + 2 + 16 * j, d));
     }
 }
 
@@ -170,8 +196,7 @@ static void avx512_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows,
                     __m512 d = _mm512_set1_ps(fp16_to_f32(blk));
                     #pragma GCC unroll 16
                     for (int j = 0; j < 2; j++) {
-                        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2 + 16 * j));
-                        __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+                        __m512 w = q8_w16(blk + 2 + 16 * j, d);
                         #pragma GCC unroll 16
                         for (int t = 0; t < nt; t++)
                             acc[r][t] = _mm512_fmadd_ps(
@@ -187,6 +212,94 @@ static void avx512_gemv_q8_0(int K, const void *W, size_t row_bytes, int n_rows,
                     Y[(size_t)(t0 + t) * ldy + r0 + r] = hsum16(acc[r][t]);
         }
     }
+}
+
+/* One token against groups of 4 Q8_0 rows in the X4 layout (cpu_impl.h):
+ * 4 independent 16-lane chains read from one linear stream; each row's
+ * sequence is gemv_q8_0's, so the bits are too (K3). */
+static void avx512_gemv_q8_0_x4(int K, const void *G, int n_groups, const float *x, float *y)
+{
+    const int nb = K / 32;
+    const uint8_t *g4 = G;
+    for (int g = 0; g < n_groups; g++, g4 += (size_t)nb * 4 * 34) {
+        __m512 acc[4];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            acc[i] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk4 = g4 + (size_t)b * 4 * 34; /* 136 bytes, 4 rows */
+            _mm_prefetch((const char *)blk4 + PF_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk4 + PF_BYTES + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk4 + PF_BYTES + 128, _MM_HINT_T0);
+            const __m512 x0 = _mm512_loadu_ps(x + (size_t)b * 32);
+            const __m512 x1 = _mm512_loadu_ps(x + (size_t)b * 32 + 16);
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const uint8_t *blk = blk4 + i * 34;
+                const __m512 d = _mm512_set1_ps(fp16_to_f32(blk));
+                acc[i] = _mm512_fmadd_ps(q8_w16(blk + 2, d), x0, acc[i]);
+                acc[i] = _mm512_fmadd_ps(q8_w16(blk + 18, d), x1, acc[i]);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            y[4 * g + i] = hsum16(acc[i]);
+    }
+}
+
+/* The 16 weights of a KVV_CPU_G16 group: s*q - m, each operation rounded
+ * (K4; the same bits as kvv_cpu_avx2_dequant_g16). */
+static inline __m512 g16_w16(const uint8_t *g)
+{
+    float s, m;
+    memcpy(&s, g + 16, 4);
+    memcpy(&m, g + 20, 4);
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)g)));
+    return _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(s)), _mm512_set1_ps(m));
+}
+
+/* Two rows at a time (two independent chains) of one token; a group of 16
+ * weights is one 16-lane step of gemm_f32's order (K is a multiple of 16,
+ * no tail). */
+static void avx512_gemv_g16(int K, const void *W, size_t row_bytes, int n_rows, const float *x,
+                            float *y)
+{
+    const uint8_t *wb = W;
+    int r = 0;
+    for (; r + 2 <= n_rows; r += 2) {
+        const uint8_t *g0 = wb + (size_t)r * row_bytes, *g1 = g0 + row_bytes;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (int i = 0; i < K; i += 16, g0 += 24, g1 += 24) {
+            _mm_prefetch((const char *)g0 + PF_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)g1 + PF_BYTES, _MM_HINT_T0);
+            const __m512 xv = _mm512_loadu_ps(x + i);
+            a0 = _mm512_fmadd_ps(g16_w16(g0), xv, a0);
+            a1 = _mm512_fmadd_ps(g16_w16(g1), xv, a1);
+        }
+        y[r] = hsum16(a0);
+        y[r + 1] = hsum16(a1);
+    }
+    for (; r < n_rows; r++) {
+        const uint8_t *g0 = wb + (size_t)r * row_bytes;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int i = 0; i < K; i += 16, g0 += 24)
+            a0 = _mm512_fmadd_ps(g16_w16(g0), _mm512_loadu_ps(x + i), a0);
+        y[r] = hsum16(a0);
+    }
+}
+
+/* The order of dot with a row of ones (K5): x*1 + acc is x + acc, one
+ * rounding either way. */
+static float avx512_sum(int n, const float *x)
+{
+    __m512 acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
+    float s = hsum16(acc);
+    for (; i < n; i++)
+        s = s + x[i];
+    return s;
 }
 
 static void avx512_axpy(int n, float a, const float *x, float *y)
@@ -260,14 +373,16 @@ static void avx512_exp_shift(int n, const float *s, float m, float *e)
 const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .name = "avx512",
     .lanes = 16,
+    .fused = 1,
     .gemm_f32 = avx512_gemm_f32,
     .gemv_q8_0 = avx512_gemv_q8_0,
+    .gemv_q8_0_x4 = avx512_gemv_q8_0_x4,
+    .dequant_g16 = kvv_cpu_avx2_dequant_g16, /* per element: the lane width does not matter */
+    .gemv_g16 = avx512_gemv_g16,
     .dot = avx512_dot,
     .axpy = avx512_axpy,
-    /* 256-bit (cpu_kernels_avx2.c): fused like avx512_axpy; sum in 8 lanes */
-    .wsum = kvv_cpu_avx2_wsum,
-    .dequant_g16 = kvv_cpu_avx2_dequant_g16, /* no gemv_g16: its lanes would be 16 */
-    .sum = kvv_cpu_avx2_sum,
+    .wsum = kvv_cpu_avx2_wsum, /* per element, fused like avx512_axpy (K6) */
+    .sum = avx512_sum,
     .scale = kvv_cpu_avx2_scale,
     .dequant_q8_0 = avx512_dequant_q8_0,
     .dequant_q4_0 = avx512_dequant_q4_0,

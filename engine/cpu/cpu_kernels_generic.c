@@ -1,14 +1,13 @@
 /*
- * cpu_kernels_generic.c — portable C kernels of the cpu engine (any CPU),
- * and the start-up selection of the kernel table. The reduction order is
- * the one cpu_kernels.h documents, with 8 lanes and separately rounded
- * multiply and add (-ffp-contract=off keeps the compiler from fusing them).
+ * cpu_kernels_generic.c — portable C kernels of the cpu engine (any CPU).
+ * The reduction order is the one cpu_kernels.h documents, with 8 lanes and
+ * separately rounded multiply and add (-ffp-contract=off keeps the compiler
+ * from fusing them).
  */
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_q8dot.h"
 
 #include <math.h>
-
 #include <string.h>
 
 #include "engine/cpu/cpu_expf.h"
@@ -213,6 +212,7 @@ static void gen_exp_shift(int n, const float *s, float m, float *e)
 const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .name = "generic",
     .lanes = LANES,
+    .fused = 0,
     .gemm_f32 = gen_gemm_f32,
     .gemv_q8_0 = gen_gemv_q8_0,
     .gemv_q8_0_x4 = gen_gemv_q8_0_x4,
@@ -231,38 +231,3 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .gemm_q8_0_q8 = kvv_cpu_gemm_q8_0_q8_generic,
     .gemm_q4_0_q8 = kvv_cpu_gemm_q4_0_q8_generic,
 };
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-
-/* FMA and F16C from cpuid leaf 1 (ECX bits 12 and 29): not every compiler's
- * __builtin_cpu_supports knows their names. AVX and wider are checked with
- * __builtin_cpu_supports, which also checks that the OS saves the registers. */
-static int has_fma_f16c(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
-    return (c >> 12 & 1u) && (c >> 29 & 1u);
-}
-#endif
-
-const kvv_cpu_kernels *kvv_cpu_kernels_select(const char *force)
-{
-    int any = force == NULL || force[0] == '\0';
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    int fma16 = has_fma_f16c();
-    int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                 fma16;
-    int has2 = __builtin_cpu_supports("avx2") && fma16;
-    if (has512 && (any || strcmp(force, "avx512") == 0))
-        return &kvv_cpu_kernels_avx512;
-    if (has2 && (any || strcmp(force, "avx2") == 0))
-        return &kvv_cpu_kernels_avx2;
-#endif
-    if (any || strcmp(force, "generic") == 0)
-        return &kvv_cpu_kernels_generic;
-    return NULL;
-}

@@ -13,9 +13,12 @@
  */
 #include "engine/cpu/cpu_q8dot.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(KVV_CPU_EMULATED) || \
+    (defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
 
+#ifndef KVV_CPU_EMULATED /* the test-only SIMDe build brings its own (cpu_kernels.h) */
 #include <immintrin.h>
+#endif
 
 #include "engine/cpu/cpu_avx2.h"
 
@@ -33,7 +36,9 @@ void kvv_cpu_quantize_act_avx2(int K, const float *x, int8_t *q, float *d)
         __m256 v[4], m = _mm256_setzero_ps();
         for (int j = 0; j < 4; j++) {
             v[j] = _mm256_loadu_ps(xb + 8 * j);
-            m = _mm256_max_ps(m, _mm256_and_ps(v[j], absmask));
+            /* max returns its second operand when either is NaN: a NaN
+             * element leaves m as it was, as in the generic version */
+            m = _mm256_max_ps(_mm256_and_ps(v[j], absmask), m);
         }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));

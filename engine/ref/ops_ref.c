@@ -1,9 +1,11 @@
 /*
  * ops_ref.c — the reference engine's ops (engine/engine_ops.h): every slot
  * calls the kernel of reference/ref_ops.c that the reference forward pass
- * calls, on the engine's own dequantized weights. Also the op, function and
- * tensor names and kvv_ops_close shared by every op set, and the oracle op
- * set (exact results, or moved by planted ULPs: the negative control).
+ * calls, on the engine's own weights (matrices as the file stores them;
+ * tensor() makes an fp32 copy of a matrix when first asked). Also the op,
+ * function and tensor names and kvv_ops_close shared by every op set, and
+ * the oracle op set (exact results, or moved by planted ULPs: the negative
+ * control).
  */
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +60,7 @@ void kvv_ops_close(kvv_ops *o)
 typedef struct {
     kvv_ref *r;       /* borrowed from the engine */
     float *cs;        /* (n_rot) cos/sin scratch of ref_rope_angles */
+    float **mats;     /* ((n_layer + 1) * KVV_T_COUNT) fp32 matrices tensor() made, or NULL */
 } ops_ref;
 
 static ops_ref *st(kvv_ops *o)
@@ -67,6 +70,9 @@ static ops_ref *st(kvv_ops *o)
 
 static void ref_ops_close(kvv_ops *o)
 {
+    for (int i = 0; i < (o->hp->n_layer + 1) * KVV_T_COUNT; i++)
+        free(st(o)->mats[i]);
+    free(st(o)->mats);
     free(st(o)->cs);
     free(o->impl);
     kvv_engine_close(o->engine);
@@ -75,13 +81,61 @@ static void ref_ops_close(kvv_ops *o)
 
 /* ------------------------------------------------------------ tensors */
 
+/* The engine's matrix t of `layer` as stored, or NULL. */
+static const ref_mat *ref_matrix(const kvv_ref *r, int layer, kvv_ops_tensor t)
+{
+    if (t == KVV_T_OUTPUT)
+        return &r->w.output;
+    if (layer < 0 || layer >= r->hp.n_layer)
+        return NULL;
+    const ref_layer *L = &r->w.layers[layer];
+    switch (t) {
+    case KVV_T_WQ: return &L->wq;
+    case KVV_T_WK: return &L->wk;
+    case KVV_T_WV: return &L->wv;
+    case KVV_T_WO: return &L->wo;
+    case KVV_T_W_GATE: return &L->w_gate;
+    case KVV_T_W_UP: return &L->w_up;
+    case KVV_T_W_DOWN: return &L->w_down;
+    default: return NULL;
+    }
+}
+
+/* Matrix t as fp32 (rows, cols), dequantized row by row on first use and
+ * kept until close. */
+static const float *ref_tensor_f32(kvv_ops *o, int layer, kvv_ops_tensor t, int *rows, int *cols)
+{
+    const ref_mat *W = ref_matrix(st(o)->r, layer, t);
+    if (!W || !W->data)
+        return NULL;
+    float **slot = &st(o)->mats[(t == KVV_T_OUTPUT ? o->hp->n_layer : layer) * KVV_T_COUNT + t];
+    if (!*slot) {
+        float *d = malloc((size_t)W->rows * (size_t)W->cols * sizeof(float) + 1);
+        if (!d)
+            return NULL;
+        for (int r = 0; r < W->rows; r++) {
+            float *dr = d + (size_t)r * (size_t)W->cols;
+            const float *w = ref_mat_row(W, r, dr);
+            if (w != dr)
+                memcpy(dr, w, (size_t)W->cols * sizeof(float));
+        }
+        *slot = d;
+    }
+    if (rows)
+        *rows = W->rows;
+    if (cols)
+        *cols = W->cols;
+    return *slot;
+}
+
 static const float *ref_tensor(kvv_ops *o, int layer, kvv_ops_tensor t, int *rows, int *cols)
 {
+    if (kvv_ops_tensor_is_matrix(t))
+        return ref_tensor_f32(o, layer, t, rows, cols);
     const kvv_ref *r = st(o)->r;
     const kvv_hparams *hp = &r->hp;
-    const int E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
+    const int E = hp->n_embd, hd = hp->head_dim;
     const int Q = hp->n_head * hd, K = hp->n_head_kv * hd, V = hp->n_head_kv * hp->head_dim_v;
-    const int O = hp->n_head * hp->head_dim_v;
     const ref_layer *L = NULL;
     if (t != KVV_T_OUTPUT && t != KVV_T_OUTPUT_NORM) {
         if (layer < 0 || layer >= hp->n_layer)
@@ -89,16 +143,8 @@ static const float *ref_tensor(kvv_ops *o, int layer, kvv_ops_tensor t, int *row
         L = &r->w.layers[layer];
     }
     const float *p = NULL;
-    int nr = 1, nc = E;
+    int nc = E;
     switch (t) {
-    case KVV_T_WQ: p = L->wq; nr = Q; break;
-    case KVV_T_WK: p = L->wk; nr = K; break;
-    case KVV_T_WV: p = L->wv; nr = V; break;
-    case KVV_T_WO: p = L->wo; nr = E; nc = O; break;
-    case KVV_T_W_GATE: p = L->w_gate; nr = F; break;
-    case KVV_T_W_UP: p = L->w_up; nr = F; break;
-    case KVV_T_W_DOWN: p = L->w_down; nr = E; nc = F; break;
-    case KVV_T_OUTPUT: p = r->w.output; nr = hp->n_vocab; break;
     case KVV_T_ATTN_NORM: p = L->attn_norm; break;
     case KVV_T_Q_NORM: p = L->q_norm; nc = hd; break;
     case KVV_T_K_NORM: p = L->k_norm; nc = hd; break;
@@ -113,7 +159,7 @@ static const float *ref_tensor(kvv_ops *o, int layer, kvv_ops_tensor t, int *row
     }
     if (p) {
         if (rows)
-            *rows = nr;
+            *rows = 1;
         if (cols)
             *cols = nc;
     }
@@ -125,11 +171,10 @@ static const float *ref_tensor(kvv_ops *o, int layer, kvv_ops_tensor t, int *row
 static void ref_ops_matmul(kvv_ops *o, int layer, kvv_ops_tensor w, int n, const float *x,
                            float *y)
 {
-    int rows = 0, cols = 0;
-    const float *W = kvv_ops_tensor_is_matrix(w) ? ref_tensor(o, layer, w, &rows, &cols) : NULL;
-    if (!W)
+    const ref_mat *W = kvv_ops_tensor_is_matrix(w) ? ref_matrix(st(o)->r, layer, w) : NULL;
+    if (!W || !W->data)
         return;
-    ref_matmul(y, x, W, NULL, n, rows, cols, false);
+    ref_matmul_mat(y, x, W, NULL, n, false, st(o)->r->wrow);
 }
 
 static float ref_ops_dot(kvv_ops *o, const float *a, const float *b, int n)
@@ -237,22 +282,25 @@ kvv_status kvv_ops_open_ref(const kvv_model *m, const kvv_engine_opts *eo, kvv_o
     kvv_ops *ops = calloc(1, sizeof *ops);
     ops_ref *impl = calloc(1, sizeof *impl);
     float *cs = malloc((size_t)(m->hp.n_rot > 0 ? m->hp.n_rot : 1) * sizeof *cs);
-    if (!ops || !impl || !cs) {
+    float **mats = calloc((size_t)(m->hp.n_layer + 1) * KVV_T_COUNT, sizeof *mats);
+    if (!ops || !impl || !cs || !mats) {
         free(ops);
         free(impl);
         free(cs);
+        free(mats);
         kvv_engine_close(e);
         return kvv_error_set(err, KVV_ERR_NOMEM, "ops ref: out of memory");
     }
     impl->r = (kvv_ref *)e->impl;
     impl->cs = cs;
+    impl->mats = mats;
     ops->vt = &ref_ops_vtable;
     ops->impl = impl;
     ops->hp = &m->hp;
     ops->engine = e;
     snprintf(ops->name, sizeof ops->name, "ref");
     kvv_engine_describe(e, &ops->desc);
-    ops->where[KVV_OP_MATMUL] = "ref_matmul -> ref_dot (reference/ref_ops.c)";
+    ops->where[KVV_OP_MATMUL] = "ref_matmul_mat -> ref_dot (reference/ref_ops.c)";
     ops->where[KVV_OP_DOT] = "ref_dot (reference/ref_ops.c)";
     ops->where[KVV_OP_RMSNORM] = "ref_rmsnorm (reference/ref_ops.c)";
     ops->where[KVV_OP_SOFTMAX] = "ref_softmax (reference/ref_ops.c)";

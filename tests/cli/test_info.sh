@@ -30,6 +30,42 @@ $KVV info --shape nope >"$T/out" 2>"$T/err"; rc=$?
 [ $rc -eq 2 ] || fail "unknown shape: exit $rc, want 2"
 grep -q 'smollm2-135m' "$T/err" || fail "unknown shape: valid names not listed"
 
+# ---- --cpu: the kernel tables; KVV_CPU_MAX_ISA caps them (so every CPU can show the
+# "lacks it" answer); the JSON agrees with the text
+$KVV info --cpu >"$T/out" 2>"$T/err" || fail "info --cpu exit $?"
+grep -q '^  generic  yes ' "$T/out" || fail "info --cpu: generic not runnable"
+grep -q '^  default: ' "$T/out" || fail "info --cpu: no default"
+KVV_CPU_MAX_ISA=generic $KVV info --cpu >"$T/out" 2>"$T/err" || fail "info --cpu (capped) exit $?"
+grep -q '^  avx2     no ' "$T/out" && grep -q '^  avx512   no ' "$T/out" ||
+    fail "info --cpu: KVV_CPU_MAX_ISA=generic does not hide avx2/avx512"
+grep -q '^  default: generic' "$T/out" || fail "info --cpu: capped default is not generic"
+grep -q 'KVV_CPU_MAX_ISA=generic' "$T/out" || fail "info --cpu: cap not shown"
+for cap in "" generic avx2; do
+    KVV_CPU_MAX_ISA=$cap $KVV info --cpu --json >"$T/json" || fail "info --cpu --json ($cap) exit $?"
+    KVV_CPU_MAX_ISA=$cap $KVV info --cpu >"$T/out"
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+names = [t["name"] for t in d["tables"]]
+assert names == ["generic", "avx2", "avx512"], names
+runs = [t["name"] for t in d["tables"] if t["available"]]
+assert runs[0] == "generic" and d["default"] == runs[-1], d
+assert ("  default: %s " % d["default"]) in text
+lanes = {t["name"]: (t["lanes"], t["fused"]) for t in d["tables"] if t["built"]}
+assert lanes["generic"] == (8, False), lanes
+assert lanes.get("avx512", (16, True)) == (16, True), lanes
+cap = sys.argv[3]
+if cap:  # nothing wider than the cap runs
+    assert d["max_isa"] == cap and names.index(d["default"]) <= names.index(cap), d
+' "$T/json" "$T/out" "$cap" || fail "info --cpu --json (KVV_CPU_MAX_ISA=$cap) wrong or unparsable"
+done
+KVV_CPU_MAX_ISA=avx9000 $KVV info --cpu >"$T/out" 2>"$T/err"; rc=$?
+[ $rc -eq 2 ] || fail "KVV_CPU_MAX_ISA=avx9000: exit $rc, want 2"
+grep -q "KVV_CPU_MAX_ISA='avx9000'" "$T/err" || fail "KVV_CPU_MAX_ISA=avx9000: no message"
+$KVV info --cpu --shape smollm2-135m >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "info --cpu --shape: exit $rc, want 2"
+
 # ---- bad usage
 $KVV info >/dev/null 2>&1; rc=$?; [ $rc -eq 2 ] || fail "no argument: exit $rc, want 2"
 $KVV info --frobnicate x.gguf >/dev/null 2>&1; rc=$?; [ $rc -eq 2 ] || fail "bad option: exit $rc"

@@ -27,6 +27,18 @@ for a in llama qwen2 qwen3 gemma2 gemma3 phi3; do
     done
 done
 grep -q 'general.name *string "kvverify-synth-fused-qkv-tiny"' "$T/out" || fail "phi3 name"
+# q4_1 / q5_1 (what the cpu engine holds like the K-quants): projections of that type,
+# llama_ftype 3 / 9, and the cpu engine's invariant audit passes on q4_1
+for t in q4_1:3 q5_1:9; do
+    ty=${t%:*}; ft=${t#*:}
+    $KVV synth --arch qwen3 --type $ty -o "$T/$ty.gguf" >/dev/null 2>"$T/err" || fail "synth $ty: $(cat "$T/err")"
+    $KVV info "$T/$ty.gguf" >"$T/out" 2>"$T/err" || fail "info $ty: $(cat "$T/err")"
+    grep -q "general.file_type *uint32 $ft\$" "$T/out" || fail "$ty: general.file_type is not $ft"
+    grep -q "blk.0.attn_q.weight *$(echo $ty | tr a-z A-Z) " "$T/out" || fail "$ty: attn_q not $ty"
+    [ $ty = q4_1 ] || continue
+    $KVV "$T/$ty.gguf" --engine cpu --threads 2 --random 12 -n 6 >"$T/out" 2>&1 ||
+        fail "cpu invariant audit on $ty: $(tail -n 5 "$T/out")"
+done
 $KVV synth --shape llama3-tiny --vocab 1000 -o "$T/v.gguf" >/dev/null || fail "--vocab 1000"
 $KVV info "$T/v.gguf" --json >"$T/json" || fail "info v.gguf"
 python3 -c '
@@ -48,7 +60,7 @@ bad() { # expected-substring, args...
 }
 bad 'llama, qwen2, qwen3, gemma2, gemma3, phi3' --arch bert -o "$T/x.gguf"
 bad 'gemma3-4b' --shape gpt-5 -o "$T/x.gguf"
-bad 'f32, f16, bf16, q8_0, q4_0, q5_0' --arch llama --type q4_k -o "$T/x.gguf"
+bad 'f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1' --arch llama --type q4_k -o "$T/x.gguf"
 bad 'is a qwen3 model, not llama' --arch llama --shape qwen3-tiny -o "$T/x.gguf"
 bad 'missing -o' --arch llama
 bad '--vocab' --arch llama --vocab 12 -o "$T/x.gguf"

@@ -518,8 +518,8 @@ static void test_generic_kernels(void **state)
     o.name = "cpu";
     o.mode = KVV_MODE_INVARIANT;
     o.n_ctx = 64;
+    o.isa = "generic";
     kvv_cpu_opts co = kvv_cpu_opts_default();
-    co.isa = "generic";
     for (int dq = 0; dq < 2; dq++) {
         co.dequant_all = dq;
         kvv_engine *e, *e1;
@@ -538,6 +538,7 @@ static void test_generic_kernels(void **state)
         kvv_engine_desc d;
         kvv_engine_describe(e, &d);
         assert_non_null(strstr(d.kernels, "generic"));
+        assert_string_equal(d.isa, "generic");
         kvv_engine_close(e);
         kvv_engine_close(e1);
     }
@@ -577,9 +578,13 @@ static void test_bad_input(void **state)
     kvv_engine_close(e);
     kvv_engine_opts o = kvv_engine_opts_default();
     o.name = "cpu";
-    kvv_cpu_opts co = kvv_cpu_opts_default();
-    co.isa = "no-such-isa";
-    assert_int_equal(kvv_cpu_engine_open_ex(m, &o, &co, &e, &err), KVV_ERR_USAGE);
+    o.isa = "no-such-isa";
+    assert_int_equal(kvv_engine_open(m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "no-such-isa"));
+    o.name = "ref"; /* the reference engine has no kernel tables */
+    o.isa = "generic";
+    assert_int_equal(kvv_engine_open(m, &o, &e, &err), KVV_ERR_USAGE);
     assert_null(e);
     free(lg);
     kvv_model_close(m);

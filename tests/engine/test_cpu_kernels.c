@@ -1,25 +1,43 @@
 /*
- * test_cpu_kernels.c — the cpu engine's kernel tables and thread pool.
+ * test_cpu_kernels.c — every contract of engine/cpu/cpu_kernels.h (K1-K9),
+ * for every kernel table, on every machine.
  *
- * For every kernel table this CPU can run (generic always; AVX2, AVX-512
- * where supported): gemm_f32 gives the same bits whatever the batch size,
- * the token's place in the batch and the row blocking (the invariant-mode
- * contract of cpu_kernels.h), and agrees with a double-precision product;
- * the fused Q8_0 kernels (row-major and 4-row interleaved) give exactly the
- * bits of gemm_f32 on the dequantized rows; the SIMD dequantizers equal kvv_dequantize_row; dot is
- * gemm_f32 of one row and one token. The pool runs every chunk exactly once
- * per job.
+ * Tables run: generic natively; avx2 and avx512 natively where this CPU
+ * (capped by KVV_CPU_MAX_ISA, cpu_isa.h) can run them, AND always as the
+ * same source compiled against SIMDe (the Makefile's test-only emulated
+ * objects, tests/engine/simde_x86.h). Where both run, every kernel's
+ * emulated bits must equal the native ones. The order checks (K1, K9) use
+ * a plain scalar model of the documented order, so a table whose kernels
+ * agree with each other but not with the documentation still fails (the
+ * planted lane swap of tests/cli/test_kernel_plant.sh).
+ *
+ * The last line of the output says which tables ran and how, e.g.
+ *   tables: generic (native), avx2 (native, emulated agrees), avx512 (emulated)
  */
 #include <math.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/cpu_expf.h"
 #include "engine/cpu/cpu_kernels.h"
-#include "engine/cpu/cpu_pool.h"
 #include "engine/cpu/cpu_q8dot.h"
 #include "model/tensor_types.h"
 #include "tests/test_util.h"
+
+/* The emulated tables (test-only objects, tests/engine/simde_x86.h). */
+extern const kvv_cpu_kernels kvv_cpu_kernels_avx2_emu;
+extern const kvv_cpu_kernels kvv_cpu_kernels_avx512_emu;
+
+typedef struct {
+    const kvv_cpu_kernels *k;
+    kvv_cpu_isa isa;
+    const char *how; /* "native" or "emulated" */
+} table_run;
+
+static table_run runs[2 * KVV_CPU_ISA_COUNT];
+static int n_runs;
+static const kvv_cpu_kernels *native[KVV_CPU_ISA_COUNT], *emulated[KVV_CPU_ISA_COUNT];
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -31,68 +49,208 @@ static float frand(void)
     return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static const kvv_cpu_kernels *tables[3];
-static int n_tables;
+static void fill(float *v, int n, float scale)
+{
+    for (int i = 0; i < n; i++)
+        v[i] = frand() * scale;
+}
 
 static int setup(void **state)
 {
     (void)state;
-    n_tables = 0;
-    const char *names[] = {"generic", "avx2", "avx512"};
-    for (int i = 0; i < 3; i++) {
-        const kvv_cpu_kernels *k = kvv_cpu_kernels_select(names[i]);
-        if (k)
-            tables[n_tables++] = k;
+    kvv_cpu_isa_info ci;
+    kvv_error err = {0};
+    if (kvv_cpu_isa_probe(&ci, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    emulated[KVV_CPU_ISA_AVX2] = &kvv_cpu_kernels_avx2_emu;
+    emulated[KVV_CPU_ISA_AVX512] = &kvv_cpu_kernels_avx512_emu;
+    n_runs = 0;
+    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+        native[i] = ci.can_run[i] ? kvv_cpu_kernels_of((kvv_cpu_isa)i) : NULL;
+        if (native[i])
+            runs[n_runs++] = (table_run){native[i], (kvv_cpu_isa)i, "native"};
+        if (emulated[i])
+            runs[n_runs++] = (table_run){emulated[i], (kvv_cpu_isa)i, "emulated"};
     }
     return 0;
 }
 
-static void test_select(void **state)
+/* Every run in turn, named in the log; cur names it in assert_bits. */
+static const table_run *cur;
+#define FOR_EACH_RUN(r)                                                                           \
+    for (const table_run *r = runs;                                                               \
+         r < runs + n_runs &&                                                                     \
+         (cur = r, print_message("  %s (%s)\n", kvv_cpu_isa_name(r->isa), r->how), 1);          \
+         r++)
+
+static void assert_bits(const float *got, const float *want, size_t n, const char *what)
 {
-    (void)state;
-    const kvv_cpu_kernels *best = kvv_cpu_kernels_select(NULL);
-    assert_non_null(best);
-    assert_non_null(kvv_cpu_kernels_select("generic"));
-    assert_null(kvv_cpu_kernels_select("no-such-isa"));
-    /* auto picks the widest the CPU has */
-    assert_ptr_equal(best, tables[n_tables - 1]);
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            fail_msg("%s (%s): %s: element %zu is %a, expected %a",
+                     cur ? kvv_cpu_isa_name(cur->isa) : "?", cur ? cur->how : "?", what, i,
+                     (double)got[i], (double)want[i]);
 }
 
-static void test_gemm_invariant(void **state)
+/* ------------------------------------------------------------ the order */
+
+static float step(int fused, float acc, float w, float x)
+{
+    return fused ? fmaf(w, x, acc) : acc + w * x;
+}
+
+/* The order of cpu_kernels.h, written out plainly (K1). */
+static float model_dot(const kvv_cpu_kernels *k, int K, const float *w, const float *x)
+{
+    const int L = k->lanes;
+    float a[16] = {0};
+    int KL = K - K % L;
+    for (int i = 0; i < KL; i++)
+        a[i % L] = step(k->fused, a[i % L], w[i], x[i]);
+    for (int j = 0; L == 16 && j < 8; j++)
+        a[j] = a[j] + a[j + 8];
+    float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (int i = KL; i < K; i++)
+        s = step(k->fused, s, w[i], x[i]);
+    return s;
+}
+
+/* Q8_0 rows of random weights (r+1 scales the row): bytes, and the
+ * dequantized floats (kvv_dequantize_row). */
+static void make_q8_0(int K, int R, uint8_t *q, float *deq)
+{
+    size_t rb = kvv_type_row_size(KVV_TYPE_Q8_0, K);
+    float *src = malloc(sizeof(float) * K);
+    for (int r = 0; r < R; r++) {
+        fill(src, K, (float)(r + 1));
+        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, src, q + r * rb, K));
+        assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, q + r * rb, deq + (size_t)r * K, K));
+    }
+    free(src);
+}
+
+/* KVV_CPU_G16 rows (16 int8, fp32 s, fp32 m per group) and s*q - m. */
+static void make_g16(int K, int R, uint8_t *W, float *deq)
+{
+    const int NG = K / 16;
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < NG; g++) {
+            uint8_t *b = W + ((size_t)r * NG + g) * 24;
+            float s = frand() * 0.1f, m = g % 3 ? frand() * 0.01f : 0.0f;
+            for (int j = 0; j < 16; j++) {
+                b[j] = (uint8_t)(int8_t)(frand() * 127.0f);
+                deq[(size_t)r * K + g * 16 + j] = s * (float)(int8_t)b[j] - m;
+            }
+            memcpy(b + 16, &s, 4);
+            memcpy(b + 20, &m, 4);
+        }
+}
+
+/* Block b of rows 4g..4g+3 side by side (the KVV_CPU_X4 layout). */
+static void make_x4(int K, int R, const uint8_t *q, uint8_t *g)
+{
+    size_t rb = kvv_type_row_size(KVV_TYPE_Q8_0, K);
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < K / 32; b++)
+            memcpy(g + (size_t)(r / 4) * 4 * rb + ((size_t)b * 4 + r % 4) * 34, q + r * rb + b * 34,
+                   34);
+}
+
+/* K1: gemm_f32, dot, gemv_q8_0, gemv_q8_0_x4 and gemv_g16 follow the
+ * documented order, for lengths around every lane and block boundary (and
+ * past the generic table's 4096-element pieces). */
+static void test_order(void **state)
 {
     (void)state;
-    const int Ks[] = {1, 7, 8, 9, 37, 64, 200, 576};
-    const int R = 13, T = 11;
-    for (int ti = 0; ti < n_tables; ti++) {
-        const kvv_cpu_kernels *k = tables[ti];
+    const int Ks[] = {1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 48, 64, 96, 200, 576, 4160};
+    const int R = 8, T = 3;
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
             int K = Ks[ki];
+            size_t rb = kvv_type_row_size(KVV_TYPE_Q8_0, K);
             float *W = malloc(sizeof(float) * R * K), *X = malloc(sizeof(float) * T * K);
-            float *Y = malloc(sizeof(float) * T * R), *Y1 = malloc(sizeof(float) * T * R);
-            float *Y2 = malloc(sizeof(float) * T * R);
-            for (int i = 0; i < R * K; i++)
-                W[i] = frand();
-            for (int i = 0; i < T * K; i++)
-                X[i] = frand();
+            float *Y = malloc(sizeof(float) * T * R), *M = malloc(sizeof(float) * T * R);
+            uint8_t *q = malloc(rb * R + 24 * (size_t)R * (K / 16 + 1)), *g = malloc(rb * R);
+            fill(W, R * K, 1.0f);
+            fill(X, T * K, 1.0f);
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < R; r++)
+                    M[t * R + r] = model_dot(k, K, W + (size_t)r * K, X + (size_t)t * K);
             k->gemm_f32(K, W, K, R, X, K, T, Y, R);
+            assert_bits(Y, M, (size_t)T * R, "gemm_f32 vs the order");
+            float d = k->dot(K, W, X);
+            assert_bits(&d, M, 1, "dot vs the order");
+            if (K % 32 == 0) { /* Q8_0: the model on the dequantized rows */
+                make_q8_0(K, R, q, W);
+                for (int t = 0; t < T; t++)
+                    for (int r = 0; r < R; r++)
+                        M[t * R + r] = model_dot(k, K, W + (size_t)r * K, X + (size_t)t * K);
+                k->gemv_q8_0(K, q, rb, R, X, K, T, Y, R);
+                assert_bits(Y, M, (size_t)T * R, "gemv_q8_0 vs the order");
+                if (k->gemv_q8_0_x4) {
+                    make_x4(K, R, q, g);
+                    k->gemv_q8_0_x4(K, g, R / 4, X, Y);
+                    assert_bits(Y, M, R, "gemv_q8_0_x4 vs the order");
+                }
+            }
+            if (K % 16 == 0 && k->gemv_g16) {
+                make_g16(K, R, q, W);
+                for (int r = 0; r < R; r++)
+                    M[r] = model_dot(k, K, W + (size_t)r * K, X);
+                k->gemv_g16(K, q, (size_t)K / 16 * 24, R, X, Y);
+                assert_bits(Y, M, R, "gemv_g16 vs the order");
+            }
+            free(W);
+            free(X);
+            free(Y);
+            free(M);
+            free(q);
+            free(g);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ K2, K3, K4 */
+
+/* K2: gemm_f32's bits do not depend on the batch, the token's or the row's
+ * place, or the leading dimensions; and it is a dot product (to 1e-6 of
+ * the absolute sum, against double). */
+static void test_gemm_batch_invariant(void **state)
+{
+    (void)state;
+    const int Ks[] = {1, 9, 37, 64, 200, 576};
+    const int R = 13, T = 11, PAD = 5;
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            int K = Ks[ki], ld = K + PAD;
+            float *W = malloc(sizeof(float) * R * ld), *X = malloc(sizeof(float) * T * ld);
+            float *Y = malloc(sizeof(float) * T * R), *Y1 = malloc(sizeof(float) * T * R);
+            float *Y2 = malloc(sizeof(float) * T * (R + PAD));
+            fill(W, R * ld, 1.0f);
+            fill(X, T * ld, 1.0f);
+            k->gemm_f32(K, W, ld, R, X, ld, T, Y, R);
             for (int t = 0; t < T; t++) /* one token at a time */
-                k->gemm_f32(K, W, K, R, X + (size_t)t * K, K, 1, Y1 + (size_t)t * R, R);
-            for (int r = 0; r < R; r++) /* one row at a time, tokens 2 by 2 */
+                k->gemm_f32(K, W, ld, R, X + (size_t)t * ld, ld, 1, Y1 + (size_t)t * R, R);
+            assert_bits(Y1, Y, (size_t)T * R, "gemm_f32 one token at a time");
+            for (int r = 0; r < R; r++) /* one row at a time, tokens 2 by 2, wider ldy */
                 for (int t = 0; t < T; t += 2)
-                    k->gemm_f32(K, W + (size_t)r * K, K, 1, X + (size_t)t * K, K,
-                                t + 2 <= T ? 2 : 1, Y2 + (size_t)t * R + r, R);
-            assert_memory_equal(Y, Y1, sizeof(float) * T * R);
-            assert_memory_equal(Y, Y2, sizeof(float) * T * R);
+                    k->gemm_f32(K, W + (size_t)r * ld, ld, 1, X + (size_t)t * ld, ld,
+                                t + 2 <= T ? 2 : 1, Y2 + (size_t)t * (R + PAD) + r, R + PAD);
+            for (int t = 0; t < T; t++)
+                assert_bits(Y2 + (size_t)t * (R + PAD), Y + (size_t)t * R, R,
+                            "gemm_f32 row by row");
             for (int t = 0; t < T; t++)
                 for (int r = 0; r < R; r++) {
                     double s = 0, a = 0;
                     for (int i = 0; i < K; i++) {
-                        s += (double)W[r * K + i] * X[t * K + i];
-                        a += fabs((double)W[r * K + i] * X[t * K + i]);
+                        s += (double)W[r * ld + i] * X[t * ld + i];
+                        a += fabs((double)W[r * ld + i] * X[t * ld + i]);
                     }
                     assert_true(fabs(Y[t * R + r] - s) <= 1e-6 * a + 1e-30);
-                    float d = k->dot(K, W + (size_t)r * K, X + (size_t)t * K);
-                    assert_memory_equal(&d, &Y[t * R + r], sizeof d);
                 }
             free(W);
             free(X);
@@ -103,56 +261,50 @@ static void test_gemm_invariant(void **state)
     }
 }
 
+/* K3, K4 for Q8_0 / Q4_0: the dequantizers equal kvv_dequantize_row; the
+ * fused kernels (row-major for 1..5 tokens, X4) give the bits of gemm_f32
+ * on the dequantized rows (K2 across their token counts too). */
 static void test_q8_0_fused_and_dequant(void **state)
 {
     (void)state;
     const int K = 256, R = 9, T = 5;
     size_t rb = kvv_type_row_size(KVV_TYPE_Q8_0, K), rb4 = kvv_type_row_size(KVV_TYPE_Q4_0, K);
-    uint8_t *q = malloc(rb * R), *q4 = malloc(rb4 * R);
+    uint8_t *q = malloc(rb * R), *q4 = malloc(rb4 * R), *g = malloc(rb * 8);
     float *src = malloc(sizeof(float) * K), *Wd = malloc(sizeof(float) * R * K);
     float *X = malloc(sizeof(float) * T * K), *Y = malloc(sizeof(float) * T * R);
     float *Yq = malloc(sizeof(float) * T * R), *a = malloc(sizeof(float) * K);
     float *b = malloc(sizeof(float) * K);
+    make_q8_0(K, R, q, Wd);
     for (int r = 0; r < R; r++) {
-        for (int i = 0; i < K; i++)
-            src[i] = frand() * (r + 1);
-        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, src, q + r * rb, K));
+        fill(src, K, (float)(r + 1));
         assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, src, q4 + r * rb4, K));
-        assert_true(kvv_dequantize_row(KVV_TYPE_Q8_0, q + r * rb, Wd + (size_t)r * K, K));
     }
-    for (int i = 0; i < T * K; i++)
-        X[i] = frand();
-    for (int ti = 0; ti < n_tables; ti++) {
-        const kvv_cpu_kernels *k = tables[ti];
+    make_x4(K, 8, q, g);
+    fill(X, T * K, 1.0f);
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
         for (int r = 0; r < R; r++) {
             k->dequant_q8_0(q + r * rb, a, K);
-            assert_memory_equal(a, Wd + (size_t)r * K, sizeof(float) * K);
+            assert_bits(a, Wd + (size_t)r * K, K, "dequant_q8_0");
             k->dequant_q4_0(q4 + r * rb4, a, K);
             assert_true(kvv_dequantize_row(KVV_TYPE_Q4_0, q4 + r * rb4, b, K));
-            assert_memory_equal(a, b, sizeof(float) * K);
+            assert_bits(a, b, K, "dequant_q4_0");
         }
         k->gemm_f32(K, Wd, K, R, X, K, T, Y, R);
         for (int nt = 1; nt <= T; nt++) {
             memset(Yq, 0, sizeof(float) * T * R);
             k->gemv_q8_0(K, q, rb, R, X, K, nt, Yq, R);
-            assert_memory_equal(Yq, Y, sizeof(float) * nt * R);
+            assert_bits(Yq, Y, (size_t)nt * R, "gemv_q8_0 vs gemm_f32");
         }
-        if (k->gemv_q8_0_x4) { /* the first 8 rows in the 4-row interleaved layout */
-            uint8_t *g = malloc(rb * 8);
-            for (int r = 0; r < 8; r++)
-                for (int bl = 0; bl < K / 32; bl++)
-                    memcpy(g + (size_t)(r / 4) * 4 * rb + ((size_t)bl * 4 + r % 4) * 34,
-                           q + r * rb + bl * 34, 34);
-            for (int t = 0; t < T; t++) {
-                memset(Yq, 0, sizeof(float) * R);
-                k->gemv_q8_0_x4(K, g, 2, X + (size_t)t * K, Yq);
-                assert_memory_equal(Yq, Y + (size_t)t * R, sizeof(float) * 8);
-            }
-            free(g);
+        for (int t = 0; k->gemv_q8_0_x4 && t < T; t++) {
+            memset(Yq, 0, sizeof(float) * R);
+            k->gemv_q8_0_x4(K, g, 2, X + (size_t)t * K, Yq);
+            assert_bits(Yq, Y + (size_t)t * R, 8, "gemv_q8_0_x4 vs gemm_f32");
         }
     }
     free(q);
     free(q4);
+    free(g);
     free(src);
     free(Wd);
     free(X);
@@ -162,106 +314,77 @@ static void test_q8_0_fused_and_dequant(void **state)
     free(b);
 }
 
-/* Fast mode's Q8_0-activation products: the SIMD quantizer gives exactly
- * the generic bits (zero, tiny and large blocks included); each table's
- * Q8_0 and Q4_0 products are the same bits for any batch size and row
- * blocking, and equal the exact block-integer sum sum_b dw*dx*isum within
- * float rounding. */
-static void test_q8_activation_products(void **state)
+/* K3, K4 for KVV_CPU_G16: dequant_g16 is s*q - m in every element, and
+ * gemv_g16 gives the bits of gemm_f32 on the dequantized rows (odd and even
+ * row counts). */
+static void test_g16(void **state)
 {
     (void)state;
-    const int K = 192, R = 11, T = 7, NB = K / 32;
-    size_t rb8 = kvv_type_row_size(KVV_TYPE_Q8_0, K), rb4 = kvv_type_row_size(KVV_TYPE_Q4_0, K);
-    uint8_t *w8 = malloc(rb8 * R), *w4 = malloc(rb4 * R);
-    float *src = malloc(sizeof(float) * K), *X = malloc(sizeof(float) * T * K);
-    int8_t *qx = malloc((size_t)T * K), *qg = malloc((size_t)T * K);
-    float *dx = malloc(sizeof(float) * T * NB), *dg = malloc(sizeof(float) * T * NB);
-    float *Y = malloc(sizeof(float) * T * R), *Y1 = malloc(sizeof(float) * T * R);
-    float *wd = malloc(sizeof(float) * K);
-    for (int r = 0; r < R; r++) {
-        for (int i = 0; i < K; i++)
-            src[i] = frand() * (r + 1);
-        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, src, w8 + r * rb8, K));
-        assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, src, w4 + r * rb4, K));
-    }
-    for (int i = 0; i < T * K; i++)
-        X[i] = frand() * 3.0f;
-    for (int i = 0; i < 32; i++) {
-        X[i] = 0.0f;          /* an all-zero block: d = 0, q = 0 */
-        X[32 + i] = 1e-30f * frand(); /* a block whose scale is an fp16 subnormal or 0 */
-    }
-    kvv_cpu_quantize_act_generic(K, X, qg, dg);
-    for (int t = 1; t < T; t++)
-        kvv_cpu_quantize_act_generic(K, X + (size_t)t * K, qg + (size_t)t * K, dg + t * NB);
-    assert_true(dg[0] == 0.0f);
-    for (int ti = 0; ti < n_tables; ti++) {
-        const kvv_cpu_kernels *k = tables[ti];
-        for (int t = 0; t < T; t++)
-            k->quantize_act(K, X + (size_t)t * K, qx + (size_t)t * K, dx + t * NB);
-        assert_memory_equal(qx, qg, (size_t)T * K);
-        assert_memory_equal(dx, dg, sizeof(float) * T * NB);
-        for (int type = 0; type < 2; type++) {
-            const uint8_t *W = type ? w4 : w8;
-            size_t rb = type ? rb4 : rb8;
-            kvv_type ty = type ? KVV_TYPE_Q4_0 : KVV_TYPE_Q8_0;
-            void (*gemm)(int, const void *, size_t, int, const int8_t *, const float *, int,
-                         float *, size_t) = type ? k->gemm_q4_0_q8 : k->gemm_q8_0_q8;
-            gemm(K, W, rb, R, qx, dx, T, Y, R);
-            for (int t = 0; t < T; t++) /* one token at a time */
-                gemm(K, W, rb, R, qx + (size_t)t * K, dx + t * NB, 1, Y1 + (size_t)t * R, R);
-            assert_memory_equal(Y, Y1, sizeof(float) * T * R);
-            for (int r = 0; r < R; r++) /* one row at a time, all tokens */
-                gemm(K, W + r * rb, rb, 1, qx, dx, T, Y1 + r, R);
-            assert_memory_equal(Y, Y1, sizeof(float) * T * R);
-            for (int r = 0; r < R; r++) {
-                assert_true(kvv_dequantize_row(ty, W + r * rb, wd, K));
-                for (int t = 0; t < T; t++) {
-                    double s = 0, a = 0;
-                    for (int i = 0; i < K; i++) {
-                        /* dequantized weight * (q * d) of the activation */
-                        double p = (double)wd[i] * qx[t * K + i] * dx[t * NB + i / 32];
-                        s += p;
-                        a += fabs(p);
-                    }
-                    assert_true(fabs(Y[t * R + r] - s) <= 1e-6 * a + 1e-30);
-                }
-            }
+    const int K = 96, R = 7, NG = K / 16;
+    uint8_t *W = malloc((size_t)R * NG * 24);
+    float *Wd = malloc(sizeof(float) * R * K), *x = malloc(sizeof(float) * K);
+    float *y = malloc(sizeof(float) * R), *ye = malloc(sizeof(float) * R);
+    float *d = malloc(sizeof(float) * R * K);
+    make_g16(K, R, W, Wd);
+    fill(x, K, 1.0f);
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
+        for (int r = 0; r < R; r++)
+            k->dequant_g16(W + (size_t)r * NG * 24, d + (size_t)r * K, K);
+        assert_bits(d, Wd, (size_t)R * K, "dequant_g16");
+        if (!k->gemv_g16)
+            continue;
+        k->gemm_f32(K, Wd, K, R, x, K, 1, ye, R);
+        for (int nr = 1; nr <= R; nr += 5) { /* 1 row, then 6, then the odd 7 */
+            k->gemv_g16(K, W, (size_t)NG * 24, nr, x, y);
+            assert_bits(y, ye, nr, "gemv_g16 vs gemm_f32");
         }
+        k->gemv_g16(K, W, (size_t)NG * 24, R, x, y);
+        assert_bits(y, ye, R, "gemv_g16 vs gemm_f32");
     }
-    free(w8);
-    free(w4);
-    free(src);
-    free(X);
-    free(qx);
-    free(qg);
-    free(dx);
-    free(dg);
-    free(Y);
-    free(Y1);
-    free(wd);
+    free(W);
+    free(Wd);
+    free(x);
+    free(y);
+    free(ye);
+    free(d);
 }
 
-/* The attention's kernels: wsum over 1..5 heads equals zeroing each output
- * row and one axpy per nonzero weight, bit for bit (column counts with and
- * without a tail); sum equals dot with a row of ones; scale is x*a. */
+/* ------------------------------------------------------------ K5, K6, K7 */
+
+/* K5-K7: sum is dot with a row of ones (every length 0..70, so every
+ * lane/tail split); axpy is the per-element step in body and tail; wsum
+ * over 1..5 heads equals zeroing each output row and one axpy per nonzero
+ * weight (column counts with and without a tail); scale is x*a. */
 static void test_attention_kernels(void **state)
 {
     (void)state;
-    const int n = 45, Ds[] = {64, 37, 8};
+    const int n = 71, Ds[] = {64, 37, 8, 5};
     float *V = malloc(sizeof(float) * n * 80), *w = malloc(sizeof(float) * 5 * n);
-    float *o = malloc(sizeof(float) * 5 * 64), *e = malloc(sizeof(float) * 5 * 64);
+    float *o = malloc(sizeof(float) * 5 * 80), *e = malloc(sizeof(float) * 5 * 80);
     float *ones = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n);
-    for (int i = 0; i < n * 80; i++)
-        V[i] = frand();
+    float *y = malloc(sizeof(float) * n), *ym = malloc(sizeof(float) * n);
+    fill(V, n * 80, 1.0f);
     for (int i = 0; i < 5 * n; i++)
         w[i] = i % 7 == 3 ? 0.0f : frand() * frand();
     for (int i = 0; i < n; i++) {
         ones[i] = 1.0f;
-        x[i] = frand();
+        x[i] = frand() * (i % 5 == 0 ? 1e4f : 1.0f);
     }
-    for (int ti = 0; ti < n_tables; ti++) {
-        const kvv_cpu_kernels *k = tables[ti];
-        for (int di = 0; di < 3; di++) {
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
+        for (int m = 0; m <= n; m++) {
+            float s = k->sum(m, x), d = k->dot(m, x, ones);
+            assert_bits(&s, &d, 1, "sum vs dot(x, ones)");
+        }
+        for (int m = 1; m <= 40; m++) {
+            fill(y, m, 1.0f);
+            for (int i = 0; i < m; i++)
+                ym[i] = step(k->fused, y[i], 0.37f, x[i]);
+            k->axpy(m, 0.37f, x, y);
+            assert_bits(y, ym, (size_t)m, "axpy vs y + a*x per element");
+        }
+        for (int di = 0; di < 4; di++) {
             int D = Ds[di];
             for (int nh = 1; nh <= 5; nh++) {
                 k->wsum(n, D, nh, w, (size_t)n, V, 80, o, (size_t)D);
@@ -272,12 +395,8 @@ static void test_attention_kernels(void **state)
                         if (w[h * n + p] != 0.0f)
                             k->axpy(D, w[h * n + p], V + (size_t)p * 80, eh);
                 }
-                assert_memory_equal(o, e, sizeof(float) * nh * D);
+                assert_bits(o, e, (size_t)nh * D, "wsum vs the axpy chain");
             }
-        }
-        for (int m = 1; m <= n; m += 11) {
-            float s = k->sum(m, x), d = k->dot(m, x, ones);
-            assert_memory_equal(&s, &d, sizeof s);
         }
         memcpy(o, x, sizeof(float) * n);
         k->scale(n, o, 0.37f);
@@ -290,54 +409,15 @@ static void test_attention_kernels(void **state)
     free(e);
     free(ones);
     free(x);
-}
-
-/* KVV_CPU_G16 rows (16 int8, fp32 s, fp32 m per group): dequant_g16 is
- * s*q - m in every element, and gemv_g16 gives exactly the bits of
- * gemm_f32 on the dequantized rows (odd and even row counts). */
-static void test_g16(void **state)
-{
-    (void)state;
-    const int K = 96, R = 7, NG = K / 16;
-    uint8_t *W = malloc((size_t)R * NG * 24);
-    float *Wd = malloc(sizeof(float) * R * K), *x = malloc(sizeof(float) * K);
-    float *y = malloc(sizeof(float) * R), *ye = malloc(sizeof(float) * R);
-    for (int r = 0; r < R; r++)
-        for (int g = 0; g < NG; g++) {
-            uint8_t *b = W + ((size_t)r * NG + g) * 24;
-            float s = frand() * 0.1f, m = g % 3 ? frand() * 0.01f : 0.0f;
-            for (int j = 0; j < 16; j++) {
-                b[j] = (uint8_t)(int8_t)(frand() * 60.0f);
-                Wd[r * K + g * 16 + j] = s * (float)(int8_t)b[j] - m;
-            }
-            memcpy(b + 16, &s, 4);
-            memcpy(b + 20, &m, 4);
-        }
-    for (int i = 0; i < K; i++)
-        x[i] = frand();
-    for (int ti = 0; ti < n_tables; ti++) {
-        const kvv_cpu_kernels *k = tables[ti];
-        float *d = malloc(sizeof(float) * R * K);
-        for (int r = 0; r < R; r++)
-            k->dequant_g16(W + (size_t)r * NG * 24, d + (size_t)r * K, K);
-        assert_memory_equal(d, Wd, sizeof(float) * R * K);
-        free(d);
-        if (!k->gemv_g16)
-            continue;
-        k->gemm_f32(K, Wd, K, R, x, K, 1, ye, R);
-        k->gemv_g16(K, W, (size_t)NG * 24, R, x, y);
-        assert_memory_equal(y, ye, sizeof(float) * R);
-    }
-    free(W);
-    free(Wd);
-    free(x);
     free(y);
-    free(ye);
+    free(ym);
 }
 
-/* silu_mul and exp_shift give the scalar bits in every lane and the tail, in
- * every table (so an element's result never depends on its index), and exp
- * is accurate to a few ulp with the right special values. */
+/* ------------------------------------------------------------ K8 */
+
+/* K8: silu_mul and exp_shift give the scalar bits (cpu_expf.h) in every
+ * lane and the tail, with the lane/tail split shifted; exp is accurate to
+ * a few ulp with the right special values. */
 static void test_elementwise(void **state)
 {
     (void)state;
@@ -355,24 +435,22 @@ static void test_elementwise(void **state)
     g[8] = -87.3f;
     g[9] = -0.0f;
     g[10] = 100.0f;
-    const kvv_cpu_kernels *gen = tables[0];
-    memcpy(a, g, sizeof(float) * N);
-    gen->silu_mul(N, a, u);
-    gen->exp_shift(N, g, 0.0f, e0);
-    for (int ti = 1; ti < n_tables; ti++)
-        for (int off = 0; off < 9; off++) { /* shift the lane/tail split */
+    for (int i = 0; i < N; i++) { /* the scalar functions */
+        a[i] = kvv_cpu_silu_mul_inline(g[i], u[i]);
+        e0[i] = g[i] == -INFINITY ? 0.0f : kvv_cpu_expf_inline(g[i]);
+    }
+    FOR_EACH_RUN(run) {
+        for (int off = 0; off < 17; off += 4) { /* shift the lane/tail split */
             memcpy(b, g + off, sizeof(float) * (N - off));
-            tables[ti]->silu_mul(N - off, b, u + off);
-            tables[ti]->exp_shift(N - off, g + off, 0.0f, e1);
+            run->k->silu_mul(N - off, b, u + off);
+            run->k->exp_shift(N - off, g + off, 0.0f, e1);
             for (int i = 0; i < N - off; i++) {
-                float x, y;
-                memcpy(&x, &a[i + off], 4);
-                memcpy(&y, &b[i], 4);
-                if (x == x || y == y)
-                    assert_memory_equal(&a[i + off], &b[i], sizeof(float));
-                assert_memory_equal(&e0[i + off], &e1[i], sizeof(float));
+                if (a[i + off] == a[i + off] || b[i] == b[i]) /* NaN payloads may differ */
+                    assert_bits(&b[i], &a[i + off], 1, "silu_mul vs scalar");
+                assert_bits(&e1[i], &e0[i + off], 1, "exp_shift vs scalar");
             }
         }
+    }
     assert_true(e0[5] == 0.0f);
     assert_true(isnan(e0[6]));
     assert_true(e0[10] == INFINITY);
@@ -389,57 +467,279 @@ static void test_elementwise(void **state)
     free(e1);
 }
 
-typedef struct {
-    atomic_int calls[8];
-    atomic_int total;
-} pool_ctx;
+/* ------------------------------------------------------------ K9 */
 
-static void pool_task(void *ctx, int chunk, int ith)
+/* The order of cpu_q8dot.h written out: 8 lanes, lane j takes block b's
+ * exact integer sum of elements 4j..4j+3 times (dw*dx), fused iff the table
+ * is; then the 8-lane tree. w: int8 weights, dw: their block scales. */
+static float model_q8(const kvv_cpu_kernels *k, int K, const int8_t *w, const float *dw,
+                      const int8_t *qx, const float *dx)
 {
-    pool_ctx *p = ctx;
-    if (chunk < 0 || chunk >= 8 || ith < 0 || ith >= 3)
-        atomic_fetch_add(&p->total, 1000000); /* reported by the caller's check */
-    atomic_fetch_add(&p->calls[chunk], 1);
-    atomic_fetch_add(&p->total, 1);
+    float a[8] = {0};
+    for (int b = 0; b < K / 32; b++) {
+        const float d = dw[b] * dx[b];
+        for (int j = 0; j < 8; j++) {
+            int32_t s = 0;
+            for (int i = 4 * j; i < 4 * j + 4; i++)
+                s += (int32_t)w[b * 32 + i] * qx[b * 32 + i];
+            a[j] = step(k->fused, a[j], d, (float)s);
+        }
+    }
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-static void test_pool(void **state)
+/* Row r of Q8_0 (type 0) or Q4_0 (type 1) bytes as int8 and block scales. */
+static void unpack_row(int type, const uint8_t *row, int K, int8_t *w, float *dw)
+{
+    const size_t bb = type ? 18 : 34;
+    for (int b = 0; b < K / 32; b++) {
+        const uint8_t *blk = row + b * bb;
+        dw[b] = kvv_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
+        for (int j = 0; j < 32; j++)
+            w[b * 32 + j] = type ? (int8_t)(j < 16 ? (blk[2 + j] & 0x0F) - 8 : (blk[2 + j - 16] >> 4) - 8)
+                                 : (int8_t)blk[2 + j];
+    }
+}
+
+/* K9: each table's quantize_act gives the generic bits (zero, tiny, NaN and
+ * infinite blocks included); its Q8_0 and Q4_0 products follow the order of
+ * cpu_q8dot.h and are the same bits for any batch size and row blocking
+ * (K2). */
+static void test_q8_activation_products(void **state)
 {
     (void)state;
-    for (int nth = 1; nth <= 3; nth++) {
-        kvv_cpu_pool *p = kvv_cpu_pool_new(nth);
-        assert_non_null(p);
-        assert_int_equal(kvv_cpu_pool_threads(p), nth);
-        pool_ctx c;
-        memset(&c, 0, sizeof c);
-        for (int rep = 0; rep < 500; rep++) /* 1..8 chunks */
-            kvv_cpu_pool_run(p, pool_task, &c, 1 + rep % 8);
-        /* chunk k runs in every job with more than k chunks: 500 jobs, k+1..8 chunks */
-        int total = 0;
-        for (int k = 0; k < 8; k++) {
-            int expect = 0;
-            for (int rep = 0; rep < 500; rep++)
-                expect += 1 + rep % 8 > k;
-            assert_int_equal(atomic_load(&c.calls[k]), expect);
-            total += expect;
-        }
-        assert_int_equal(atomic_load(&c.total), total);
-        kvv_cpu_pool_free(p);
+    const int K = 192, R = 11, T = 7, NB = K / 32;
+    size_t rb8 = kvv_type_row_size(KVV_TYPE_Q8_0, K), rb4 = kvv_type_row_size(KVV_TYPE_Q4_0, K);
+    uint8_t *w8 = malloc(rb8 * R), *w4 = malloc(rb4 * R);
+    float *src = malloc(sizeof(float) * K), *X = malloc(sizeof(float) * T * K);
+    int8_t *qx = malloc((size_t)T * K), *qg = malloc((size_t)T * K), *wi = malloc((size_t)K);
+    float *dx = malloc(sizeof(float) * T * NB), *dg = malloc(sizeof(float) * T * NB);
+    float *Y = malloc(sizeof(float) * T * R), *Y1 = malloc(sizeof(float) * T * R);
+    float *dw = malloc(sizeof(float) * NB);
+    for (int r = 0; r < R; r++) {
+        fill(src, K, (float)(r + 1));
+        assert_true(kvv_quantize_row(KVV_TYPE_Q8_0, src, w8 + r * rb8, K));
+        assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, src, w4 + r * rb4, K));
     }
-    kvv_cpu_pool_free(NULL);
+    fill(X, T * K, 3.0f);
+    for (int i = 0; i < 32; i++) {
+        X[i] = 0.0f;                  /* an all-zero block: d = 0, q = 0 */
+        X[32 + i] = 1e-30f * frand(); /* a block whose scale is an fp16 subnormal or 0 */
+    }
+    X[K + 94] = NAN; /* token 1: a NaN in a block's last 8 (ignored by amax, q = 0) */
+    X[K + 140] = INFINITY;
+    for (int t = 0; t < T; t++)
+        kvv_cpu_quantize_act_generic(K, X + (size_t)t * K, qg + (size_t)t * K, dg + t * NB);
+    assert_true(dg[0] == 0.0f);
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
+        for (int t = 0; t < T; t++)
+            k->quantize_act(K, X + (size_t)t * K, qx + (size_t)t * K, dx + t * NB);
+        assert_memory_equal(qx, qg, (size_t)T * K);
+        assert_bits(dx, dg, (size_t)T * NB, "quantize_act scales vs generic");
+        for (int type = 0; type < 2; type++) {
+            const uint8_t *W = type ? w4 : w8;
+            size_t rb = type ? rb4 : rb8;
+            void (*gemm)(int, const void *, size_t, int, const int8_t *, const float *, int,
+                         float *, size_t) = type ? k->gemm_q4_0_q8 : k->gemm_q8_0_q8;
+            gemm(K, W, rb, R, qx, dx, T, Y, R);
+            for (int t = 0; t < T; t++) /* one token at a time */
+                gemm(K, W, rb, R, qx + (size_t)t * K, dx + t * NB, 1, Y1 + (size_t)t * R, R);
+            assert_bits(Y1, Y, (size_t)T * R, "q8 product one token at a time");
+            for (int r = 0; r < R; r++) /* one row at a time, all tokens */
+                gemm(K, W + r * rb, rb, 1, qx, dx, T, Y1 + r, R);
+            assert_bits(Y1, Y, (size_t)T * R, "q8 product one row at a time");
+            for (int r = 0; r < R; r++) {
+                unpack_row(type, W + r * rb, K, wi, dw);
+                for (int t = 2; t < T; t++) { /* tokens with finite activations */
+                    float m = model_q8(k, K, wi, dw, qx + (size_t)t * K, dx + t * NB);
+                    assert_bits(&Y[t * R + r], &m, 1, "q8 product vs the order");
+                }
+            }
+        }
+    }
+    free(w8);
+    free(w4);
+    free(src);
+    free(X);
+    free(qx);
+    free(qg);
+    free(wi);
+    free(dx);
+    free(dg);
+    free(Y);
+    free(Y1);
+    free(dw);
+}
+
+/* ------------------------------------------------------------ selection */
+
+/* The probe, the default and the refusals (cpu_isa.h), and KVV_CPU_MAX_ISA
+ * (set here, then restored) capping them. */
+static void test_isa_choice(void **state)
+{
+    (void)state;
+    kvv_cpu_isa_info ci;
+    kvv_error err = {0};
+    assert_int_equal(kvv_cpu_isa_probe(&ci, &err), KVV_OK);
+    assert_true(ci.can_run[KVV_CPU_ISA_GENERIC]);
+    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) /* best: the widest it can run */
+        assert_true(!ci.can_run[i] || (int)ci.best >= i);
+    assert_true(ci.can_run[ci.best]);
+    kvv_cpu_isa isa;
+    assert_int_equal(kvv_cpu_isa_choose(NULL, &isa, &err), KVV_OK);
+    assert_int_equal(isa, ci.best);
+    assert_int_equal(kvv_cpu_isa_choose("auto", &isa, &err), KVV_OK);
+    assert_int_equal(isa, ci.best);
+    assert_int_equal(kvv_cpu_isa_choose("no-such-isa", &isa, &err), KVV_ERR_USAGE);
+    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+        kvv_status st = kvv_cpu_isa_choose(kvv_cpu_isa_name((kvv_cpu_isa)i), &isa, &err);
+        assert_int_equal(st, ci.can_run[i] ? KVV_OK : KVV_ERR_USAGE);
+        if (st)
+            assert_non_null(strstr(err.msg, "tables available: generic"));
+    }
+    char *saved = getenv("KVV_CPU_MAX_ISA") ? strdup(getenv("KVV_CPU_MAX_ISA")) : NULL;
+    setenv("KVV_CPU_MAX_ISA", "generic", 1);
+    assert_int_equal(kvv_cpu_isa_probe(&ci, &err), KVV_OK);
+    assert_true(ci.can_run[KVV_CPU_ISA_GENERIC] && !ci.can_run[KVV_CPU_ISA_AVX2] &&
+                !ci.can_run[KVV_CPU_ISA_AVX512]);
+    assert_int_equal(ci.best, KVV_CPU_ISA_GENERIC);
+    assert_int_equal(kvv_cpu_isa_choose("avx512", &isa, &err), KVV_ERR_USAGE);
+    print_message("  capped: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "tables available: generic"));
+    setenv("KVV_CPU_MAX_ISA", "avx9000", 1);
+    assert_int_equal(kvv_cpu_isa_probe(&ci, &err), KVV_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "KVV_CPU_MAX_ISA"));
+    assert_int_equal(kvv_cpu_isa_choose(NULL, &isa, &err), KVV_ERR_USAGE);
+    if (saved)
+        setenv("KVV_CPU_MAX_ISA", saved, 1);
+    else
+        unsetenv("KVV_CPU_MAX_ISA");
+    free(saved);
+}
+
+/* ------------------------------------------------------------ emulated = native */
+
+enum { EX_MAX = 4096, EX_SEGS = 24 };
+
+typedef struct {
+    float v[EX_MAX];
+    size_t n, n_seg, end[EX_SEGS];
+    const char *name[EX_SEGS];
+} exercise_out;
+
+static float *ex_seg(exercise_out *o, const char *name, size_t n)
+{
+    assert_true(o->n + n <= EX_MAX && o->n_seg < EX_SEGS);
+    float *p = o->v + o->n;
+    o->n += n;
+    o->name[o->n_seg] = name;
+    o->end[o->n_seg++] = o->n;
+    return p;
+}
+
+/* Every kernel of k on the same inputs (special values included); the
+ * outputs in segments named after the kernel. */
+static void exercise(const kvv_cpu_kernels *k, exercise_out *o)
+{
+    enum { K = 128, R = 8, T = 3, N = 45 };
+    rng_state = 0x2545F4914F6CDD1Dull;
+    memset(o, 0, sizeof *o);
+    static float W[R * K], X[T * K], Wd[R * K], V[N * 40], e[N];
+    static uint8_t q[R * 136], g[R * 136], q4[R * 72], g16[R * 8 * 24];
+    static int8_t qx[T * K];
+    fill(W, R * K, 1.0f);
+    fill(X, T * K, 2.0f);
+    fill(V, N * 40, 1.0f);
+    make_q8_0(K, R, q, Wd);
+    make_x4(K, R, q, g);
+    for (int r = 0; r < R; r++)
+        assert_true(kvv_quantize_row(KVV_TYPE_Q4_0, W + r * K, q4 + r * 72, K));
+    k->gemm_f32(K - 51, W, K, 6, X, K, T, ex_seg(o, "gemm_f32", 6 * T), 6);
+    k->gemm_f32(K - 3, W, K, R, X, K, 1, ex_seg(o, "gemm_f32 (gemv)", R), R);
+    *ex_seg(o, "dot", 1) = k->dot(N, W, X);
+    k->gemv_q8_0(K, q, 136, R, X, K, T, ex_seg(o, "gemv_q8_0", R * T), R);
+    if (k->gemv_q8_0_x4)
+        k->gemv_q8_0_x4(K, g, R / 4, X, ex_seg(o, "gemv_q8_0_x4", R));
+    k->dequant_q8_0(q, ex_seg(o, "dequant_q8_0", K), K);
+    k->dequant_q4_0(q4, ex_seg(o, "dequant_q4_0", K), K);
+    make_g16(K, R, g16, Wd);
+    k->dequant_g16(g16, ex_seg(o, "dequant_g16", K), K);
+    if (k->gemv_g16)
+        k->gemv_g16(K, g16, K / 16 * 24, R, X, ex_seg(o, "gemv_g16", R));
+    float *y = ex_seg(o, "axpy", N);
+    memcpy(y, X, sizeof(float) * N);
+    k->axpy(N, -0.3f, W, y);
+    for (int i = 0; i < 3 * N; i++)
+        Wd[i] = i % 5 == 1 ? 0.0f : W[i] * W[i];
+    k->wsum(N, 37, 3, Wd, N, V, 40, ex_seg(o, "wsum", 3 * 37), 37);
+    *ex_seg(o, "sum", 1) = k->sum(N, X);
+    y = ex_seg(o, "scale", N);
+    memcpy(y, X, sizeof(float) * N);
+    k->scale(N, y, 1.7f);
+    const float special[] = {-INFINITY, NAN, 88.7f, -87.3f, -0.0f, 100.0f, -100.0f, 1e-40f};
+    memcpy(e, special, sizeof special);
+    fill(e + 8, N - 8, 30.0f);
+    k->exp_shift(N, e, 1.5f, ex_seg(o, "exp_shift", N));
+    y = ex_seg(o, "silu_mul", N);
+    memcpy(y, e, sizeof(float) * N);
+    k->silu_mul(N, y, X);
+    X[40] = NAN; /* activations for the integer products: one NaN, one tiny block */
+    for (int i = 64; i < 96; i++)
+        X[i] = 1e-30f * X[i];
+    float *qd = ex_seg(o, "quantize_act", T * K + T * K / 32);
+    for (int t = 0; t < T; t++)
+        k->quantize_act(K, X + t * K, qx + t * K, qd + T * K + t * K / 32);
+    for (int i = 0; i < T * K; i++)
+        qd[i] = qx[i];
+    const float *dx = qd + T * K;
+    k->gemm_q8_0_q8(K, q, 136, R, qx, dx, T, ex_seg(o, "gemm_q8_0_q8", R * T), R);
+    k->gemm_q4_0_q8(K, q4, 72, R, qx, dx, T, ex_seg(o, "gemm_q4_0_q8", R * T), R);
+}
+
+/* Where the CPU runs a table natively, the emulated build of the same
+ * source gives the same bits in every kernel (the check that SIMDe and its
+ * fallbacks emulate exactly what the native code computes). Prints which
+ * tables this binary ran, and how. */
+static void test_emulated_agrees(void **state)
+{
+    (void)state;
+    static exercise_out a, b;
+    char line[256] = "tables:";
+    size_t off = strlen(line);
+    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+        const char *how = native[i] && emulated[i] ? "native, emulated agrees"
+                          : native[i]              ? "native"
+                                                   : "emulated";
+        if (native[i] && emulated[i]) {
+            exercise(native[i], &a);
+            exercise(emulated[i], &b);
+            assert_int_equal(a.n, b.n);
+            for (size_t s = 0, i0 = 0; s < a.n_seg; i0 = a.end[s++])
+                for (size_t j = i0; j < a.end[s]; j++)
+                    if (memcmp(&a.v[j], &b.v[j], sizeof(float)) != 0)
+                        fail_msg("%s: %s element %zu: native %a, emulated %a",
+                                 kvv_cpu_isa_name((kvv_cpu_isa)i), a.name[s], j - i0,
+                                 (double)a.v[j], (double)b.v[j]);
+        }
+        off += (size_t)snprintf(line + off, sizeof line - off, "%s %s (%s)", i ? "," : "",
+                                kvv_cpu_isa_name((kvv_cpu_isa)i), how);
+    }
+    printf("%s\n", line);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_select),
-        cmocka_unit_test(test_gemm_invariant),
+        cmocka_unit_test(test_isa_choice),
+        cmocka_unit_test(test_order),
+        cmocka_unit_test(test_gemm_batch_invariant),
         cmocka_unit_test(test_q8_0_fused_and_dequant),
-        cmocka_unit_test(test_q8_activation_products),
-        cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_g16),
+        cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_q8_activation_products),
+        cmocka_unit_test(test_emulated_agrees),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

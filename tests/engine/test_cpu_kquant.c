@@ -9,7 +9,8 @@
  * logits agree with the reference engine (which dequantizes with
  * kvv_dequantize_row) to rounding, and one batch on 1 thread, chunks on 2
  * threads and token by token give the same bits; fast mode agrees with the
- * reference too; --dequant-all (F32 copies) gives the invariant bits.
+ * reference too; --dequant-all (F32 copies) gives the invariant bits. All of
+ * it with every kernel table this CPU runs (cpu_isa.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -117,11 +118,14 @@ static const char *write_model(void)
     return path;
 }
 
+static const char *isa; /* the cpu engine's kernel table under test */
+
 static kvv_engine *open_engine(const kvv_model *m, const char *name, kvv_mode mode, int threads,
                                int dequant_all)
 {
     kvv_engine_opts o = kvv_engine_opts_default();
     o.name = name;
+    o.isa = strcmp(name, "cpu") == 0 ? isa : NULL;
     o.mode = mode;
     o.n_threads = threads;
     o.n_ctx = 64;
@@ -165,29 +169,18 @@ static double worst_rel(const float *a, const float *b, int V)
     return worst;
 }
 
-static void test_kquant_engine(void **state)
+/* The cpu engine with the current table (isa) against the reference's
+ * logits lr. */
+static void check_table(const kvv_model *m, const int32_t *tok, const float *lr, float *l1,
+                        float *l2)
 {
-    (void)state;
-    const char *path = write_model();
-    kvv_model *m;
-    kvv_error err = {0};
-    if (kvv_model_open(path, &m, &err))
-        fail_msg("%s: %s", path, err.msg);
     const int V = m->hp.n_vocab;
-    int32_t tok[N_TOK];
-    for (int i = 0; i < N_TOK; i++)
-        tok[i] = (int32_t)((i * 97 + 5) % V);
     size_t bytes = sizeof(float) * N_TOK * (size_t)V;
-    float *lr = malloc(bytes), *l1 = malloc(bytes), *l2 = malloc(bytes);
-
-    kvv_engine *e = open_engine(m, "ref", KVV_MODE_EXACT, 1, 0);
-    run(e, tok, N_TOK, lr, V);
-    kvv_engine_close(e);
-
-    e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 1, 0);
+    kvv_engine *e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 1, 0);
     kvv_engine_desc d;
     kvv_engine_describe(e, &d);
     assert_non_null(strstr(d.kernels, "k-quants=g16"));
+    assert_string_equal(d.isa, isa);
     run(e, tok, N_TOK, l1, V);
     kvv_engine_close(e);
     double r = worst_rel(lr, l1, V);
@@ -211,6 +204,34 @@ static void test_kquant_engine(void **state)
         printf("  fast (chunks of %d) vs reference: %.3g\n", chunk, r);
         assert_true(r <= 2e-4);
     }
+}
+
+static void test_kquant_engine(void **state)
+{
+    (void)state;
+    const char *path = write_model();
+    kvv_model *m;
+    kvv_error err = {0};
+    if (kvv_model_open(path, &m, &err))
+        fail_msg("%s: %s", path, err.msg);
+    const int V = m->hp.n_vocab;
+    int32_t tok[N_TOK];
+    for (int i = 0; i < N_TOK; i++)
+        tok[i] = (int32_t)((i * 97 + 5) % V);
+    size_t bytes = sizeof(float) * N_TOK * (size_t)V;
+    float *lr = malloc(bytes), *l1 = malloc(bytes), *l2 = malloc(bytes);
+
+    kvv_engine *e = open_engine(m, "ref", KVV_MODE_EXACT, 1, 0);
+    run(e, tok, N_TOK, lr, V);
+    kvv_engine_close(e);
+    kvv_cpu_isa_info ci;
+    assert_int_equal(kvv_cpu_isa_probe(&ci, &err), KVV_OK);
+    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++)
+        if (ci.can_run[i]) {
+            isa = kvv_cpu_isa_name((kvv_cpu_isa)i);
+            printf("table %s (native):\n", isa);
+            check_table(m, tok, lr, l1, l2);
+        }
     free(lr);
     free(l1);
     free(l2);

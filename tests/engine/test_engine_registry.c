@@ -88,6 +88,21 @@ static void test_open_errors(void **state)
     o = kvv_engine_opts_default();
     o.cache_type = (kvv_cache_type)7;
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    o = kvv_engine_opts_default(); /* kernel tables are the cpu engine's */
+    o.isa = "generic";
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--engine cpu"));
+    o.name = "cpu";
+    o.isa = "avx9000";
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "avx9000: no such kernel table"));
+    o.isa = "generic";
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    kvv_engine_desc d;
+    kvv_engine_describe(e, &d);
+    assert_string_equal(d.isa, "generic");
+    kvv_engine_close(e);
     assert_int_equal(kvv_engine_open(NULL, NULL, &e, &err), KVV_ERR_USAGE);
     kvv_engine_close(NULL);
     assert_int_equal(kvv_engine_forward(NULL, 1, NULL, NULL, NULL, KVV_LOGITS_NONE, NULL, &err),
@@ -117,6 +132,7 @@ static void test_ref_through_vtable(void **state)
     assert_int_equal(d.n_threads, 1);
     assert_int_equal(d.control, KVV_CTL_KV_REVERSED_SUM);
     assert_true(strlen(d.kernels) > 0);
+    assert_string_equal(d.isa, ""); /* no kernel tables */
     kvv_kv_cache *c = kvv_engine_cache(e);
     assert_non_null(c);
     assert_int_equal(c->type, KVV_CACHE_F16);

@@ -2,7 +2,9 @@
  * test_ref_ops.c — the reference kernels (reference/ref_ops.c) against their
  * documented orders and formulas, re-derived here independently: the 8-lane
  * dot product (bit for bit, every length 0..70), matmul = per-element dot +
- * bias, RMSNorm (double sum of squares), RoPE angles (ggml's repeated fp32
+ * bias, matmul on weights as the file stores them (every dequantizable type,
+ * aligned and misaligned F32 rows, row views) = matmul on their fp32 copy
+ * bit for bit, RMSNorm (double sum of squares), RoPE angles (ggml's repeated fp32
  * multiplication) and rotations (NORM pairs vs NEOX halves, partial n_rot),
  * softmax (double sum, multiply by the rounded reciprocal), SiLU, GELU-tanh
  * and the soft-cap against long double math.
@@ -90,6 +92,102 @@ static void test_matmul(void **state)
     ref_matmul(out, x, W, NULL, N, R, C, true);
     float e = ref_dot_reversed(W + 2 * C, x + C, C);
     assert_memory_equal(&out[1 * R + 2], &e, sizeof e);
+}
+
+/* Random bytes of type t with small fp16 scales (finite, moderate weights):
+ * the d/dmin fields of each block layout (docs/tensor-types.md). */
+static void random_rows(kvv_type t, uint8_t *x, size_t bytes, uint32_t *s)
+{
+    for (size_t i = 0; i < bytes; i++) {
+        *s = *s * 1664525u + 1013904223u;
+        x[i] = (uint8_t)(*s >> 24);
+    }
+    const kvv_type_traits *tt = kvv_type_traits_of(t);
+    if (t == KVV_TYPE_F16 || t == KVV_TYPE_BF16) {
+        for (size_t i = 1; i < bytes; i += 2) /* exponent bits: |w| about 2^-4 */
+            x[i] = (uint8_t)((x[i] & 0x80) | (t == KVV_TYPE_F16 ? 0x2c : 0x3d));
+        return;
+    }
+    if (t == KVV_TYPE_F32) {
+        for (size_t i = 3; i < bytes; i += 4)
+            x[i] = (uint8_t)((x[i] & 0x80) | 0x3d);
+        return;
+    }
+    for (uint8_t *b = x; b + tt->type_size <= x + bytes; b += tt->type_size) {
+        const uint8_t d[2] = {0x00, 0x20}; /* fp16 2^-7 */
+        switch (t) {
+        case KVV_TYPE_Q2_K: memcpy(b + 80, d, 2); memcpy(b + 82, d, 2); break;
+        case KVV_TYPE_Q3_K: memcpy(b + 108, d, 2); break;
+        case KVV_TYPE_Q6_K: memcpy(b + 208, d, 2); break;
+        case KVV_TYPE_Q8_K: b[0] = 0; b[1] = 0; b[2] = 0; b[3] = 0x3c; break; /* f32 2^-7 */
+        case KVV_TYPE_TQ1_0: memcpy(b + 52, d, 2); break;
+        case KVV_TYPE_TQ2_0: memcpy(b + 64, d, 2); break;
+        case KVV_TYPE_MXFP4: b[0] = 120; break;
+        case KVV_TYPE_Q4_K: case KVV_TYPE_Q5_K: case KVV_TYPE_Q4_1: case KVV_TYPE_Q5_1:
+            memcpy(b, d, 2);
+            memcpy(b + 2, d, 2);
+            break;
+        default: memcpy(b, d, 2); break; /* *_0, IQ4_NL, IQ4_XS: d first */
+        }
+    }
+}
+
+/* The reference keeps weights as stored and widens a row when it uses it:
+ * ref_matmul_mat on the stored rows gives the bits of ref_matmul on a full
+ * fp32 copy (kvv_dequantize_row), for every type, with and without bias,
+ * for a row view (phi3's fused tensors) and for F32 rows that are not
+ * 4-byte aligned (copied, not read in place). */
+static void test_matmul_stored(void **state)
+{
+    (void)state;
+    enum { N = 5, R = 6, C = 512 };
+    uint32_t s = 11;
+    float x[N * C], bias[R], want[N * R], got[N * R], wrow[C];
+    for (int i = 0; i < N * C; i++)
+        x[i] = rnd(&s);
+    for (int i = 0; i < R; i++)
+        bias[i] = rnd(&s);
+    float *W = malloc(sizeof(float) * R * C);
+    assert_non_null(W);
+    int types = 0;
+    for (int t = 0; t < KVV_TYPE_COUNT; t++) {
+        const kvv_type_traits *tt = kvv_type_traits_of((uint32_t)t);
+        if (!tt || !tt->can_dequantize)
+            continue;
+        const size_t rb = kvv_type_row_size((uint32_t)t, C);
+        assert_true(rb > 0);
+        for (int misalign = 0; misalign < 2; misalign++) {
+            uint8_t *buf = malloc(rb * R + 8);
+            assert_non_null(buf);
+            uint8_t *rows = buf + 4 + misalign; /* +4 aligned for F32, +5 not */
+            random_rows((kvv_type)t, rows, rb * R, &s);
+            for (int r = 0; r < R; r++)
+                assert_true(kvv_dequantize_row((kvv_type)t, rows + r * rb, W + r * C, C));
+            ref_mat m = {.data = rows, .row_bytes = rb, .type = (kvv_type)t, .rows = R, .cols = C};
+            if (t == KVV_TYPE_F32) /* borrowed in place exactly when aligned */
+                assert_true((ref_mat_row(&m, 1, wrow) == (const float *)(const void *)(rows + rb)) ==
+                            !misalign);
+            for (int b = 0; b < 2; b++) {
+                ref_matmul(want, x, W, b ? bias : NULL, N, R, C, false);
+                memset(got, 0xff, sizeof got);
+                ref_matmul_mat(got, x, &m, b ? bias : NULL, N, false, wrow);
+                if (memcmp(got, want, sizeof got) != 0)
+                    fail_msg("type %s%s%s: stored-row matmul differs from the fp32 copy's",
+                             tt->name, misalign ? " (misaligned)" : "", b ? " with bias" : "");
+            }
+            /* rows [2, 5) as a view */
+            ref_mat v = m;
+            v.data = rows + 2 * rb;
+            v.rows = 3;
+            ref_matmul(want, x, W + 2 * C, NULL, N, 3, C, true);
+            ref_matmul_mat(got, x, &v, NULL, N, true, wrow);
+            assert_memory_equal(got, want, sizeof(float) * N * 3);
+            free(buf);
+        }
+        types++;
+    }
+    assert_true(types >= 19); /* F32 .. MXFP4: every dequantizable type */
+    free(W);
 }
 
 static void test_rmsnorm(void **state)
@@ -221,6 +319,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_stored),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_softmax),

@@ -65,22 +65,27 @@ void kvv_check_print_notes(FILE *f, const kvv_check_result *r)
         fprintf(f, "  %s %s: %s\n", r->name, kvv_verdict_name(r->verdict), r->message);
 }
 
+void kvv_report_print_header(FILE *f, const kvv_report *rep)
+{
+    const char *base = strrchr(rep->model_path, '/');
+    fprintf(f, "model   %s", base ? base + 1 : rep->model_path);
+    if (rep->architecture[0])
+        fprintf(f, " (%s)", rep->architecture);
+    if (rep->model_sha256[0])
+        fprintf(f, "  sha256 %.16s…", rep->model_sha256);
+    fprintf(f, "\n");
+    if (rep->has_engine)
+        print_engine(f, &rep->engine);
+    if (rep->n_prompt)
+        fprintf(f, "prompt  %s, %d tokens, seed %llu\n", rep->prompt_source, rep->n_prompt,
+                (unsigned long long)rep->seed);
+}
+
 void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
 {
     bool quiet = flags & KVV_CONSOLE_QUIET;
-    if (!quiet) {
-        const char *base = strrchr(rep->model_path, '/');
-        fprintf(f, "model   %s", base ? base + 1 : rep->model_path);
-        if (rep->architecture[0])
-            fprintf(f, " (%s)", rep->architecture);
-        if (rep->model_sha256[0])
-            fprintf(f, "  sha256 %.16s…", rep->model_sha256);
-        fprintf(f, "\n");
-        if (rep->has_engine)
-            print_engine(f, &rep->engine);
-        if (rep->n_prompt)
-            fprintf(f, "prompt  %s, %d tokens, seed %llu\n", rep->prompt_source, rep->n_prompt,
-                    (unsigned long long)rep->seed);
+    if (!quiet && !(flags & KVV_CONSOLE_NO_HEADER)) {
+        kvv_report_print_header(f, rep);
         fprintf(f, "\n");
     }
     fprintf(f, "%-12s %-8s %9s  %s\n", "check", "verdict", "time", "key figure");

@@ -17,6 +17,11 @@ static json_t *jnum(double x)
     return json_string(x > 0 ? "inf" : "-inf");
 }
 
+json_t *kvv_json_number(double x)
+{
+    return jnum(x);
+}
+
 static json_t *jfloat_value(float x)
 {
     char hex[16], hf[48];
@@ -59,7 +64,7 @@ json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
     return o;
 }
 
-static json_t *mismatch_to_json(const kvv_mismatch *m)
+json_t *kvv_mismatch_to_json(const kvv_mismatch *m)
 {
     char text[256];
     kvv_mismatch_format(m, text, sizeof text);
@@ -80,7 +85,7 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
                                                    : json_null());
     json_object_set_new(o, "first_mismatch",
-                        r->has_mismatch ? mismatch_to_json(&r->mismatch) : json_null());
+                        r->has_mismatch ? kvv_mismatch_to_json(&r->mismatch) : json_null());
     json_t *ctl = json_array();
     for (int i = 0; i < r->n_controls; i++)
         json_array_append_new(ctl, json_pack("{s:s, s:b, s:s}", "name", r->controls[i].name,

@@ -199,9 +199,12 @@ int kvv_report_exit_code(const kvv_report *rep);
  * line per control and per failure. flags: KVV_CONSOLE_* bits. */
 enum {
     KVV_CONSOLE_LAYERS = 1u << 0,   /* also print every check's per-layer rows */
-    KVV_CONSOLE_QUIET = 1u << 1     /* only the summary table and failures */
+    KVV_CONSOLE_QUIET = 1u << 1,    /* only the summary table and failures */
+    KVV_CONSOLE_NO_HEADER = 1u << 2 /* the header was printed already (kvv_report_print_header) */
 };
 void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags);
+/* The header alone: model, engine (when known), prompt. */
+void kvv_report_print_header(FILE *f, const kvv_report *rep);
 /* Per-layer table of one check (what the single-check commands print). */
 void kvv_check_print_rows(FILE *f, const kvv_check_result *r);
 /* Controls and first mismatch lines of one check. */
@@ -213,6 +216,10 @@ json_t *kvv_report_to_json(const kvv_report *rep);
 json_t *kvv_check_to_json(const kvv_check_result *r);
 json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d);
 json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s);
+json_t *kvv_mismatch_to_json(const kvv_mismatch *m);
+/* A double as the schema writes it: a number when finite, else "inf",
+ * "-inf" or "nan". */
+json_t *kvv_json_number(double x);
 /* Write the JSON report atomically (temp file + rename; an existing file is
  * untouched on failure). KVV_ERR_IO naming the file. */
 kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err);
