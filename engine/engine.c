@@ -239,6 +239,11 @@ void kvv_engine_reset(kvv_engine *e)
 
 /* ------------------------------------------------------------ capabilities */
 
+bool kvv_engine_concurrent(const kvv_engine *e)
+{
+    return e && !e->vt->serial;
+}
+
 unsigned kvv_engine_caps(kvv_engine *e)
 {
     if (!e)

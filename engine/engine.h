@@ -13,6 +13,7 @@
 #ifndef KVV_ENGINE_H
 #define KVV_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -144,6 +145,9 @@ typedef struct {
     /* (optional) empty the cache: a new sequence starts with the next
      * forward; default: clear what cache() returns */
     void (*reset)(kvv_engine *e);
+    /* engines of this kind must not run on several threads at once (a
+     * plugin: the ABI promises it one call at a time); default false */
+    bool serial;
 } kvv_engine_vtable;
 
 struct kvv_engine {
@@ -181,6 +185,10 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
  * engine whose cache kvverify cannot read, e.g. a plugin without kv-read:
  * the engine empties its own; an error there fails that next forward). */
 void kvv_engine_reset(kvv_engine *e);
+
+/* May engines of e's kind run on several threads at once? (The built-in
+ * engines: yes, each on its own; plugins: no, one call at a time.) */
+bool kvv_engine_concurrent(const kvv_engine *e);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */
 unsigned kvv_engine_caps(kvv_engine *e);

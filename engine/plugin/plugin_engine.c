@@ -133,8 +133,9 @@ static kvv_status make_room(kvv_engine *e, int n, const int32_t *pos, kvv_error 
             j++;
         if (j == n || pos[j] != p)
             return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
-                                 "engine %s cannot recompute cached positions from %d without "
-                                 "losing cached position %d (no overwrite capability)",
+                                 "engine %s cannot run positions from %d while it holds position "
+                                 "%d: without the overwrite capability it takes positions after "
+                                 "its cached ones only (evicting the later ones would lose them)",
                                  ps->engine_name, pos[0], p);
         any = 1;
     }
@@ -303,6 +304,7 @@ static const kvv_engine_vtable plugin_vtable = {
     .describe = p_describe,
     .caps = p_caps,
     .reset = p_reset,
+    .serial = true,
 };
 
 /* ------------------------------------------------------------ open */

@@ -95,6 +95,26 @@ else
     fail "audit on llama.cpp (exit $rc)"; sed 's/^/    /' "$T/out" | head -12
 fi
 
+# evict and memory on llama.cpp: KV-Direct verified on it (kvdirect-layer:
+# rows recomputed and written back into llama.cpp's cache), kvdirect-token
+# listed as unsupported with the reason, never counted
+"$KVV" evict "$CPU_M" --engine llama.cpp --random 12 -n 6 --budgets 6 --json "$T/e.json" -q >"$T/out" 2>&1
+rc=$?
+if [ $rc -le 1 ] && jq -e '.checks[0].details.unsupported_policies | has("kvdirect-token")' "$T/e.json" >/dev/null &&
+   jq -e '[.checks[0].details.kvdirect_verified.runs[]? | select(.policy == "kvdirect-layer" and (.unsupported | not))] | length > 0' "$T/e.json" >/dev/null; then
+    ok "evict (exit $rc): $(jq -r '.checks[0].key_figure' "$T/e.json")"
+else
+    fail "evict on llama.cpp (exit $rc)"; sed 's/^/    /' "$T/out" | head -8
+fi
+"$KVV" memory "$CPU_M" --engine llama.cpp --turns 2 --json "$T/m.json" -q >"$T/out" 2>&1
+rc=$?
+if [ $rc -le 1 ] && jq -e '.checks[0].details | (.kvdirect_token_unsupported | length > 0)
+        and .kvdirect_layer_unsupported == "" and .recomputed_rows_layer > 0' "$T/m.json" >/dev/null; then
+    ok "memory (exit $rc): $(jq -r '.checks[0].key_figure' "$T/m.json")"
+else
+    fail "memory on llama.cpp (exit $rc)"; sed 's/^/    /' "$T/out" | head -8
+fi
+
 # a split sliding-window cache (gemma2: 24 positions, window 16) reads back
 # every stored row through the command too
 G="$T/gemma2.gguf"
