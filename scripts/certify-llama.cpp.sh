@@ -10,6 +10,10 @@
 #   sh scripts/certify-llama.cpp.sh [-o docs/certify-llama.cpp.md]
 #                                   [--devices "cpu vulkan"] [--caches "f16 f32"]
 #                                   [--models "stories llama qwen2 qwen3 gemma2 gemma3 phi3"]
+#                                   [-k] [--from DIR]
+#
+# -k keeps the work folder (the JSON report of every run); --from DIR writes
+# the document again from such a folder without running anything.
 #
 # Needs a built kvverify and llama.cpp (scripts/install-deps.sh, make);
 # stories260K from ../shared/models (KVV_SHARED) — without it that row is
@@ -25,6 +29,7 @@ devices="cpu vulkan"
 caches="f16 f32"
 models="stories llama qwen2 qwen3 gemma2 gemma3 phi3"
 keep=0
+from=""
 N_PROMPT=16   # random prompt tokens (seed 1)
 N_GEN=16      # greedy / kvdirect decode steps
 while [ $# -gt 0 ]; do
@@ -34,14 +39,20 @@ while [ $# -gt 0 ]; do
         --caches) caches=$2; shift 2;;
         --models) models=$2; shift 2;;
         -k) keep=1; shift;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0;;
+        --from) from=$2; shift 2;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0;;
         *) echo "certify-llama.cpp: unknown option $1" >&2; exit 2;;
     esac
 done
 command -v jq >/dev/null || { echo "certify-llama.cpp: jq not found (scripts/install-deps.sh)" >&2; exit 2; }
 [ -x "$KVV" ] || { echo "certify-llama.cpp: $KVV not built (make)" >&2; exit 2; }
-W=$(mktemp -d "${TMPDIR:-/tmp}/kvv-certify.XXXXXX")
-[ $keep -eq 1 ] || trap 'rm -rf "$W"' EXIT INT TERM
+if [ -n "$from" ]; then
+    W=$from
+    [ -d "$W" ] || { echo "certify-llama.cpp: $W is not a folder" >&2; exit 2; }
+else
+    W=$(mktemp -d "${TMPDIR:-/tmp}/kvv-certify.XXXXXX")
+    [ $keep -eq 1 ] || trap 'rm -rf "$W"' EXIT INT TERM
+fi
 
 # ---- the models ----
 missing=""
@@ -54,7 +65,7 @@ model_path() { # name -> path ("" when absent)
 for m in $models; do
     case $m in
         stories) [ -n "$(model_path stories)" ] || missing="stories260K-f32 ($SHARED/models not found)";;
-        *) "$KVV" synth --arch "$m" --seed 1 -o "$(model_path "$m")" >/dev/null || exit 1;;
+        *) [ -n "$from" ] || "$KVV" synth --arch "$m" --seed 1 -o "$(model_path "$m")" >/dev/null || exit 1;;
     esac
 done
 model_label() { case $1 in stories) echo "stories260K-f32";; *) echo "synth $1-tiny f32";; esac; }
@@ -67,7 +78,8 @@ for d in $devices; do for c in $caches; do for m in $models; do
 done; done; done
 CHECKS="kv patch greedy invariance kvdirect compare"
 i=0
-for d in $devices; do for c in $caches; do for m in $models; do
+[ -n "$from" ] && i=$total
+[ -n "$from" ] || for d in $devices; do for c in $caches; do for m in $models; do
     p=$(model_path "$m"); [ -n "$p" ] || continue
     i=$((i + 1))
     t0=$(date +%s)
@@ -87,18 +99,29 @@ for d in $devices; do for c in $caches; do for m in $models; do
         fi
         [ $rc -gt $worst ] && worst=$rc
     done
-    jq -s '(map(select(.engine != null)) | .[0] // {}) + {checks: (map(.checks) | add)}' \
-        "$W/$d-$c-$m".*.json > "$W/$d-$c-$m.json"
     echo "$worst $(($(date +%s) - t0))" > "$W/$d-$c-$m.rc"
     echo "[$i/$total] $d $c $m: worst exit $worst ($(($(date +%s) - t0)) s)" >&2
+done; done; done
+
+# ---- one report per run: the checks in the audit's order ----
+for d in $devices; do for c in $caches; do for m in $models; do
+    [ -r "$W/$d-$c-$m.kv.json" ] || continue
+    files=""
+    for k in $CHECKS; do files="$files $W/$d-$c-$m.$k.json"; done
+    # shellcheck disable=SC2086
+    jq -s '(map(select(.engine != null)) | .[0] // {}) + {checks: (map(.checks) | add)}' \
+        $files > "$W/$d-$c-$m.json"
 done; done; done
 
 # ---- the document ----
 first_json=$(ls "$W"/*-*-*.json 2>/dev/null | head -1)
 [ -n "$first_json" ] || { echo "certify-llama.cpp: no run produced a report" >&2; exit 1; }
 engine_of() { # device -> "version | device | variant"
-    f=$(ls "$W/$1"-*-*.kv.json 2>/dev/null | head -1)
-    [ -n "$f" ] && jq -r '.engine // .checks[0].engine | "\(.version) | \(.device) | \(.variant) | flash attention \(.flash_attn) | \(.kernels)"' "$f"
+    for f in "$W/$1"-*-*.json; do
+        [ -r "$f" ] && jq -e '.engine.version' "$f" >/dev/null 2>&1 || continue
+        jq -r '.engine | "\(.version) | \(.device) | \(.variant) | flash attention \(.flash_attn) | \(.kernels)"' "$f"
+        return
+    done
 }
 {
 cat <<EOF
@@ -125,6 +148,11 @@ for d in $devices; do
 done
 [ -n "$missing" ] && printf '\nNot run: %s.\n' "$missing"
 cat <<EOF
+
+CUDA: \`sh scripts/fetch-llama-cpp.sh --cuda\` (ggml's CUDA backend, ~143 MB, and its CUDA
+runtime package) then \`kvverify audit MODEL --engine llama.cpp --device cuda\`, or this
+script with \`--devices "cpu vulkan cuda"\`. Not run here: this machine has no NVIDIA GPU
+(\`--device cuda\` exits 77, "no CUDA device"); no CUDA result is claimed.
 
 Verdicts: PASS = bit-exact (every comparison equal, every control detected); FAIL = a
 difference (the figure says how many elements and the largest ULP distance; 1 ULP of
@@ -158,7 +186,9 @@ Each cell: elements differing from the whole prompt in one call (K, V, residuals
 entering every layer, logits, summed) and the largest ULP distance; **0** = bit-equal.
 chunk=N = the prompt fed N tokens per call; ubatch=N = one call, llama.cpp splitting it
 into micro-batches of N; prefill+decode = the first half as one call, then one token
-per call; threads=2 = the same with 2 threads.
+per call; threads=2 all / chunk=1 = one call / token by token with 2 threads (compared
+with the 1-thread one-call baseline too, so threads=2 chunk=1 equal to chunk=1 means the
+threads add nothing).
 
 EOF
 for d in $devices; do for c in $caches; do
