@@ -33,6 +33,7 @@
 #include "model/arch.h"
 #include "model/tokenizer.h"
 #include "reference/ref_trace.h"
+#include "verify/report/report.h"
 
 typedef struct {
     const char *model_path;
@@ -541,15 +542,10 @@ static int write_json(const run_args *a, const run_state *s, json_t *steps)
     kvv_engine_describe(s->e, &d);
     json_object_set_new(root, "model", json_string(a->model_path));
     json_object_set_new(root, "arch", json_string(s->m->hp.arch_name));
-    json_t *ej = json_object();
-    json_object_set_new(ej, "name", json_string(d.name));
-    json_object_set_new(ej, "mode", json_string(d.mode));
-    json_object_set_new(ej, "cache_type", json_string(d.cache_type));
-    json_object_set_new(ej, "n_threads", json_integer(d.n_threads));
-    json_object_set_new(ej, "control", json_integer(d.control));
-    json_object_set_new(ej, "ggml_emulation", json_integer(a->ggml));
-    json_object_set_new(ej, "kernels", json_string(d.kernels));
-    json_object_set_new(root, "engine", ej);
+    json_t *ej = kvv_engine_desc_to_json(&d); /* the reports' engine object */
+    if (ej)
+        json_object_set_new(ej, "ggml_emulation", json_integer(a->ggml));
+    json_object_set_new(root, "engine", ej ? ej : json_null());
     json_object_set_new(root, "mode", json_string(a->teacher ? "teacher_forced" : "greedy"));
     if (a->prompt)
         json_object_set_new(root, "prompt_text", json_string(a->prompt));

@@ -29,6 +29,7 @@
 #include "vectors/kvv_file.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors.h"
+#include "verify/report/report.h"
 
 static void gen_engine(kvv_engine_cli *e);
 static void check_engine(kvv_engine_cli *e);
@@ -358,6 +359,11 @@ static int cmd_check(int argc, char **argv)
     co.progress_user = &out;
     if (eng.n_threads > 0)
         co.n_threads = eng.n_threads;
+    kvv_engine_opts eo = kvv_engine_cli_opts(&eng); /* --device --ubatch --engine-opt */
+    co.device = eo.device;
+    co.n_ubatch = eo.n_ubatch;
+    co.engine_opts = eo.engine_opts;
+    co.n_engine_opts = eo.n_engine_opts;
     kvv_vectors_result r;
     kvv_error err = {0};
     if (kvv_vectors_check(model, vec, &co, &r, &err)) {
@@ -377,13 +383,11 @@ static int cmd_check(int argc, char **argv)
             json_array_append_new(recs, json_pack("{s:s, s:I, s:I}", "name", r.tally[i].name,
                                                   "compared", (json_int_t)r.tally[i].compared,
                                                   "diverged", (json_int_t)r.tally[i].diverged));
-        json_t *root = json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:{s:s, s:s, s:s, s:i, s:i}}",
+        json_t *root = json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o}",
                                  "verdict", r.diverged ? "diverged" : "pass", "vector", vec,
                                  "model_sha256", r.model_sha256, "n_diverged",
                                  (json_int_t)r.n_diverged, "seconds", r.seconds, "records", recs,
-                                 "engine", "name", r.engine.name, "mode", r.engine.mode,
-                                 "cache_type", r.engine.cache_type, "n_threads",
-                                 r.engine.n_threads, "control", (int)r.engine.control);
+                                 "engine", kvv_engine_desc_to_json(&r.engine));
         if (root && r.diverged)
             json_object_set_new(root, "first", divergence_json(&r.first));
         code = kvv_output_write_json(json, root, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -494,6 +498,9 @@ static int cmd_show(int argc, char **argv)
         printf("          arch %s, %d layers, n_embd %d, vocab %d, kv dims %d/%d\n", mt.arch,
                mt.n_layer, mt.n_embd, mt.n_vocab, mt.kv_dim_k, mt.kv_dim_v);
         printf("engine    %s, mode %s, cache %s\n", mt.engine, mt.mode, mt.cache_type);
+        if (mt.engine_version[0])
+            printf("          %s; device %s; variant %s; flash attention %s; n_ubatch %d\n",
+                   mt.engine_version, mt.device, mt.variant, mt.flash_attn, mt.n_ubatch);
         printf("prompt    %s, %d tokens%s%s%s; seed %llu\n", mt.prompt_source, mt.n_prompt,
                mt.prompt_text ? " \"" : "", mt.prompt_text ? mt.prompt_text : "",
                mt.prompt_text ? "\"" : "", (unsigned long long)mt.seed);

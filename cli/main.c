@@ -83,8 +83,9 @@ static void usage(FILE *f)
     fputc('\n', f);
     kvv_opts_global_help(f);
     fprintf(f,
-            "\nexit codes: 0 every check ran and passed, 1 a check failed, 2 bad input or\n"
-            "usage, 77 nothing could be checked (e.g. unsupported architecture).\n");
+            "\nexit codes: 0 every check that could run passed (the others are listed as\n"
+            "unsupported by this engine), 1 a check failed, 2 bad input or usage, 77\n"
+            "nothing could be checked (e.g. unsupported architecture).\n");
 }
 
 int main(int argc, char **argv)

@@ -311,8 +311,32 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d)
     }
 }
 
+const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
+                                    size_t size)
+{
+    static const struct { unsigned flag; const char *text; } host[] = {
+        {KVV_CTL_HOST_KV_ULP, "host-kv-ulp (kvverify moves K[t][0] of every recomputed row by "
+                              "one ULP of the cache dtype)"},
+        {KVV_CTL_HOST_RESIDUAL, "host-residual (kvverify negates the largest element of the "
+                                "final residual)"},
+        {KVV_CTL_HOST_REORDER, "host-reorder (kvverify swaps the first two distinct tokens)"},
+    };
+    unsigned c = control;
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        if (c & host[i].flag) {
+            snprintf(buf, size, "%s", host[i].text);
+            return buf;
+        }
+    snprintf(buf, size, "%s", native);
+    return buf;
+}
+
 void kvv_engine_reset(kvv_engine *e)
 {
+    if (e && e->vt->reset) {
+        e->vt->reset(e);
+        return;
+    }
     kvv_kv_cache *c = kvv_engine_cache(e);
     if (c)
         kvv_kv_cache_clear(c);
@@ -386,11 +410,21 @@ double kvv_engine_cpu_seconds(kvv_engine *e)
     return clock_seconds(CLOCK_THREAD_CPUTIME_ID) + workers;
 }
 
+bool kvv_engine_concurrent(const kvv_engine *e)
+{
+    return e && !e->vt->serial;
+}
+
+bool kvv_engine_name_concurrent(const char *name)
+{
+    return !name || strcmp(name, "ref") == 0 || strcmp(name, "cpu") == 0;
+}
+
 unsigned kvv_engine_caps(kvv_engine *e)
 {
     if (!e)
         return 0;
-    return e->vt->caps ? e->vt->caps(e) : KVV_ENGINE_CAP_ALL;
+    return e->vt->caps ? e->vt->caps(e) : KVV_ENGINE_CAP_BUILTIN;
 }
 
 static const char *const cap_names[] = {

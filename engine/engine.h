@@ -48,13 +48,22 @@ kvv_mode kvv_engine_default_mode(const char *name);
 enum {
     KVV_CTL_HOST_KV_ULP = 1u << 8,   /* kv_from_residual: K[t][0] of every row moved by
                                         one unit in the last place of the cache dtype */
-    KVV_CTL_HOST_RESIDUAL = 1u << 9, /* forward: the lowest mantissa bit of element 0 of
-                                        every final residual row (layer n_layer) flipped
-                                        after the caller's hook (needs residual write) */
+    KVV_CTL_HOST_RESIDUAL = 1u << 9, /* forward: the largest element of every final
+                                        residual row (layer n_layer) negated after the
+                                        caller's hook (needs residual write) */
     KVV_CTL_HOST_REORDER = 1u << 10  /* forward: the first two distinct tokens of every
                                         call with n >= 2 swapped */
 };
 #define KVV_CTL_HOST_ALL (KVV_CTL_HOST_KV_ULP | KVV_CTL_HOST_RESIDUAL | KVV_CTL_HOST_REORDER)
+
+/* The control an engine with control flags `control` in force (its
+ * description's `control`) really plants, for a report's control line:
+ * `native` (the control as the engine plants it, e.g. "one perturbed
+ * weight (output_norm[0])") when the engine plants it itself, else what
+ * kvverify plants instead, e.g. "host-residual (kvverify negates the
+ * largest element of the final residual)". @return buf. */
+const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
+                                    size_t size);
 
 typedef struct {
     const char *name;           /* "ref" (default), "cpu", "llama.cpp" or "plugin:PATH.so" */
@@ -96,7 +105,8 @@ typedef struct {
 } kvv_engine_desc;
 
 /* What an engine can do (kvv_engine_caps). The built-in engines have every
- * capability; a plugin declares its own (include/kvverify/engine_plugin.h
+ * capability but micro-batches (KVV_ENGINE_CAP_BUILTIN: they run a forward
+ * as one call); a plugin declares its own (include/kvverify/engine_plugin.h
  * documents each one and which checks need it). */
 enum {
     KVV_ENGINE_CAP_LOGITS_ALL = 1u << 0,       /* KVV_LOGITS_ALL */
@@ -116,6 +126,7 @@ enum {
     KVV_ENGINE_CAP_OVERWRITE = 1u << 14        /* forward over already cached positions */
 };
 #define KVV_ENGINE_CAP_ALL 0x7fffu
+#define KVV_ENGINE_CAP_BUILTIN (KVV_ENGINE_CAP_ALL & ~(unsigned)KVV_ENGINE_CAP_UBATCH)
 
 /* Where an engine's kernels change with the number of tokens n in one call
  * (forward, kv_from_residual): at each switch some product takes another
@@ -162,7 +173,7 @@ typedef struct {
                                    const int32_t *pos, float *k, float *v, kvv_error *err);
     kvv_kv_cache *(*cache)(kvv_engine *e);
     void (*describe)(kvv_engine *e, kvv_engine_desc *d);
-    /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_ALL */
+    /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_BUILTIN */
     unsigned (*caps)(kvv_engine *e);
     /* (optional) the batch sizes where its kernels change (kvv_batch_paths,
      * filled from zero); default: not known */
@@ -172,6 +183,12 @@ typedef struct {
      * told apart (a plugin's: the process's CPU time is used); default:
      * none (0), the engine runs on the caller's thread only */
     double (*worker_cpu_seconds)(kvv_engine *e);
+    /* (optional) empty the cache: a new sequence starts with the next
+     * forward; default: clear what cache() returns */
+    void (*reset)(kvv_engine *e);
+    /* engines of this kind must not run on several threads at once (a
+     * plugin: the ABI promises it one call at a time); default false */
+    bool serial;
 } kvv_engine_vtable;
 
 struct kvv_engine {
@@ -231,7 +248,9 @@ kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const fl
 kvv_kv_cache *kvv_engine_cache(kvv_engine *e);
 void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
 
-/* Convenience: clear the cache (a new sequence). */
+/* Clear the cache: the next forward starts a new sequence (also on an
+ * engine whose cache kvverify cannot read, e.g. a plugin without kv-read:
+ * the engine empties its own; an error there fails that next forward). */
 void kvv_engine_reset(kvv_engine *e);
 
 /* The batch sizes where e's kernels change (see kvv_batch_paths); an
@@ -245,6 +264,14 @@ void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out);
  * the whole process's CPU time. Differences between two calls from the
  * same thread are meaningful; the value itself is not. */
 double kvv_engine_cpu_seconds(kvv_engine *e);
+
+/* May engines of e's kind run on several threads at once? (The built-in
+ * engines: yes, each on its own; plugins: no, one call at a time.) */
+bool kvv_engine_concurrent(const kvv_engine *e);
+/* The same, before opening: true for the built-in engines (NULL, "ref",
+ * "cpu"), false for every other name (a plugin may be one instance per
+ * process). */
+bool kvv_engine_name_concurrent(const char *name);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */
 unsigned kvv_engine_caps(kvv_engine *e);

@@ -4,12 +4,17 @@
  * Each mirrors a control the reference engine plants in its kernels, as
  * closely as an outside observer can: KVV_CTL_KV_REVERSED_SUM changes the
  * rounding of recomputed K/V (here: one ULP of the cache dtype in every K
- * row), KVV_CTL_PERTURB_WEIGHT changes output_norm[0] (here: the lowest bit
- * of element 0 of the residual entering the output norm, or, for an engine
- * that cannot take a written residual, two tokens swapped).
+ * row), KVV_CTL_PERTURB_WEIGHT changes output_norm[0] (here: the largest
+ * element of the residual entering the output norm negated, or, for an
+ * engine that cannot take a written residual, two tokens swapped). The
+ * residual plant is a sign, not a last bit: an engine that rounds its
+ * activations to f16 or quantizes them to Q8_0 before the output matmul
+ * (llama.cpp with f16 or q8_0 weights) absorbs a one-bit change whole, and
+ * a control must be seen whatever the engine's precision.
  */
 #include "engine/host_control.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +55,18 @@ void kvv_host_control_kv(kvv_cache_type t, int n, int dim, float *k)
 static void perturb_final(kvv_hook_relay *r, int layer, int n, const int32_t *pos, float *h)
 {
     const kvv_engine *e = r->ctx;
+    const int E = e->model->hp.n_embd;
     kvv_hook_relay_inner_residual(r, layer, n, pos, h);
-    if (layer == e->model->hp.n_layer)
-        for (int i = 0; i < n; i++)
-            h[(size_t)i * e->model->hp.n_embd] = flip_low_bit(h[(size_t)i * e->model->hp.n_embd]);
+    if (layer != e->model->hp.n_layer)
+        return;
+    for (int i = 0; i < n; i++) {
+        float *row = h + (size_t)i * E;
+        int big = 0; /* the first element of largest magnitude */
+        for (int j = 1; j < E; j++)
+            if (fabsf(row[j]) > fabsf(row[big]))
+                big = j;
+        row[big] = -row[big];
+    }
 }
 
 kvv_status kvv_host_control_forward(kvv_engine *e, int n, const int32_t *tokens,

@@ -326,8 +326,16 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
         if (!mode)
             mode = strcmp(o.engine.name, mt.engine) == 0 ? mt.mode
                    : strcmp(o.engine.name, "ref") == 0  ? "exact" : "invariant";
-        if (!kvv_mode_from_name(mode, &o.engine.mode))
+        if (strcmp(mode, "native") == 0) /* a plugin without modes: it ignores the mode */
+            o.engine.mode = kvv_engine_default_mode(o.engine.name);
+        else if (!kvv_mode_from_name(mode, &o.engine.mode))
             st = kvv_error_set(err, KVV_ERR_USAGE, "unknown mode '%s'", mode);
+        if (co) {
+            o.engine.device = co->device;
+            o.engine.n_ubatch = co->n_ubatch;
+            o.engine.engine_opts = co->engine_opts;
+            o.engine.n_engine_opts = co->n_engine_opts;
+        }
         if (!kvv_cache_type_from_name(mt.cache_type, &o.engine.cache_type))
             st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record meta: unknown cache type '%s'",
                                vec_path, mt.cache_type);

@@ -71,6 +71,11 @@ kvv_status kvv_vectors_gen(const char *model_path, const kvv_vectors_opts *o,
     snprintf(mt.engine, sizeof mt.engine, "%s", d.name);
     snprintf(mt.mode, sizeof mt.mode, "%s", d.mode);
     snprintf(mt.cache_type, sizeof mt.cache_type, "%s", d.cache_type);
+    snprintf(mt.engine_version, sizeof mt.engine_version, "%s", d.version);
+    snprintf(mt.device, sizeof mt.device, "%s", d.device);
+    snprintf(mt.variant, sizeof mt.variant, "%s", d.variant);
+    snprintf(mt.flash_attn, sizeof mt.flash_attn, "%s", d.flash_attn);
+    mt.n_ubatch = d.n_ubatch;
     mt.n_gen = o->n_gen;
     mt.full = o->full;
     mt.logits_full = o->logits_full;

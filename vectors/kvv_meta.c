@@ -33,6 +33,13 @@ kvv_status kvv_meta_to_json(const kvv_meta *m, char **out, kvv_error *err)
                               "head_dim_k", m->head_dim_k, "head_dim_v", m->head_dim_v);
     json_t *engine = json_pack("{s:s, s:s, s:s}", "name", m->engine, "mode", m->mode,
                                "cache_type", m->cache_type);
+    if (engine && m->engine_version[0]) { /* a plugin: what it reported */
+        json_object_set_new(engine, "version", json_string(m->engine_version));
+        json_object_set_new(engine, "device", json_string(m->device));
+        json_object_set_new(engine, "variant", json_string(m->variant));
+        json_object_set_new(engine, "flash_attn", json_string(m->flash_attn));
+        json_object_set_new(engine, "n_ubatch", json_integer(m->n_ubatch));
+    }
     json_t *options = json_pack("{s:i, s:b, s:s, s:b}", "n_gen", m->n_gen, "full", m->full,
                                 "logits", m->logits_full ? "full" : "hash", "patch", m->patch);
     json_t *prompt = json_pack("{s:s, s:i}", "source", m->prompt_source, "n_tokens", m->n_prompt);
@@ -173,10 +180,17 @@ kvv_status kvv_meta_parse(const kvv_file *f, kvv_meta *m, kvv_error *err)
     str(&c, en, "engine.name", "name", m->engine, sizeof m->engine);
     str(&c, en, "engine.mode", "mode", m->mode, sizeof m->mode);
     str(&c, en, "engine.cache_type", "cache_type", m->cache_type, sizeof m->cache_type);
-    static const char *const modes[] = {"exact", "fast", "invariant", NULL};
+    if (!c.failed && en && json_object_get(en, "version")) { /* a plugin's (optional) */
+        str(&c, en, "engine.version", "version", m->engine_version, sizeof m->engine_version);
+        str(&c, en, "engine.device", "device", m->device, sizeof m->device);
+        str(&c, en, "engine.variant", "variant", m->variant, sizeof m->variant);
+        str(&c, en, "engine.flash_attn", "flash_attn", m->flash_attn, sizeof m->flash_attn);
+        m->n_ubatch = num(&c, en, "engine.n_ubatch", "n_ubatch", 0, 1 << 30);
+    }
+    static const char *const modes[] = {"exact", "fast", "invariant", "native", NULL};
     static const char *const caches[] = {"f32", "f16", "bf16", NULL};
     if (!c.failed && !one_of(m->mode, modes))
-        bad(&c, "engine.mode", "not exact, fast or invariant");
+        bad(&c, "engine.mode", "not exact, fast, invariant or native");
     if (!c.failed && !one_of(m->cache_type, caches))
         bad(&c, "engine.cache_type", "not f32, f16 or bf16");
 

@@ -36,9 +36,16 @@ typedef struct {
     int kv_dim_k, kv_dim_v;   /* n_head_kv * head_dim(_v) */
     int head_dim_k, head_dim_v;
     /* engine */
-    char engine[16];          /* "ref", "cpu" */
-    char mode[16];            /* "exact", "invariant", "fast" */
+    char engine[16];          /* "ref", "cpu", "llama.cpp", a plugin's name */
+    char mode[16];            /* "exact", "invariant", "fast"; "native" (plugins) */
     char cache_type[8];       /* "f32", "f16", "bf16" */
+    /* what a plugin engine reports (optional; "" / 0 for the built-ins, and
+     * then not written, so their vectors stay byte-identical) */
+    char engine_version[96];
+    char device[96];
+    char variant[64];
+    char flash_attn[16];
+    int n_ubatch;
     /* options */
     int n_gen;                /* greedy steps (>= 1) */
     bool full;                /* full K/V/residual tensors stored */

@@ -123,6 +123,10 @@ typedef struct {
     const char *engine;
     const char *mode;
     int n_threads;          /* 0 = 1 */
+    const char *device;     /* plugins: --device (NULL = the engine's default) */
+    int n_ubatch;           /* plugins: --ubatch (0 = the engine's) */
+    const char *const *engine_opts; /* plugins: --engine-opt KEY=VALUE, borrowed */
+    int n_engine_opts;
     unsigned control;       /* KVV_CTL_* flags */
     int perturb_layer;      /* -1 = off */
     int perturb_pos;

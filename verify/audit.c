@@ -214,7 +214,7 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
             return kvv_error_set(err, KVV_ERR_NOMEM, "audit: out of memory");
     /* n_jobs checks at a time; each check's own independent runs share the
      * rest (a check alone gets them all) */
-    int jobs = o->n_jobs > 1 ? o->n_jobs : 1;
+    int jobs = kvv_check_jobs(o);
     int at_once = jobs < ns ? jobs : ns;
     kvv_check_opts inner = *o;
     inner.n_jobs = at_once > 0 ? (jobs + at_once - 1) / at_once : 1;

@@ -15,6 +15,13 @@ kvv_check_opts kvv_check_opts_default(void)
     return o;
 }
 
+int kvv_check_jobs(const kvv_check_opts *o)
+{
+    if (o->n_jobs < 2 || !kvv_engine_name_concurrent(o->engine.name))
+        return 1;
+    return o->n_jobs;
+}
+
 kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv_error *err)
 {
     if (!o->model)
@@ -44,6 +51,19 @@ kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions)
     if (e.n_ctx <= 0)
         e.n_ctx = n_positions;
     return e;
+}
+
+kvv_status kvv_check_open_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned needs,
+                                 const char *check, kvv_engine **out, kvv_error *err)
+{
+    kvv_status s = kvv_engine_open(m, eo, out, err);
+    if (s)
+        return s;
+    if ((s = kvv_engine_require(*out, needs, check, err))) {
+        kvv_engine_close(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_positions,

@@ -61,6 +61,11 @@ typedef struct {
 
 kvv_check_opts kvv_check_opts_default(void);
 
+/* How many independent runs of o may go at once: o->n_jobs (at least 1),
+ * and 1 for an engine that must not run on several threads at once (a
+ * plugin: kvv_engine_name_concurrent). */
+int kvv_check_jobs(const kvv_check_opts *o);
+
 /* Validate the common fields (model, tokens in range, positions fit the
  * engine's context). KVV_ERR_USAGE with a message naming the field. */
 kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv_error *err);
@@ -70,6 +75,15 @@ kvv_status kvv_check_opts_validate(const kvv_check_opts *o, int n_positions, kvv
  * the model's training context: 30 layers x 4096 positions of a 135M model
  * would be 377 MB per engine). */
 kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions);
+
+/* Open the engine a check measures (kvv_engine_open with eo) and make sure
+ * it offers `needs` (KVV_ENGINE_CAP_*): an engine that lacks one is closed
+ * again and KVV_ERR_UNSUPPORTED says "engine NAME does not offer CAPS
+ * (needed by CHECK)" — the check is then reported unsupported by this
+ * engine (skipped, with that reason), never passed. On success *out is the
+ * caller's to close. */
+kvv_status kvv_check_open_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned needs,
+                                 const char *check, kvv_engine **out, kvv_error *err);
 
 /* Signature shared by every check (the audit's table holds these). */
 typedef kvv_status (*kvv_check_fn)(const kvv_check_opts *o, kvv_check_result *r,

@@ -31,6 +31,7 @@ typedef struct {
     kvv_hooks inner;    /* the capture's own hooks */
     float *attn_out;    /* [n_layer][n_pos][ow] */
     int n_pos, ow;
+    unsigned caps;      /* the engine's KVV_ENGINE_CAP_*: which hooks it recorded */
 } recorder;
 
 static void rec_residual(void *u, int layer, int n, const int32_t *pos, float *h)
@@ -90,7 +91,7 @@ static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo, unsi
     kvv_engine_opts o = *eo;
     o.control |= control;
     kvv_engine *e;
-    kvv_status st = kvv_engine_open(m, &o, &e, err);
+    kvv_status st = kvv_check_open_engine(m, &o, KVV_CHECK_COMPARE_NEEDS, "compare", &e, err);
     if (st)
         return st;
     int32_t *pos = malloc((size_t)n * sizeof *pos);
@@ -101,11 +102,12 @@ static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo, unsi
     for (int i = 0; i < n; i++)
         pos[i] = i;
     kvv_hooks h = {0};
-    if (rec) {
+    if (rec) { /* the per-layer tables: what this engine can show */
+        rec->caps = kvv_engine_caps(e);
         h.user = rec;
-        h.residual = rec_residual;
-        h.kv = rec_kv;
-        h.attn_out = rec_attn_out;
+        h.residual = rec->caps & KVV_ENGINE_CAP_RESIDUAL_READ ? rec_residual : NULL;
+        h.kv = rec->caps & KVV_ENGINE_CAP_KV_HOOK ? rec_kv : NULL;
+        h.attn_out = rec->caps & KVV_ENGINE_CAP_ATTN_OUT ? rec_attn_out : NULL;
     }
     st = kvv_engine_forward(e, n, tokens, pos, rec ? &h : NULL, KVV_LOGITS_ALL, logits, err);
     if (desc)
@@ -149,29 +151,36 @@ static kvv_status compare_tables(const kvv_hparams *hp, int n, const recorder *a
     json_object_set_new(r->details, "residual_nmse_by_position", residual_nmse_map(hp, n, a, b));
     size_t E = (size_t)hp->n_embd, KD = (size_t)hp->n_head_kv * hp->head_dim;
     size_t VD = (size_t)hp->n_head_kv * hp->head_dim_v, OD = (size_t)a->ow;
+    unsigned both = a->caps & b->caps; /* a row needs both engines' hook */
     kvv_status st = KVV_OK;
     for (int l = 0; l <= hp->n_layer && !st; l++) {
         kvv_cmp_stats s;
-        kvv_cmp_init(&s);
-        kvv_cmp_update(&s, kvv_capture_resid(&a->cap, l, 0), kvv_capture_resid(&b->cap, l, 0),
-                       (size_t)n * E);
-        st = kvv_check_add_row(r, l, "residual", &s);
+        if (both & KVV_ENGINE_CAP_RESIDUAL_READ) {
+            kvv_cmp_init(&s);
+            kvv_cmp_update(&s, kvv_capture_resid(&a->cap, l, 0),
+                           kvv_capture_resid(&b->cap, l, 0), (size_t)n * E);
+            st = kvv_check_add_row(r, l, "residual", &s);
+        }
         if (l == hp->n_layer || st)
             break;
-        kvv_cmp_init(&s);
-        kvv_cmp_update(&s, kvv_capture_k(&a->cap, l, 0), kvv_capture_k(&b->cap, l, 0),
-                       (size_t)n * KD);
-        if ((st = kvv_check_add_row(r, l, "K", &s)))
-            break;
-        kvv_cmp_init(&s);
-        kvv_cmp_update(&s, kvv_capture_v(&a->cap, l, 0), kvv_capture_v(&b->cap, l, 0),
-                       (size_t)n * VD);
-        if ((st = kvv_check_add_row(r, l, "V", &s)))
-            break;
-        kvv_cmp_init(&s);
-        size_t off = (size_t)l * n * OD;
-        kvv_cmp_update(&s, a->attn_out + off, b->attn_out + off, (size_t)n * OD);
-        st = kvv_check_add_row(r, l, "attn_out", &s);
+        if (both & KVV_ENGINE_CAP_KV_HOOK) {
+            kvv_cmp_init(&s);
+            kvv_cmp_update(&s, kvv_capture_k(&a->cap, l, 0), kvv_capture_k(&b->cap, l, 0),
+                           (size_t)n * KD);
+            if ((st = kvv_check_add_row(r, l, "K", &s)))
+                break;
+            kvv_cmp_init(&s);
+            kvv_cmp_update(&s, kvv_capture_v(&a->cap, l, 0), kvv_capture_v(&b->cap, l, 0),
+                           (size_t)n * VD);
+            if ((st = kvv_check_add_row(r, l, "V", &s)))
+                break;
+        }
+        if (both & KVV_ENGINE_CAP_ATTN_OUT) {
+            kvv_cmp_init(&s);
+            size_t off = (size_t)l * n * OD;
+            kvv_cmp_update(&s, a->attn_out + off, b->attn_out + off, (size_t)n * OD);
+            st = kvv_check_add_row(r, l, "attn_out", &s);
+        }
     }
     return st;
 }
@@ -270,17 +279,22 @@ static kvv_status control(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     c->lc = malloc((size_t)n * V * sizeof(float));
     if (!c->lc)
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    kvv_engine_desc dc;
     kvv_status st = run_engine(o->model, &o->b, KVV_CTL_PERTURB_WEIGHT, o->tokens, n, NULL,
-                               c->lc, NULL, err);
+                               c->lc, &dc, err);
     if (st)
         return st;
+    char what[128], name[160];
+    snprintf(name, sizeof name, "engine B with %s",
+             kvv_engine_control_name(dc.control, "one flipped bit in output_norm[0]", what,
+                                     sizeof what));
     if (c->planted >= 0)
         c->lb[c->planted] = c->planted_val;
     kvv_cmp_stats cs;
     kvv_cmp_init(&cs);
     kvv_cmp_update(&cs, c->lb, c->lc, (size_t)n * V);
     char ulp[24];
-    kvv_check_add_control(r, "engine B with one flipped bit in output_norm[0]", cs.n_diff > 0,
+    kvv_check_add_control(r, name, cs.n_diff > 0,
                           "%llu of %llu logits differ, max ULP %s",
                           (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
                           kvv_ulp_text(cs.max_ulp, ulp, sizeof ulp));

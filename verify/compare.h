@@ -72,4 +72,9 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
  * threads): an engine compared with itself could not fail. */
 kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
 
+/* What compare needs from both engines: every position's logits (else:
+ * unsupported by this engine). The per-layer rows (residual, K and V,
+ * attention output) are those both engines' hooks can show. */
+#define KVV_CHECK_COMPARE_NEEDS KVV_ENGINE_CAP_LOGITS_ALL
+
 #endif

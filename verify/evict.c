@@ -201,8 +201,25 @@ static void job_main(void *user, int i, int worker)
     if (stop)
         return;
     kvv_error err = {0};
-    kvv_status s = do_job(x, &x->jobs[i], worker, &err);
+    const run_job *j = &x->jobs[i];
+    kvv_status s = do_job(x, j, worker, &err);
     pthread_mutex_lock(&x->lock);
+    if (s == KVV_ERR_UNSUPPORTED && !j->full) {
+        /* a policy this engine cannot run: its rows say "not run", the
+         * report says why; the other policies go on */
+        char *why = x->res->unsupported[j->cfg.kind];
+        if (!why[0])
+            snprintf(why, sizeof x->res->unsupported[0], "%.190s", err.msg);
+        if (j->row)
+            j->row->engine = -1;
+        if (j->verify) {
+            j->verify->row.kind = j->cfg.kind;
+            j->verify->row.budget = j->cfg.budget;
+            j->verify->ckpt = j->cfg.ckpt;
+            j->verify->unsupported = true;
+        }
+        s = KVV_OK;
+    }
     if (s != KVV_OK && x->status == KVV_OK) {
         x->status = s;
         x->err = err;
@@ -440,6 +457,8 @@ static kvv_status setup(evict_ctx *x, kvv_error *err)
     kvv_status s = worker_engine(x, 0, TEST, &e, err);
     if (s != KVV_OK)
         return s;
+    if (!kvv_engine_concurrent(e)) /* a plugin takes one call at a time */
+        res->n_threads = 1;
     kvv_engine_describe(e, &res->test_engine);
     if (!res->figures_is_test) {
         kvv_error ferr = {0};
@@ -457,6 +476,8 @@ static kvv_status setup(evict_ctx *x, kvv_error *err)
         res->figures_engine = res->test_engine;
     else
         kvv_engine_describe(e, &res->figures_engine);
+    if (!res->figures_is_test && !kvv_engine_concurrent(e))
+        res->n_threads = 1;
     res->verify_prompts = res->figures_is_test ? ps->n
                           : o->verify_prompts < 1 ? 1
                           : o->verify_prompts > ps->n ? ps->n
@@ -519,6 +540,19 @@ static void set_verdict(const kvv_evict_opts *o, kvv_evict_result *res, int n_kv
                               100 * c->row.greedy_match);
     }
     const char *eng = res->test_engine.name;
+    int kvd_unsupported = 0;
+    const char *why = "";
+    for (int k = 0; k < KVV_POLICY_COUNT; k++)
+        if (res->unsupported[k][0]) {
+            why = res->unsupported[k];
+            kvd_unsupported += kvv_policy_is_kvdirect((kvv_policy_kind)k);
+        }
+    if (n_kvd > 0 && kvd_unsupported == n_kvd) { /* none of the verified policies ran */
+        kvv_error e = {.status = KVV_ERR_UNSUPPORTED};
+        snprintf(e.msg, sizeof e.msg, "%s", why);
+        kvv_check_set_error(r, &e);
+        return;
+    }
     if (n_kvd == 0) {
         kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED,
                               "nothing verified: no KV-Direct policy requested");
@@ -643,6 +677,12 @@ kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_che
     kvv_check_set_engine(r, &res->test_engine);
     kvv_evict_details_json(res, o->prompts, r->details);
     json_object_set_new(r->details, "force_fail", json_boolean(o->check.force_fail));
+    json_t *un = json_object(); /* policies the engine could not run, and why */
+    for (int k = 0; k < KVV_POLICY_COUNT; k++)
+        if (res->unsupported[k][0])
+            json_object_set_new(un, kvv_policy_name((kvv_policy_kind)k),
+                                json_string(res->unsupported[k]));
+    json_object_set_new(r->details, "unsupported_policies", un);
     set_verdict(o, res, n_kvd, r);
     r->seconds = res->seconds;
     return KVV_OK;

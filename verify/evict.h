@@ -88,6 +88,7 @@ typedef struct {
     kvv_ckpt_type ckpt;       /* f32; bf16 in the control and under force_fail */
     bool differs;             /* not bit-equal */
     kvv_mismatch first;       /* the first logit that differs (when differs) */
+    bool unsupported;         /* the engine could not run it (result.unsupported says why) */
 } kvv_evict_verify;
 
 typedef struct {
@@ -125,6 +126,9 @@ typedef struct {
     kvv_evict_agg *aggs, *eq_aggs;  /* one per (policy, budget) block of n_prompts rows */
     int n_aggs, n_eq_aggs;
     kvv_evict_verify *verify;       /* KV-Direct runs on the engine under test */
+    /* [kind]: why the engine could not run that policy ("" = it could); its
+     * rows are "not run" (engine -1): "unsupported by this engine" */
+    char unsupported[KVV_POLICY_COUNT][192];
     int n_verify;
     int verify_prompts;             /* prompts KV-Direct ran on (the first ones) */
     bool has_control;

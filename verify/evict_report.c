@@ -111,8 +111,9 @@ static void print_aggs(FILE *f, const kvv_evict_result *res, const kvv_evict_agg
             snprintf(c, sizeof c, "%llu",
                      (unsigned long long)((uint64_t)a->budget_min * res->kv_bytes_per_token));
         if (a->n_prompts == 0) {
-            fprintf(f, "  %-17s %6s %9s  (checkpoints alone exceed the byte budget)\n",
-                    kvv_policy_name(a->kind), "-", c);
+            fprintf(f, "  %-17s %6s %9s  %s\n", kvv_policy_name(a->kind), "-", c,
+                    res->unsupported[a->kind][0] ? "(unsupported by this engine)"
+                                                 : "(checkpoints alone exceed the byte budget)");
             continue;
         }
         char m[40], p[40], k[48];
@@ -146,6 +147,11 @@ static void print_verify(FILE *f, const kvv_evict_result *res)
             "rows recomputed");
     for (int i = 0; i < res->n_verify; i++) {
         const kvv_evict_verify *v = &res->verify[i];
+        if (v->unsupported) { /* listed above, with the reason */
+            fprintf(f, "  %-15s %6d %5s  unsupported by this engine\n",
+                    kvv_policy_name(v->row.kind), v->row.budget, ckpt_name(v->ckpt));
+            continue;
+        }
         bool seen = false;
         for (int j = 0; j < i && !seen; j++)
             seen = res->verify[j].row.kind == v->row.kind &&
@@ -192,6 +198,10 @@ void kvv_evict_print(FILE *f, const kvv_evict_result *res)
         fprintf(f, "context %d to %d positions (%d generated); %llu bytes of full cache per "
                    "token\n",
                 nc_min, nc_max, res->n_gen, (unsigned long long)res->kv_bytes_per_token);
+    for (int k = 0; k < KVV_POLICY_COUNT; k++)
+        if (res->unsupported[k][0])
+            fprintf(f, "%s: unsupported by this engine (not run): %s\n",
+                    kvv_policy_name((kvv_policy_kind)k), res->unsupported[k]);
     fprintf(f, "\nBy live-token budget: mean [min, max] over the prompts run (match = greedy "
                "token match, prefix = steps\nto the first divergence, tf-top1 = teacher-forced "
                "argmax agreement, KL = KL(p_full || p_policy)\nper step, mean over the steps; "
@@ -320,6 +330,7 @@ static json_t *verify_json(const kvv_evict_result *res, const kvv_evict_verify *
                                                   res->kv_bytes_per_token)));
     json_object_set_new(j, "checkpoints", json_string(ckpt_name(v->ckpt)));
     json_object_set_new(j, "bit_equal", json_boolean(!v->differs));
+    json_object_set_new(j, "unsupported", json_boolean(v->unsupported));
     json_object_set_new(j, "recomputed_rows", json_integer((json_int_t)v->row.recomputed_rows));
     json_object_set_new(j, "greedy_match", kvv_json_number(v->row.greedy_match));
     json_object_set_new(j, "prefix_match", json_integer(v->row.prefix_match));

@@ -101,7 +101,7 @@ static kvv_status decode_nocache(greedy_ctx *c, kvv_engine *e, const kvv_engine_
 {
     memcpy(c->seq, c->o->tokens, (size_t)c->T * sizeof *c->seq);
     memcpy(c->seq + c->T, toks, (size_t)(c->N - 1) * sizeof *c->seq);
-    int workers = c->o->n_jobs > 1 ? c->o->n_jobs : 1;
+    int workers = kvv_check_jobs(c->o);
     nocache_jobs j = {.c = c, .seq = c->seq, .eo = *eo, .status = KVV_OK};
     j.engines = calloc((size_t)workers, sizeof *j.engines);
     if (!j.engines)
@@ -284,8 +284,11 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
         else
             snprintf(tokdiv, sizeof tokdiv, "tokens identical");
         bool det = x.st.n_diff > 0 || x.first_token_diff >= 0;
-        if (kvv_check_add_control(r, "cached decode with one perturbed weight (output_norm[0])",
-                                  det,
+        char what[128], name[160];
+        snprintf(name, sizeof name, "cached decode with %s",
+                 kvv_engine_control_name(ep->opts.control, "one perturbed weight "
+                                         "(output_norm[0])", what, sizeof what));
+        if (kvv_check_add_control(r, name, det,
                                   "%llu of %llu logits differ over %d steps; %s",
                                   (unsigned long long)x.st.n_diff, (unsigned long long)x.st.n,
                                   x.steps, tokdiv))

@@ -107,10 +107,36 @@ static uint64_t compare_to(inv_ctx *c, const kvv_capture *ref, const float *lref
                json_object_get(per, "K"));
     cmp_tensor(c, "V", name, ref->v, c->cap.v, c->L, c->vd, &v, wv,
                json_object_get(per, "V"));
-    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L + 1, c->n_embd, &res, wr,
+    cmp_tensor(c, "residual", name, ref->resid, c->cap.resid, c->L, c->n_embd, &res, wr,
                json_object_get(per, "residual"));
-    if (per)
+    /* the final residual where the variant asked for logits: an engine may
+     * compute it for those rows only (the plugin ABI's residual hook) */
+    const size_t fin = (size_t)c->L * c->T * c->n_embd;
+    kvv_cmp_stats fin_st;
+    kvv_cmp_init(&fin_st);
+    for (int t = 0; t < c->T; t++) {
+        if (!c->have[t])
+            continue;
+        kvv_cmp_stats s1;
+        kvv_cmp_init(&s1);
+        kvv_cmp_update(&s1, ref->resid + fin + (size_t)t * c->n_embd,
+                       c->cap.resid + fin + (size_t)t * c->n_embd, (size_t)c->n_embd);
+        if (s1.first >= 0) {
+            kvv_mismatch m = {.layer = c->L, .token = t, .head = -1, .index = (int)s1.first,
+                              .expected = s1.first_ref, .actual = s1.first_test};
+            snprintf(m.tensor, sizeof m.tensor, "residual");
+            snprintf(m.variant, sizeof m.variant, "%s", name);
+            kvv_check_note_mismatch(c->r, &m);
+            if (!wr[0])
+                snprintf(wr, sizeof wr, "l=%d,t=%d,i=%d", c->L, t, (int)s1.first);
+        }
+        kvv_cmp_merge(&fin_st, &s1);
+    }
+    kvv_cmp_merge(&res, &fin_st);
+    if (per) {
+        json_array_append_new(json_object_get(per, "residual"), kvv_json_ulp(fin_st.max_ulp));
         json_array_append_new(json_object_get(c->r->details, "ulp_by_layer"), per);
+    }
     kvv_cmp_init(&lg);
     for (int t = 0; t < c->T; t++) {
         if (!c->have[t])
@@ -151,19 +177,60 @@ static uint64_t compare_variant(inv_ctx *c, const char *name, bool add_rows, kvv
     return compare_to(c, &c->base, c->lbase, name, add_rows, s);
 }
 
-/* Open an engine with `threads` threads; *honoured = it reports them. */
-static kvv_status open_threads(inv_ctx *c, int threads, kvv_engine **e, bool *honoured,
-                               kvv_error *err)
+/* Open an engine with `threads` threads (ubatch 0: as configured) or
+ * micro-batches of `ubatch` tokens; *honoured = it reports them. */
+static kvv_status open_variant(inv_ctx *c, int threads, int ubatch, kvv_engine **e,
+                               bool *honoured, kvv_error *err)
 {
     kvv_engine_opts eo = kvv_check_engine_opts(c->o, c->T);
-    eo.n_threads = threads;
+    if (threads > 0)
+        eo.n_threads = threads;
+    if (ubatch > 0)
+        eo.n_ubatch = ubatch;
     kvv_status s = kvv_engine_open(c->o->model, &eo, e, err);
     if (s)
         return s;
     kvv_engine_desc d;
     kvv_engine_describe(*e, &d);
-    *honoured = d.n_threads == threads;
+    *honoured = threads > 0 ? d.n_threads == threads : d.n_ubatch == ubatch;
     return KVV_OK;
+}
+
+/* Micro-batches of 1, 2, 7 and all T tokens, each as one call of all T
+ * (an engine with micro-batches splits it), those the baseline does not
+ * already use. Nothing on an engine without micro-batches. */
+static kvv_status ubatch_variants(inv_ctx *c, kvv_engine *e, int base_ubatch, kvv_error *err)
+{
+    json_t *ju = json_array();
+    json_object_set_new(c->r->details, "ubatch_sizes", ju);
+    if (!(kvv_engine_caps(e) & KVV_ENGINE_CAP_UBATCH))
+        return KVV_OK;
+    const int sizes[] = {1, 2, 7, c->T};
+    int base = base_ubatch > 0 && base_ubatch < c->T ? base_ubatch : c->T;
+    kvv_status s = KVV_OK;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && !s; i++) {
+        int ub = sizes[i];
+        if (ub > c->T || ub == base || (i + 1 < sizeof sizes / sizeof sizes[0] && ub == c->T))
+            continue;
+        kvv_engine *eu = NULL;
+        bool honoured = false;
+        if ((s = open_variant(c, 0, ub, &eu, &honoured, err)))
+            break;
+        if (!honoured) {
+            kvv_engine_close(eu);
+            return kvv_error_set(err, KVV_ERR_INTERNAL, "invariance: engine declares ubatch but "
+                                 "did not take micro-batches of %d", ub);
+        }
+        json_array_append_new(ju, json_integer(ub));
+        variant v = {.step = c->T};
+        snprintf(v.name, sizeof v.name, ub == c->T ? "ubatch=all" : "ubatch=%d", ub);
+        if (!(s = run_variant(c, eu, &v, &c->cap, c->lvar, err)))
+            compare_variant(c, v.name, true, &s);
+        if (s == KVV_ERR_NOMEM)
+            s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory");
+        kvv_engine_close(eu);
+    }
+    return s;
 }
 
 static kvv_status run(inv_ctx *c, kvv_error *err)
@@ -172,7 +239,8 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
     kvv_check_result *r = c->r;
     kvv_engine *e = NULL, *et = NULL;
     kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
-    kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
+    kvv_status s = kvv_check_open_engine(o->model, &eo, KVV_CHECK_INVARIANCE_NEEDS(o), "invariance",
+                                         &e, err);
     if (s)
         return s;
     kvv_engine_desc d;
@@ -249,7 +317,7 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
         if (tcs[i] == base_threads || tcs[i] < 1)
             continue;
         bool honoured = false;
-        if ((s = open_threads(c, tcs[i], &et, &honoured, err)))
+        if ((s = open_variant(c, tcs[i], 0, &et, &honoured, err)))
             goto out;
         if (!honoured) {
             threaded = false;
@@ -273,6 +341,8 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
                         json_string(threaded ? "thread counts compared"
                                              : "engine has no threads (it reports 1 thread "
                                                "whatever is asked)"));
+    if ((s = ubatch_variants(c, e, d.n_ubatch, err)))
+        goto out;
 
     if (o->controls) {
         /* the same drive (the largest chunk) with and without the planted

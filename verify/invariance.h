@@ -17,9 +17,16 @@
  *                baseline's — only when the engine honours a thread count
  *                (its description reports the requested threads); otherwise
  *                recorded as "engine has no threads" in the details.
+ *   ubatch=U     all at once on an engine opened with micro-batches of U
+ *                tokens, U = 1, 2, 7 and all (T), those other than the
+ *                baseline's — only on an engine with micro-batches
+ *                (KVV_ENGINE_CAP_UBATCH, e.g. llama.cpp's n_ubatch); details
+ *                "ubatch_sizes" lists those compared.
  *
  * Rows: one per variant and tensor kind (layer -1): "K chunk=7", "V ...",
  * "residual ...", "logits ...". The first mismatch names layer and token.
+ * The final residual (before the output norm) is compared where the variant
+ * returned logits, like the logits: an engine may compute it only there.
  *
  * Control (o->controls): the chunk=7 run again with the lowest mantissa bit
  * of one residual element flipped (layer L/2, token T/2) by the residual
@@ -37,5 +44,13 @@
 #include "verify/check.h"
 
 kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
+
+/* What invariance needs from the engine: every position's logits, the
+ * residual and kv hooks, and — for its control, a flipped residual bit —
+ * writing the residual (else: unsupported by this engine). Threads and
+ * micro-batches are compared where the engine has them. */
+#define KVV_CHECK_INVARIANCE_NEEDS(o)                                                        \
+    (KVV_ENGINE_CAP_LOGITS_ALL | KVV_ENGINE_CAP_RESIDUAL_READ | KVV_ENGINE_CAP_KV_HOOK |      \
+     ((o)->controls || (o)->force_fail ? KVV_ENGINE_CAP_RESIDUAL_WRITE : 0u))
 
 #endif

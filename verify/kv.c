@@ -189,15 +189,21 @@ static kvv_status control_bitflip(kv_ctx *c, kvv_engine *e, kvv_error *err)
                : KVV_OK;
 }
 
+/* The reversed-summation control as the engine plants it (or kvverify). */
+#define KV_CONTROL_NATIVE "kv_from_residual with reversed summation order"
+
 /* Recompute every layer (all at once) with engine opts eo into k/v
- * [L][T][..]; or, when k is NULL, compare against the cache into *st. */
+ * [L][T][..]; or, when k is NULL, compare against the cache into *st.
+ * ctl (optional, 160 bytes): the control the engine really planted. */
 static kvv_status recompute_with(kv_ctx *c, const kvv_engine_opts *eo, float *k, float *v,
-                                 kvv_cmp_stats *st, kvv_error *err)
+                                 kvv_cmp_stats *st, char *ctl, kvv_error *err)
 {
     kvv_engine *e;
     kvv_status s = kvv_engine_open(c->o->model, eo, &e, err);
     if (s)
         return s;
+    if (ctl)
+        kvv_engine_control_name(e->opts.control, KV_CONTROL_NATIVE, ctl, 160);
     for (int l = 0; l < c->L && !s; l++) {
         float *ok = k ? k + (size_t)l * c->T * c->kd : c->rk;
         float *ov = v ? v + (size_t)l * c->T * c->vd : c->rv;
@@ -218,14 +224,14 @@ static kvv_status control_reversed(kv_ctx *c, kvv_error *err)
     eo.control |= KVV_CTL_KV_REVERSED_SUM;
     kvv_cmp_stats at_dtype;
     kvv_cmp_init(&at_dtype);
-    kvv_status s = recompute_with(c, &eo, NULL, NULL, &at_dtype, err);
+    char ctl[160];
+    kvv_status s = recompute_with(c, &eo, NULL, NULL, &at_dtype, ctl, err);
     if (s)
         return s;
     const char *dt = kvv_cache_type_name(eo.cache_type);
     char ulp[24];
     if (eo.cache_type == KVV_CACHE_F32)
-        return kvv_check_add_control(c->r, "kv_from_residual with reversed summation order",
-                                     at_dtype.n_diff > 0,
+        return kvv_check_add_control(c->r, ctl, at_dtype.n_diff > 0,
                                      "%llu of %llu elements differ from the cache, max ULP %s",
                                      (unsigned long long)at_dtype.n_diff,
                                      (unsigned long long)at_dtype.n,
@@ -241,17 +247,17 @@ static kvv_status control_reversed(kv_ctx *c, kvv_error *err)
         goto out;
     }
     eo.cache_type = KVV_CACHE_F32;
-    if ((s = recompute_with(c, &eo, k1, v1, NULL, err)))
+    if ((s = recompute_with(c, &eo, k1, v1, NULL, NULL, err)))
         goto out;
     eo.control &= ~(unsigned)KVV_CTL_KV_REVERSED_SUM;
-    if ((s = recompute_with(c, &eo, k2, v2, NULL, err)))
+    if ((s = recompute_with(c, &eo, k2, v2, NULL, NULL, err)))
         goto out;
     kvv_cmp_stats st;
     kvv_cmp_init(&st);
     kvv_cmp_update(&st, k2, k1, nk);
     kvv_cmp_update(&st, v2, v1, nv);
-    char name[96];
-    snprintf(name, sizeof name, "kv_from_residual with reversed summation order (at f32)");
+    char name[176];
+    snprintf(name, sizeof name, "%.160s (at f32)", ctl);
     if (kvv_check_add_control(c->r, name, st.n_diff > 0,
                               "%llu of %llu elements differ at f32, max ULP %s; at %s "
                               "storage %llu differ (rounding masks last-bit changes)",
@@ -273,7 +279,7 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
     kvv_check_result *r = c->r;
     kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
     kvv_engine *e = NULL;
-    kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
+    kvv_status s = kvv_check_open_engine(o->model, &eo, KVV_CHECK_KV_NEEDS, "kv", &e, err);
     if (s)
         return s;
     kvv_engine_desc d;
@@ -291,8 +297,9 @@ static kvv_status run(kv_ctx *c, kvv_error *err)
     if ((s = kvv_engine_forward(e, c->T, o->tokens, c->pos, &h, KVV_LOGITS_NONE, NULL, err)))
         goto out;
     kvv_kv_cache *cache = kvv_engine_cache(e);
-    if (!cache) {
-        s = kvv_error_set(err, KVV_ERR_INTERNAL, "kv: engine %s exposes no cache", d.name);
+    if (!cache) { /* it declared kv-read */
+        s = kvv_error_set(err, KVV_ERR_INTERNAL, "kv: engine %s offers kv-read but no cache",
+                          d.name);
         goto out;
     }
     if (o->force_fail) /* planted: one flipped bit in the cached V of the last layer/token */

@@ -37,6 +37,13 @@
 
 kvv_status kvv_check_kv(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
 
+/* What kv needs from the engine: residuals, the kv hook, the cache read
+ * back and K/V recomputed from residuals (else: unsupported by this
+ * engine). */
+#define KVV_CHECK_KV_NEEDS                                                                   \
+    (KVV_ENGINE_CAP_RESIDUAL_READ | KVV_ENGINE_CAP_KV_HOOK | KVV_ENGINE_CAP_KV_READ |         \
+     KVV_ENGINE_CAP_KV_FROM_RESIDUAL)
+
 /* The chunk size (c) uses for n tokens when o->chunk is 0: the first of 5,
  * 3, 7, 9, 11 that does not divide n and is < n (1 if n <= 2). */
 int kvv_kv_default_chunk(int n);

@@ -113,27 +113,29 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         n_jobs++;
     }
     pthread_mutex_init(&jobs.lock, NULL);
-    kvv_parallel_for(n_jobs, o->n_jobs > 1 ? o->n_jobs : 1, kd_job, &jobs);
+    kvv_parallel_for(n_jobs, kvv_check_jobs(o), kd_job, &jobs);
     pthread_mutex_destroy(&jobs.lock);
-    int runs = 0, equal = 0;
+    int runs = 0, equal = 0, layer_runs = 0;
     uint64_t peak = 0;
     double flops = 0;
-    json_t *arr = json_array();
-    for (int i = 0; i < n_jobs && s == KVV_OK; i++) {
+    json_t *arr = json_array(), *unsup = json_array();
+    kvv_error why = {0}; /* the last configuration the engine could not run */
+    for (int i = 0; i < 3 && s == KVV_OK; i++) {
+        kvv_policy_kind kind = plan[i].kind;
+        int budget = plan[i].budget;
+        if (jobs.status[i] == KVV_ERR_UNSUPPORTED) { /* this mode cannot run here; the others may */
+            why = jobs.err[i];
+            json_array_append_new(unsup, json_pack("{s:s, s:i, s:s}", "policy",
+                                                   kvv_policy_name(kind), "budget", budget,
+                                                   "reason", jobs.err[i].msg));
+            continue;
+        }
         if ((s = jobs.status[i]) != KVV_OK) {
             *err = jobs.err[i];
             break;
         }
         const kvv_evict_row *row = &jobs.row[i];
-        if (i == 3) {
-            kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", !row->bit_equal,
-                                  row->bit_equal ? "logits stayed bit-equal: not detected"
-                                                 : "logits differ (KL max %.3g, token match %.1f%%)",
-                                  row->kl_max, 100 * row->greedy_match);
-            break;
-        }
-        kvv_policy_kind kind = plan[i].kind;
-        int budget = plan[i].budget;
+        layer_runs += kind == KVV_POLICY_KVDIRECT_LAYER;
         runs++;
         equal += row->bit_equal;
         if (row->bytes_peak > peak)
@@ -155,23 +157,45 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
             kvv_check_note_mismatch(r, &mm);
         }
     }
+    if (s == KVV_OK && runs == 0) /* no mode could run: the check is unsupported */
+        s = kvv_error_set(err, KVV_ERR_UNSUPPORTED, "%s", why.msg);
+    if (s == KVV_OK && n_jobs == 4) {
+        const kvv_evict_row *row = &jobs.row[3];
+        if (jobs.status[3] == KVV_ERR_UNSUPPORTED || layer_runs == 0) {
+            kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", false,
+                                  "not run: the engine cannot run kvdirect-layer");
+        } else if ((s = jobs.status[3]) != KVV_OK) {
+            *err = jobs.err[3];
+        } else {
+            kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", !row->bit_equal,
+                                  row->bit_equal ? "logits stayed bit-equal: not detected"
+                                                 : "logits differ (KL max %.3g, token match %.1f%%)",
+                                  row->kl_max, 100 * row->greedy_match);
+        }
+    }
     kvv_policy_run_out_free(&full);
     if (s != KVV_OK) {
         json_decref(arr);
+        json_decref(unsup);
         kvv_check_set_error(r, err);
         return s;
     }
     json_object_set_new(r->details, "runs", arr);
+    json_object_set_new(r->details, "unsupported_runs", unsup);
     json_object_set_new(r->details, "n_ctx", json_integer(n_ctx));
     r->seconds = kvv_now_seconds() - t0;
+    char skipped[64] = "";
+    if (json_array_size(unsup))
+        snprintf(skipped, sizeof skipped, " (%zu unsupported by this engine)",
+                 json_array_size(unsup));
     int missed = kvv_check_controls_missed(r);
     if (equal == runs && missed == 0)
         kvv_check_set_verdict(r, KVV_VERDICT_PASS,
-                              "%d/%d runs bit-equal to full; peak %llu B; recompute %.3g FLOPs",
-                              equal, runs, (unsigned long long)peak, flops);
+                              "%d/%d runs bit-equal to full%s; peak %llu B; recompute %.3g FLOPs",
+                              equal, runs, skipped, (unsigned long long)peak, flops);
     else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d/%d runs bit-equal to full%s", equal, runs,
-                              missed ? "; a control was not detected" : "");
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d/%d runs bit-equal to full%s%s", equal,
+                              runs, skipped, missed ? "; a control was not detected" : "");
         kvv_check_set_message(r, "%s", equal != runs ? "KV-Direct differs from the full cache"
                                                      : "the bf16-checkpoint control was not detected");
     }

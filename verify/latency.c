@@ -362,7 +362,9 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
     if (s == KVV_OK) {
         kvv_engine_opts eo = c->engine;
         eo.n_ctx = p.max_b;
-        s = kvv_engine_open(c->model, &eo, &e, err);
+        s = kvv_check_open_engine(c->model, &eo,
+                                  KVV_ENGINE_CAP_KV_READ | KVV_ENGINE_CAP_KV_FROM_RESIDUAL,
+                                  "latency", &e, err);
     }
     if (s != KVV_OK) {
         kvv_check_set_error(r, err);

@@ -36,7 +36,18 @@ typedef struct {
     bool differs;             /* a logit differed from the full cache's */
     kvv_mismatch first;
     int first_turn;           /* turn (from 1) of that first difference */
+    char unsupported[192];    /* the engine cannot run this policy: why ("" = it can) */
 } conversation;
+
+/* A KV-Direct conversation the engine cannot run stops there, with the
+ * reason; the full cache's cannot (nothing could be compared). */
+static kvv_status conv_unsupported(conversation *cv, int k, kvv_status s, const kvv_error *err)
+{
+    if (s != KVV_ERR_UNSUPPORTED || k == 0)
+        return s;
+    snprintf(cv->unsupported, sizeof cv->unsupported, "%.190s", err->msg);
+    return KVV_OK;
+}
 
 static kvv_status conv_open(const kvv_memory_opts *o, conversation *cv, kvv_policy_kind kind,
                             kvv_ckpt_type ckpt, int budget, int n_ctx, kvv_error *err)
@@ -96,6 +107,8 @@ static kvv_status conv_step(const kvv_memory_opts *o, conversation *cv, int n_co
 {
     int n_vocab = o->check.model->hp.n_vocab;
     for (int k = 0; k < n_conv; k++) {
+        if (cv[k].unsupported[0])
+            continue;
         kvv_status s;
         if (step < 0) {
             for (int i = 0; i < len; i++)
@@ -108,9 +121,9 @@ static kvv_status conv_step(const kvv_memory_opts *o, conversation *cv, int n_co
             s = kvv_policy_forward(cv[k].p, 1, &tok, &ps, NULL, KVV_LOGITS_LAST, cv[k].logits,
                                    err);
         }
-        if (s != KVV_OK)
+        if ((s = conv_unsupported(&cv[k], k, s, err)) != KVV_OK)
             return s;
-        if (k > 0)
+        if (k > 0 && !cv[k].unsupported[0])
             conv_compare(&cv[k], &cv[0], n_vocab, t, step < 0 ? at + len - 1 : at);
     }
     return KVV_OK;
@@ -119,6 +132,8 @@ static kvv_status conv_step(const kvv_memory_opts *o, conversation *cv, int n_co
 static void conv_turn_done(conversation *cv, int n_conv, int t)
 {
     for (int k = 0; k < n_conv; k++) {
+        if (cv[k].unsupported[0])
+            continue;
         kvv_policy_stats st;
         kvv_policy_get_stats(cv[k].p, &st);
         cv[k].bytes[t] = st.bytes_kv + st.bytes_ckpt;
@@ -148,7 +163,8 @@ static kvv_status run_conversations(const kvv_memory_opts *o, int budget, int n_
     int32_t *pos = malloc((size_t)max_len * sizeof *pos);
     kvv_status s = pos ? KVV_OK : kvv_error_set(err, KVV_ERR_NOMEM, "memory: out of memory");
     for (int k = 0; s == KVV_OK && k < n_conv; k++)
-        s = conv_open(o, &cv[k], plan[k].kind, plan[k].ckpt, budget, n_ctx, err);
+        s = conv_unsupported(&cv[k], k, conv_open(o, &cv[k], plan[k].kind, plan[k].ckpt, budget,
+                                                  n_ctx, err), err);
     int at = 0;
     for (int t = 0; s == KVV_OK && t < o->n_turns; t++) {
         s = conv_step(o, cv, n_conv, turns[t], lens[t], at, t, -1, pos, err);
@@ -198,12 +214,12 @@ static void fill_result(const kvv_memory_opts *o, const int *lens, const convers
         m->turn = t + 1;
         m->positions = at;
         m->full_bytes = cv[0].bytes[t];
-        m->kvd_layer_bytes = cv[1].bytes[t];
-        m->kvd_token_bytes = cv[2].bytes[t];
+        m->kvd_layer_bytes = cv[1].unsupported[0] ? 0 : cv[1].bytes[t];
+        m->kvd_token_bytes = cv[2].unsupported[0] ? 0 : cv[2].bytes[t];
     }
     res->peak_full = cv[0].peak;
-    res->peak_layer = cv[1].peak;
-    res->peak_token = cv[2].peak;
+    res->peak_layer = cv[1].unsupported[0] ? 0 : cv[1].peak;
+    res->peak_token = cv[2].unsupported[0] ? 0 : cv[2].peak;
     size_t gb = (size_t)n_gen * sizeof *cv[0].gen;
     res->layer_tokens_equal = memcmp(cv[0].gen, cv[1].gen, gb) == 0;
     res->token_tokens_equal = memcmp(cv[0].gen, cv[2].gen, gb) == 0;
@@ -211,11 +227,21 @@ static void fill_result(const kvv_memory_opts *o, const int *lens, const convers
     res->token_bit_equal = !cv[2].differs;
     res->recomputed_layer = cv[1].recomputed;
     res->recomputed_token = cv[2].recomputed;
+    snprintf(res->layer_unsupported, sizeof res->layer_unsupported, "%s", cv[1].unsupported);
+    snprintf(res->token_unsupported, sizeof res->token_unsupported, "%s", cv[2].unsupported);
+    res->layer_tokens_equal &= !cv[1].unsupported[0];
+    res->token_tokens_equal &= !cv[2].unsupported[0];
 }
 
 static void set_verdict(const kvv_memory_opts *o, const kvv_memory_result *res,
                         const conversation *cv, int n_conv, int n_positions, kvv_check_result *r)
 {
+    if (res->layer_unsupported[0] && res->token_unsupported[0]) { /* neither mode ran */
+        kvv_error e = {.status = KVV_ERR_UNSUPPORTED};
+        snprintf(e.msg, sizeof e.msg, "%s", res->layer_unsupported);
+        kvv_check_set_error(r, &e);
+        return;
+    }
     if (res->recomputed_layer == 0 && res->recomputed_token == 0) {
         kvv_check_set_verdict(r, KVV_VERDICT_SKIPPED,
                               "nothing verified: KV-Direct evicted nothing");
@@ -224,7 +250,7 @@ static void set_verdict(const kvv_memory_opts *o, const kvv_memory_result *res,
                               res->budget, n_positions);
         return; /* the control could not show anything either */
     }
-    if (n_conv > 3)
+    if (n_conv > 3 && !cv[3].unsupported[0])
         kvv_check_add_control(r, "kvdirect-layer with bf16 checkpoints", cv[3].differs,
                               cv[3].differs ? "logits differ from turn %d on"
                                             : "stayed bit-equal over %d turns: not detected",
@@ -232,9 +258,12 @@ static void set_verdict(const kvv_memory_opts *o, const kvv_memory_result *res,
     bool differs = cv[1].differs || cv[2].differs;
     char pass[160], fail[160];
     snprintf(pass, sizeof pass,
-             "peak full %llu B, kvdirect-layer %llu B, kvdirect-token %llu B; bit-equal",
+             "peak full %llu B, kvdirect-layer %llu B, kvdirect-token %llu B; bit-equal%s",
              (unsigned long long)res->peak_full, (unsigned long long)res->peak_layer,
-             (unsigned long long)res->peak_token);
+             (unsigned long long)res->peak_token,
+             res->token_unsupported[0]   ? " (kvdirect-token unsupported by this engine)"
+             : res->layer_unsupported[0] ? " (kvdirect-layer unsupported by this engine)"
+                                         : "");
     snprintf(fail, sizeof fail, "KV-Direct differs from the full cache (%s%s)%s",
              cv[1].differs ? "layer mode" : "",
              cv[1].differs && cv[2].differs ? ", token mode"
@@ -273,6 +302,8 @@ static void result_json(const kvv_memory_result *res, json_t *d)
     json_object_set_new(d, "kvdirect_token_tokens_equal", json_boolean(res->token_tokens_equal));
     json_object_set_new(d, "recomputed_rows_layer", json_integer(res->recomputed_layer));
     json_object_set_new(d, "recomputed_rows_token", json_integer(res->recomputed_token));
+    json_object_set_new(d, "kvdirect_layer_unsupported", json_string(res->layer_unsupported));
+    json_object_set_new(d, "kvdirect_token_unsupported", json_string(res->token_unsupported));
 }
 
 kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_check_result *r,
@@ -340,12 +371,22 @@ void kvv_memory_print(FILE *f, const kvv_memory_result *res)
     }
     fprintf(f, "  peak %24llu %16llu %16llu\n", (unsigned long long)res->peak_full,
             (unsigned long long)res->peak_layer, (unsigned long long)res->peak_token);
+    const char *nl = res->layer_unsupported[0] ? "not run" : NULL;
+    const char *nt = res->token_unsupported[0] ? "not run" : NULL;
     fprintf(f, "  generated tokens identical to the full cache: layer mode %s, token mode %s\n",
-            res->layer_tokens_equal ? "yes" : "NO", res->token_tokens_equal ? "yes" : "NO");
+            nl ? nl : res->layer_tokens_equal ? "yes" : "NO",
+            nt ? nt : res->token_tokens_equal ? "yes" : "NO");
     fprintf(f, "  every logit bit-equal to the full cache's: layer mode %s, token mode %s "
                "(%lld and %lld rows recomputed)\n",
-            res->layer_bit_equal ? "yes" : "NO", res->token_bit_equal ? "yes" : "NO",
-            (long long)res->recomputed_layer, (long long)res->recomputed_token);
+            nl ? nl : res->layer_bit_equal ? "yes" : "NO",
+            nt ? nt : res->token_bit_equal ? "yes" : "NO", (long long)res->recomputed_layer,
+            (long long)res->recomputed_token);
+    if (res->layer_unsupported[0])
+        fprintf(f, "  kvdirect-layer: unsupported by this engine (not run): %s\n",
+                res->layer_unsupported);
+    if (res->token_unsupported[0])
+        fprintf(f, "  kvdirect-token: unsupported by this engine (not run): %s\n",
+                res->token_unsupported);
 }
 
 /* ------------------------------------------------------------ arithmetic */

@@ -53,6 +53,8 @@ typedef struct {
     int budget;
     bool layer_tokens_equal, token_tokens_equal; /* generated tokens identical to full */
     bool layer_bit_equal, token_bit_equal;       /* every logit bit-equal to full's */
+    /* why the engine could not run a mode ("" = it ran): its figures are 0 */
+    char layer_unsupported[192], token_unsupported[192];
     int64_t recomputed_layer, recomputed_token;  /* (token, layer) rows restored */
 } kvv_memory_result;
 

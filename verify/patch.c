@@ -138,7 +138,7 @@ static kvv_status run(patch_ctx *c, kvv_error *err)
     kvv_check_result *r = c->r;
     kvv_engine *e;
     kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
-    kvv_status s = kvv_engine_open(o->model, &eo, &e, err);
+    kvv_status s = kvv_check_open_engine(o->model, &eo, KVV_CHECK_PATCH_NEEDS, "patch", &e, err);
     if (s)
         return s;
     kvv_engine_desc d;

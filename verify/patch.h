@@ -26,6 +26,11 @@
 
 kvv_status kvv_check_patch(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
 
+/* What patch needs from the engine: every position's logits and residuals
+ * it can read and overwrite (else: unsupported by this engine). */
+#define KVV_CHECK_PATCH_NEEDS                                                                \
+    (KVV_ENGINE_CAP_LOGITS_ALL | KVV_ENGINE_CAP_RESIDUAL_READ | KVV_ENGINE_CAP_RESIDUAL_WRITE)
+
 /* Prompt B for prompt A: same length and first token, the rest drawn from
  * seed; guaranteed to differ from A before the last position when n >= 2
  * and n_vocab >= 2. */

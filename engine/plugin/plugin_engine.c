@@ -133,8 +133,9 @@ static kvv_status make_room(kvv_engine *e, int n, const int32_t *pos, kvv_error 
             j++;
         if (j == n || pos[j] != p)
             return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
-                                 "engine %s cannot recompute cached positions from %d without "
-                                 "losing cached position %d (no overwrite capability)",
+                                 "engine %s cannot run positions from %d while it holds position "
+                                 "%d: without the overwrite capability it takes positions after "
+                                 "its cached ones only (evicting the later ones would lose them)",
                                  ps->engine_name, pos[0], p);
         any = 1;
     }
@@ -162,6 +163,20 @@ static void guard_residual(kvv_hook_relay *r, int layer, int n, const int32_t *p
     }
 }
 
+/* A reset of an engine without a mirror: the plugin empties its cache now. */
+static kvv_status clear_if_pending(kvv_plugin_state *ps, kvv_error *err)
+{
+    if (!ps->clear_pending)
+        return KVV_OK;
+    kvv_plugin_error perr;
+    memset(&perr, 0, sizeof perr);
+    int code = ps->lib.t.kv_clear(ps->pe, &perr);
+    if (code)
+        return kvv_plugin_fail(ps, code, "kv_clear", &perr, err);
+    ps->clear_pending = 0;
+    return KVV_OK;
+}
+
 static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                             const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
                             kvv_error *err)
@@ -170,6 +185,8 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
     kvv_status s = check_positions(e, n, pos, err);
     if (!s)
         s = check_call(e, hooks, lm, err);
+    if (!s)
+        s = clear_if_pending(ps, err);
     if (!s)
         s = kvv_plugin_mirror_push(ps, err);
     if (!s)
@@ -247,13 +264,15 @@ static unsigned p_caps(kvv_engine *e)
     return (unsigned)(ps_of(e)->info.caps & KVV_ENGINE_CAP_ALL);
 }
 
-/* Append "label=value; " to buf when value is set. */
-static void add_field(char *buf, size_t size, const char *label, const char *value)
+/* With a mirror the next forward's push sees it empty and clears the
+ * plugin; without one the plugin is told directly, before that forward. */
+static void p_reset(kvv_engine *e)
 {
-    size_t len = strlen(buf);
-    if (value[0] && len + 1 < size &&
-        snprintf(buf + len, size - len, "%s%s%s", len ? "; " : "", label, value) < 0)
-        buf[len] = '\0';
+    kvv_plugin_state *ps = ps_of(e);
+    if (ps->mirror)
+        kvv_kv_cache_clear(ps->mirror);
+    else
+        ps->clear_pending = 1;
 }
 
 static void p_describe(kvv_engine *e, kvv_engine_desc *d)
@@ -281,13 +300,7 @@ static void p_describe(kvv_engine *e, kvv_engine_desc *d)
     snprintf(d->device, sizeof d->device, "%s", pd.device);
     snprintf(d->variant, sizeof d->variant, "%s", pd.variant);
     snprintf(d->flash_attn, sizeof d->flash_attn, "%s", pd.flash_attn);
-    /* Reports print `kernels`; carry the plugin's identity in it too. */
-    d->kernels[0] = '\0';
-    add_field(d->kernels, sizeof d->kernels, "", pd.version);
-    add_field(d->kernels, sizeof d->kernels, "device=", pd.device);
-    add_field(d->kernels, sizeof d->kernels, "variant=", pd.variant);
-    add_field(d->kernels, sizeof d->kernels, "fa=", pd.flash_attn);
-    add_field(d->kernels, sizeof d->kernels, "", pd.kernels);
+    snprintf(d->kernels, sizeof d->kernels, "%s", pd.kernels);
 }
 
 static const kvv_engine_vtable plugin_vtable = {
@@ -298,6 +311,8 @@ static const kvv_engine_vtable plugin_vtable = {
     .describe = p_describe,
     .caps = p_caps,
     .worker_cpu_seconds = p_worker_cpu_seconds,
+    .reset = p_reset,
+    .serial = true,
 };
 
 /* ------------------------------------------------------------ open */

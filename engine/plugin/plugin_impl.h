@@ -27,6 +27,8 @@ typedef struct {
     kvv_kv_cache *shadow;      /* the plugin's cache as last agreed with the mirror */
     float *scratch;            /* [n_ctx][n_embd] residual copy (no RESIDUAL_WRITE) */
     int violated_layer;        /* >= 0: a hook wrote a residual the plugin cannot take */
+    int clear_pending;         /* kvv_engine_reset without a mirror: kv_clear before the
+                                  next forward */
 } kvv_plugin_state;
 
 /* dlopen path, check the entry and its table. Errors: KVV_ERR_IO (dlopen,

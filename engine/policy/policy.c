@@ -6,6 +6,7 @@
  */
 #include "engine/policy/policy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,7 +286,6 @@ static void hook_select(void *user, int layer, int qpos, int head, const float *
 
 /* ------------------------------------------------------------ open/close */
 
-
 /* What the policy allocates for p's cache, checked before it does: the
  * score table, and for KV-Direct the residual checkpoints and the restore
  * scratch. */
@@ -307,12 +307,44 @@ static kvv_status plan_check(const kvv_policy *p, const kvv_kv_cache *c, kvv_err
     return kvv_mem_plan_check(&plan, err);
 }
 
+unsigned kvv_policy_needs(kvv_policy_kind kind)
+{
+    unsigned n = KVV_ENGINE_CAP_KV_READ;
+    switch (kind) {
+    case KVV_POLICY_FULL: break;
+    case KVV_POLICY_WINDOW:
+    case KVV_POLICY_STREAMING: n |= KVV_ENGINE_CAP_KV_EVICT; break;
+    case KVV_POLICY_STREAMING_REINDEX: n |= KVV_ENGINE_CAP_KV_EVICT | KVV_ENGINE_CAP_KV_WRITE; break;
+    case KVV_POLICY_H2O:
+    case KVV_POLICY_TOVA:
+    case KVV_POLICY_SNAPKV:
+    case KVV_POLICY_PYRAMIDKV: n |= KVV_ENGINE_CAP_ATTN | KVV_ENGINE_CAP_KV_EVICT_HEAD; break;
+    case KVV_POLICY_KNORM: n |= KVV_ENGINE_CAP_KV_EVICT_HEAD; break;
+    case KVV_POLICY_QUEST: n |= KVV_ENGINE_CAP_SELECT; break;
+    case KVV_POLICY_KVDIRECT_LAYER:
+        n |= KVV_ENGINE_CAP_RESIDUAL_READ | KVV_ENGINE_CAP_KV_FROM_RESIDUAL |
+             KVV_ENGINE_CAP_KV_WRITE;
+        break;
+    case KVV_POLICY_KVDIRECT_TOKEN:
+        n |= KVV_ENGINE_CAP_RESIDUAL_READ | KVV_ENGINE_CAP_RESIDUAL_WRITE |
+             KVV_ENGINE_CAP_KV_EVICT;
+        break;
+    case KVV_POLICY_COUNT: break;
+    }
+    return n;
+}
+
 kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy **out,
                            kvv_error *err)
 {
     *out = NULL;
     if ((unsigned)cfg->kind >= KVV_POLICY_COUNT)
         return kvv_error_set(err, KVV_ERR_USAGE, "policy: unknown kind %d", (int)cfg->kind);
+    char what[48];
+    snprintf(what, sizeof what, "policy %s", kvv_policy_name(cfg->kind));
+    kvv_status need = kvv_engine_require(e, kvv_policy_needs(cfg->kind), what, err);
+    if (need)
+        return need;
     if (cfg->budget < 1)
         return kvv_error_set(err, KVV_ERR_USAGE, "policy %s: budget %d must be at least 1",
                              kvv_policy_name(cfg->kind), cfg->budget);
@@ -723,12 +755,13 @@ kvv_status kvv_policy_forward(kvv_policy *p, int n, const int32_t *tokens, const
         for (int i = 0; i < n; i++)
             p->tokens[pos[i]] = tokens[i];
     kvv_policy_kind k0 = p->cfg.kind;
+    /* Only the hooks someone reads: an engine may lack the others. */
     kvv_hooks h = {
         .user = p,
-        .residual = hook_residual,
-        .kv = hook_kv,
+        .residual = kvv_policy_is_kvdirect(k0) || (user && user->residual) ? hook_residual : NULL,
+        .kv = user && user->kv ? hook_kv : NULL,
         .attn = hook_attn,
-        .attn_out = hook_attn_out,
+        .attn_out = user && user->attn_out ? hook_attn_out : NULL,
         .select = (k0 == KVV_POLICY_QUEST || (user && user->select)) ? hook_select : NULL,
     };
     /* Attention probabilities cost a copy per query: ask only when scored. */

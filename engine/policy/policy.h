@@ -118,8 +118,19 @@ typedef struct {
 
 typedef struct kvv_policy kvv_policy;
 
+/* What a policy of this kind needs from the engine (KVV_ENGINE_CAP_*): the
+ * cache read back (every policy keeps its accounting on the host cache),
+ * evicting whole positions (window, streaming, kvdirect-token), per-entry
+ * eviction (per-head and per-layer policies: h2o, tova, snapkv, pyramidkv,
+ * knorm), attention probabilities (the scored ones), key selection (quest),
+ * residuals read — and written, for kvdirect-token's restore — and K/V
+ * recomputed and written back (kvdirect-layer, streaming-reindex). */
+unsigned kvv_policy_needs(kvv_policy_kind kind);
+
 /* e is borrowed and must outlive the policy; its cache must be empty.
- * KVV_ERR_USAGE for a bad configuration (budget < 1, even kernel, ...). */
+ * KVV_ERR_USAGE for a bad configuration (budget < 1, even kernel, ...);
+ * KVV_ERR_UNSUPPORTED when the engine lacks what kvv_policy_needs names
+ * (the message names the capabilities and the policy). */
 kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy **out,
                            kvv_error *err);
 void kvv_policy_close(kvv_policy *p); /* accepts NULL */

@@ -271,8 +271,12 @@ typedef struct {
     void *user;
     /* Residual stream ENTERING layer `layer` (layer 0 = the scaled token
      * embeddings), h [n][n_embd]. Also called with layer == n_layer for the
-     * final residual before the output norm. With CAP_RESIDUAL_WRITE the hook
-     * may overwrite h, and the pass must continue from the new values. */
+     * final residual before the output norm; an engine that computes it only
+     * for the rows whose logits the call asks for (llama.cpp) passes just
+     * those rows there (n and pos say which) rather than compute more than
+     * the caller's call would: observing must not change a bit. With
+     * CAP_RESIDUAL_WRITE the hook may overwrite h, and the pass must
+     * continue from the new values. */
     void (*residual)(void *user, int layer, int n, const int32_t *pos, float *h);
     /* K and V exactly as the cache stores them (after q/k norm, RoPE and
      * rounding to the cache dtype), widened to float:

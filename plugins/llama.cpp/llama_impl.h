@@ -1,7 +1,9 @@
 /*
  * llama_impl.h — private to plugins/llama.cpp/: the engine state shared by
  * the plugin table (llama_plugin.c), the graph callback and passes
- * (llama_eval.c) and the cache read-back (llama_state.c).
+ * (llama_eval.c), the cache read-back through llama.cpp's serialization
+ * (llama_state.c) and the cache as tensors: cells, in-place writes, the
+ * split sliding-window cache (llama_cells.c).
  */
 #ifndef KVV_LP_IMPL_H
 #define KVV_LP_IMPL_H
@@ -15,7 +17,8 @@
 /* What the graph callback does during one llama_decode. */
 typedef enum {
     LP_PASS_FORWARD,   /* hooks of kvverify's forward */
-    LP_PASS_SCRATCH    /* kv_from_residual: inject h, capture K/V, stop */
+    LP_PASS_SCRATCH,   /* kv_from_residual: inject h, capture K/V, stop */
+    LP_PASS_PROBE      /* open: one token through the scratch context, to see the graph */
 } lp_pass_kind;
 
 typedef struct {
@@ -30,9 +33,32 @@ typedef struct {
     float *k, *v;                    /* SCRATCH: [n][kd], [n][vd] out */
     int captured;                    /* SCRATCH: rows of K/V captured */
     int k_layer, v_layer;            /* layer whose K / V of this micro-batch are held, or -1 */
+    int n_ubs;                       /* micro-batches seen; ub_start[] holds where each began */
+    struct ggml_tensor *sk, *sv;     /* SCRATCH off the CPU: the layer's cache tensors */
+    bool sv_trans;
     int status;                      /* first error inside the callback (KVV_PLUGIN_ERR_*) */
     char msg[256];
 } lp_pass;
+
+/* Where llama.cpp keeps each position: the cache tensors of every layer, as
+ * the graph's cache writes name them, and the cell each position was
+ * written to (read from the index tensor of every forward's cache writes).
+ * A cell holds one position of every layer of its cache; a model with a
+ * split sliding-window cache (gemma2, gemma3) has two caches with cells of
+ * their own, so the maps are per layer. */
+typedef struct {
+    struct ggml_tensor **k, **v;     /* [n_layer] the cache tensors (NULL until seen) */
+    uint8_t *v_trans;                /* [n_layer] V stored element-major (flash attention off) */
+    int32_t *cell;                   /* [n_layer][n_ctx] position -> cell, -1 = none */
+    int32_t **pos_of;                /* [n_layer] -> [n_cells] cell -> position, -1 = free */
+    int *n_cells;                    /* [n_layer] cells of the layer's cache */
+    uint8_t *buf;                    /* one layer's K or V tensor, read for kv_read */
+    size_t buf_cap;
+    uint8_t **kw, **vw;              /* [n_layer] a layer's K / V tensor being written
+                                        (kv_write), NULL = none pending */
+    uint8_t **dirty;                 /* [n_layer] -> [n_cells] cells written since */
+    int n_layer;                     /* of the arrays above */
+} lp_cells;
 
 /* The cache as llama_state_seq_get_data serializes it, indexed. */
 typedef struct {
@@ -68,11 +94,24 @@ struct kvv_plugin_engine {
     const char *layer0_name;         /* the node holding the residual entering layer 0 */
     uint64_t gen;                    /* bumps whenever the cache may have changed */
     lp_pass pass;                    /* the callback's state during a decode */
+    lp_cells cells;                  /* the cache tensors and the cell of every position */
+    bool split_cache;                /* a sliding-window cache beside the full one */
+    bool on_cpu;                     /* the CPU backend: cache-write nodes are observed where
+                                        they write, and kv_from_residual stops the graph once
+                                        it has its layer. Elsewhere (ggml-vulkan over
+                                        lavapipe) the graph is never split after a V write
+                                        nor cut short — both corrupted or crashed it — and
+                                        K/V are read from the cache tensors after the decode */
+    int *ub_start;                   /* [n_ctx] first token of each micro-batch of a call */
+    int64_t *scratch_cells;          /* [n_ctx] cells kv_from_residual's rows went to */
     float *rows;                     /* [n_ubatch][max(n_embd, kd, vd, n_head*hd_v)] scratch */
     float *krows, *vrows;            /* [n_ubatch][kd|vd] one layer's K and V, held until
                                         both were written (backends order them differently) */
     uint8_t *cache_bytes;            /* one layer's cache tensor, read in the callback */
     size_t cache_bytes_cap;
+    float *attn;                     /* kq_soft_max read back, then the hook's rows */
+    size_t attn_cap;                 /* floats */
+    int32_t *key_pos;                /* [n_ctx] the attention hook's keys */
     lp_state state;
 };
 
@@ -84,11 +123,40 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
                const kvv_plugin_hooks *hooks, int lm, float *logits, kvv_plugin_error *err);
 int lp_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
                         const int32_t *pos, float *k, float *v, kvv_plugin_error *err);
+/* One token through the scratch context, watching nothing: sets fa_seen
+ * (what flash_attn=auto chose). */
+int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err);
 
-/* The cache read back through llama_state_seq_get_data (llama_state.c). */
+/* The cache read back (llama_state.c): through llama_state_seq_get_data, or
+ * for a split cache through the cache tensors (lp_cells_read). */
 int lp_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
                uint8_t *present, kvv_plugin_error *err);
 void lp_state_free(lp_state *s);
+
+/* The cache as tensors (llama_cells.c). lp_cells_init sizes the maps (all
+ * empty); lp_cells_seen records layer's cache tensors from a cache write
+ * node (SET_ROWS) met in the graph; lp_cells_store records that the ub
+ * rows at positions pos[] of layer went to cells cell[]; lp_cells_forget
+ * drops position pos (-1: every position) from every layer. */
+int lp_cells_init(kvv_plugin_engine *e);
+void lp_cells_free(lp_cells *c);
+void lp_cells_seen(kvv_plugin_engine *e, const struct ggml_tensor *t, int layer, bool is_k);
+void lp_cells_store(kvv_plugin_engine *e, int layer, int ub, const int32_t *pos,
+                    const int64_t *cell);
+void lp_cells_forget(kvv_plugin_engine *e, int pos);
+/* kv_write: one position's K and V rows (cache dtype) written in place into
+ * the cell llama.cpp holds it in; UNSUPPORTED when it holds none. Writes
+ * gather in a host copy of the layer's tensors, sent by lp_cells_flush (the
+ * written rows; element-major V as a whole tensor: one transfer, not one
+ * per element), which every call that reads or changes the cache runs
+ * first. */
+int lp_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
+                kvv_plugin_error *err);
+void lp_cells_flush(kvv_plugin_engine *e);
+/* kv_read from the cache tensors (what a split cache needs: its
+ * serialization leaves sliding-window-masked cells out). */
+int lp_cells_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
+                  uint8_t *present, kvv_plugin_error *err);
 
 /* printf into err->msg; @return code. */
 int lp_fail(kvv_plugin_error *err, int code, const char *fmt, ...)

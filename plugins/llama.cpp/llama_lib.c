@@ -100,6 +100,7 @@ static int load(lp_lib *lib, char *msg, size_t size)
     LP_SYM(llama_memory_clear); LP_SYM(llama_memory_seq_rm); LP_SYM(llama_memory_seq_pos_max);
     LP_SYM(llama_state_seq_get_size); LP_SYM(llama_state_seq_get_data);
     LP_SYM(llama_batch_init); LP_SYM(llama_batch_free); LP_SYM(llama_decode);
+    LP_SYM(llama_synchronize);
     LP_SYM(llama_get_logits_ith); LP_SYM(llama_n_threads); LP_SYM(llama_print_system_info);
     LP_SYM(ggml_version); LP_SYM(ggml_commit); LP_SYM(ggml_nbytes); LP_SYM(ggml_nelements);
     LP_SYM(ggml_fp16_to_fp32_row); LP_SYM(ggml_bf16_to_fp32_row);

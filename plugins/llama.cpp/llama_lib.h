@@ -57,6 +57,7 @@ typedef struct {
     LP_FN(llama_batch_init);
     LP_FN(llama_batch_free);
     LP_FN(llama_decode);
+    LP_FN(llama_synchronize);
     LP_FN(llama_get_logits_ith);
     LP_FN(llama_n_threads);
     LP_FN(llama_print_system_info);

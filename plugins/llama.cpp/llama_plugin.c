@@ -22,14 +22,20 @@
  *                           else the one this plugin was built with)
  *   verbose=0|1             print llama.cpp's log on stderr
  *
- * Not offered (and why): attention probabilities and key selection (with
- * flash attention the softmax is never materialized; without it the
- * cells->positions remap is not written yet), per-head eviction and cache
- * writes (llama.cpp's cache cells are per position over all layers;
- * llama_state_seq_set_data could rebuild them — not written yet),
- * overwriting a cached position in place (llama.cpp continues a sequence at
- * its last position + 1; the host evicts the tail first instead), kv-read
- * for models with a split sliding-window cache (gemma2, gemma3).
+ * Offered beyond the hooks: cache read-back (llama_state.c; for a split
+ * sliding-window cache through the cache tensors, llama_cells.c), cache
+ * writes in place (llama_cells.c), evicting whole positions, attention
+ * probabilities when flash attention is off (kq_soft_max, cells turned into
+ * positions).
+ *
+ * Not offered (and why): attention probabilities with flash attention on
+ * (the softmax is never materialized), key selection (it would mean writing
+ * -inf into kq per head and query before the softmax; not written),
+ * per-(layer, head) eviction (llama.cpp's cells are per position over every
+ * layer and head of a cache), writing a position llama.cpp does not hold
+ * (cells are made by decoding; see llama_cells.c), overwriting a cached
+ * position by a forward (llama.cpp continues a sequence at its last
+ * position + 1; the host evicts the tail first instead).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -163,6 +169,11 @@ static void lp_close(kvv_plugin_engine *e)
             e->lib->llama_model_free(e->model);
     }
     lp_state_free(&e->state);
+    lp_cells_free(&e->cells);
+    free(e->attn);
+    free(e->key_pos);
+    free(e->ub_start);
+    free(e->scratch_cells);
     free(e->rows);
     free(e->krows);
     free(e->vrows);
@@ -280,9 +291,13 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->rows = malloc((size_t)e->n_ubatch * width * sizeof *e->rows);
     e->krows = malloc((size_t)e->n_ubatch * e->kd * sizeof *e->krows);
     e->vrows = malloc((size_t)e->n_ubatch * e->vd * sizeof *e->vrows);
+    e->key_pos = malloc((size_t)e->n_ctx * sizeof *e->key_pos);
+    e->ub_start = malloc((size_t)e->n_ctx * sizeof *e->ub_start);
+    e->scratch_cells = malloc((size_t)e->n_ctx * sizeof *e->scratch_cells);
     if (e->ctx)
         e->batch = e->lib->llama_batch_init(e->n_ctx, 0, 1);
-    if (!e->ctx || !e->scratch || !e->rows || !e->krows || !e->vrows || !e->batch.token) {
+    if (!e->ctx || !e->scratch || !e->rows || !e->krows || !e->vrows || !e->batch.token ||
+        !e->key_pos || !e->ub_start || !e->scratch_cells || lp_cells_init(e)) {
         code = lp_fail(err, e->ctx ? KVV_PLUGIN_ERR_NOMEM : KVV_PLUGIN_ERR_INTERNAL,
                        "llama.cpp cannot create a context for %s (%d positions, %s cache)%s%s",
                        p->model_path, p->n_ctx, p->cache_type == 0 ? "f32" : p->cache_type == 1 ? "f16" : "bf16",
@@ -291,11 +306,20 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
         return code;
     }
     e->caps = KVV_PLUGIN_CAP_LOGITS_ALL | KVV_PLUGIN_CAP_RESIDUAL_READ |
-              KVV_PLUGIN_CAP_RESIDUAL_WRITE | KVV_PLUGIN_CAP_KV_HOOK |
+              KVV_PLUGIN_CAP_RESIDUAL_WRITE | KVV_PLUGIN_CAP_KV_HOOK | KVV_PLUGIN_CAP_KV_READ |
               KVV_PLUGIN_CAP_KV_FROM_RESIDUAL | KVV_PLUGIN_CAP_ATTN_OUT |
-              KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_THREADS | KVV_PLUGIN_CAP_UBATCH;
-    if (e->lib->llama_model_n_swa(e->model) == 0)
-        e->caps |= KVV_PLUGIN_CAP_KV_READ;
+              KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_KV_WRITE | KVV_PLUGIN_CAP_THREADS |
+              KVV_PLUGIN_CAP_UBATCH;
+    /* the softmax exists as a node only without flash attention; what auto
+     * chose shows in the graph of one token */
+    if ((code = lp_probe(e, err))) {
+        lp_close(e);
+        return code;
+    }
+    if (e->fa_seen == 0)
+        e->caps |= KVV_PLUGIN_CAP_ATTN;
+    e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
+    e->on_cpu = dev == NULL;
     info->caps = e->caps;
     info->n_layer = e->n_layer;
     info->n_embd = e->n_embd;
@@ -318,7 +342,9 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
 static int lp_kv_clear(kvv_plugin_engine *e, kvv_plugin_error *err)
 {
     (void)err;
+    lp_cells_flush(e);
     e->lib->llama_memory_clear(e->lib->llama_get_memory(e->ctx), true);
+    lp_cells_forget(e, -1);
     e->gen++;
     return KVV_PLUGIN_OK;
 }
@@ -329,9 +355,11 @@ static int lp_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_p
         return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
                        "kv_evict: llama.cpp's cache cells span every layer and head");
     e->gen++;
+    lp_cells_flush(e);
     if (!e->lib->llama_memory_seq_rm(e->lib->llama_get_memory(e->ctx), 0, pos, pos + 1))
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "kv_evict: llama_memory_seq_rm(%d) failed",
                        pos);
+    lp_cells_forget(e, pos);
     return KVV_PLUGIN_OK;
 }
 
@@ -376,8 +404,8 @@ static void lp_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
     /* the build flags that decide kernels: "LLAMAFILE = 1 | REPACK = 1 ..." */
     const char *sys = L->llama_print_system_info();
     const char *lf = strstr(sys, "LLAMAFILE"), *rp = strstr(sys, "REPACK");
-    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d n_ubatch=%d",
-             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts, e->n_ubatch);
+    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d",
+             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts);
 }
 
 static const kvv_plugin_table llama_table = {
@@ -400,6 +428,7 @@ static const kvv_plugin_table llama_table = {
     .kv_from_residual = lp_kv_from_residual,
     .kv_read = lp_kv_read,
     .kv_evict = lp_kv_evict,
+    .kv_write = lp_kv_write,
 };
 
 KVV_PLUGIN_EXPORT const kvv_plugin_table *kvv_plugin_entry(void)

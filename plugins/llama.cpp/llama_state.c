@@ -18,7 +18,9 @@
  *                             n_embd_v_gqa x cell_count elements }
  *
  * Models whose cache is split in two (sliding-window ones: gemma2, gemma3)
- * serialize two such blobs; the plugin does not declare kv-read for them.
+ * serialize two such blobs, without saying which layers each holds, and
+ * leave the window-masked cells out: their cache is read from the cache
+ * tensors instead (lp_cells_read, llama_cells.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,9 @@ int lp_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *
     if (layer < 0 || layer >= e->n_layer || pos0 < 0 || n < 1 || pos0 + n > e->n_ctx)
         return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "kv_read: layer %d positions %d..%d", layer,
                        pos0, pos0 + n - 1);
+    lp_cells_flush(e);
+    if (e->split_cache)
+        return lp_cells_read(e, layer, pos0, n, k, v, present, err);
     int code = refresh(e, err);
     if (code)
         return code;

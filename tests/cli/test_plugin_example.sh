@@ -52,10 +52,12 @@ models="$M"
 S=${KVV_SHARED:-../shared}/models/stories260K-f32.gguf
 if [ -r "$S" ]; then models="$models $S"; else echo "SKIP: $S not found (synthetic model only)"; fi
 
+# (without micro-batches: the reference has none, so invariance would have
+# rows the reference's report lacks; those are checked below)
 for m in $models; do
     for c in kv patch greedy invariance audit; do
         "$KVV" $c "$m" --json "$T/ref.json" -q >/dev/null 2>&1; a=$?
-        "$KVV" $c "$m" --engine "$P" --json "$T/plug.json" -q >/dev/null 2>&1; b=$?
+        "$KVV" $c "$m" --engine "$P" --engine-opt without=ubatch --json "$T/plug.json" -q >/dev/null 2>&1; b=$?
         if [ $a -ne 0 ] || [ $b -ne 0 ]; then
             fail "$c ${m##*/}: exit ref $a, plugin $b"
         elif figures "$T/ref.json" > "$T/ref.fig" && figures "$T/plug.json" > "$T/plug.fig" &&
@@ -71,6 +73,11 @@ done
 # reference is bit-equal; the reference itself is compared with the cpu engine
 expect 0 "compare +PASS .*ref vs example: logits rel 0 " "$KVV" audit "$M" --engine "$P" --checks compare
 expect 0 "compare +PASS .*ref vs cpu: " "$KVV" audit "$M" --checks compare
+# an engine with micro-batches: invariance compares 1, 2, 7 and all
+"$KVV" invariance "$M" --engine "$P" --json "$T/ub.json" -q >/dev/null 2>&1; rc=$?
+ub=$(jq -c '.checks[0].details.ubatch_sizes' "$T/ub.json")
+[ $rc -eq 0 ] && [ "$ub" = "[1,2,7]" ] && ok "invariance over micro-batches $ub: pass" ||
+    fail "invariance over micro-batches: exit $rc, sizes $ub"
 
 # every shipped golden vector through the plugin
 . vectors/golden.sh
@@ -94,6 +101,23 @@ expect 0 "all checks passed" "$KVV" kv "$M" --engine example -q
 printf 'by-name model=llama.gguf engine=example checks=kv,patch,greedy,invariance tokens=8\n' > "$T/m.txt" # beside the model
 expect 0 "4 passed, 0 failed" "$KVV" suite "$T/m.txt"
 
+# manifest keys for plugins: a plugin path of any length relative to the
+# manifest, its options (a fault the check must find), device, micro-batches
+mkdir -p "$T/a-plugin-folder-with-a-long-name"
+cp "$O/plugins/example.so" "$T/a-plugin-folder-with-a-long-name/example-plugin.so"
+cat > "$T/p.txt" <<EOF
+path   model=llama.gguf engine=plugin:a-plugin-folder-with-a-long-name/example-plugin.so device=cpu ubatch=3 checks=kv,invariance tokens=8
+fault  model=llama.gguf engine=example engine-opt=native_controls=0 engine-opt=fault=recompute checks=kv tokens=8
+EOF
+"$KVV" suite "$T/p.txt" --json "$T/p.json" >/dev/null 2>&1
+if [ "$(jq -c '[.results[] | [.case, .result.verdict, .result.engine.n_ubatch]]' "$T/p.json")" = \
+     '[["path","pass",3],["path","pass",3],["fault","fail",0]]' ] &&
+   jq -e '.results[2].engine_opts == ["native_controls=0", "fault=recompute"]' "$T/p.json" >/dev/null; then
+    ok "suite: plugin path, device, ubatch and engine options reach the plugin"
+else
+    fail "suite with plugin keys: $(jq -c '[.results[] | [.case, .result.verdict, .result.engine.n_ubatch, .engine_opts]]' "$T/p.json")"
+fi
+
 # a wrong plugin is caught; host-planted controls still fire
 expect 1 "recomputed K/V elements differ" "$KVV" kv "$M" --engine "$P" --engine-opt fault=recompute -q
 expect 1 "kv hook != cache" "$KVV" kv "$M" --engine "$P" --engine-opt fault=kv-read -q
@@ -113,6 +137,17 @@ done
 # a capability left out: unsupported, not passed
 expect 77 "does not offer kv-from-residual" "$KVV" kv "$M" --engine "$P" --engine-opt without=kv-from-residual
 expect 77 "does not offer residual-write" "$KVV" patch "$M" --engine "$P" --engine-opt without=residual-write
+
+# the audit: exit 0 when every check that could run passed, the others
+# listed as unsupported (console, JSON, JUnit <skipped message>); 77 when none could
+expect 0 "every check that could run passed \(1 unsupported by this engine\)" \
+    "$KVV" audit "$M" --engine "$P" --engine-opt without=kv-read --checks kv,patch --junit "$T/u.xml" --json "$T/u.json"
+grep -q '<skipped message="engine plugin:[^"]* does not offer kv-read (needed by kv)"' "$T/u.xml" &&
+    jq -e '.exit_code == 0 and .checks[0].unsupported and .checks[0].verdict == "skipped"
+           and .checks[1].verdict == "pass"' "$T/u.json" >/dev/null &&
+    ok "unsupported: JUnit <skipped message>, JSON unsupported" || fail "unsupported in JUnit/JSON"
+expect 77 "nothing could be checked" "$KVV" audit "$M" --engine "$P" \
+    --engine-opt without=kv-read,residual-write --checks kv,patch
 
 # refused
 expect 2 "speaks plugin ABI 2.0, this kvverify speaks 1.0" "$KVV" kv "$M" --engine "plugin:$O/tests/plugins/bad_abi.so"

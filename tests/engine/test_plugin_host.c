@@ -149,8 +149,10 @@ static void test_capabilities(void **state)
     kvv_engine_opts o = kvv_engine_opts_default();
     kvv_engine *ref;
     assert_int_equal(kvv_engine_open(f.m, &o, &ref, &err), KVV_OK);
-    assert_int_equal(kvv_engine_caps(ref), KVV_ENGINE_CAP_ALL);
-    assert_int_equal(kvv_engine_require(ref, KVV_ENGINE_CAP_ALL, "everything", &err), KVV_OK);
+    assert_int_equal(kvv_engine_caps(ref), KVV_ENGINE_CAP_BUILTIN);
+    assert_int_equal(kvv_engine_require(ref, KVV_ENGINE_CAP_BUILTIN, "everything", &err), KVV_OK);
+    expect_status(kvv_engine_require(ref, KVV_ENGINE_CAP_UBATCH, "micro-batches", &err), &err,
+                  KVV_ERR_UNSUPPORTED, "engine ref does not offer ubatch (needed by micro-batches)");
     kvv_engine_close(ref);
     assert_int_equal(kvv_engine_caps(NULL), 0);
 
@@ -212,7 +214,7 @@ static void test_capabilities(void **state)
     assert_int_equal(kvv_engine_forward(e, 6, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err), KVV_OK);
     assert_int_equal(kvv_engine_forward(e, 2, tok, pos + 4, NULL, KVV_LOGITS_LAST, logits, &err), KVV_OK);
     expect_status(kvv_engine_forward(e, 1, tok, pos + 2, NULL, KVV_LOGITS_LAST, logits, &err), &err,
-                  KVV_ERR_UNSUPPORTED, "without losing cached position 3");
+                  KVV_ERR_UNSUPPORTED, "while it holds position 3");
     kvv_engine_close(e);
     e = open_example(&f, "without=overwrite,kv-evict", 0);
     assert_int_equal(kvv_engine_forward(e, 6, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err), KVV_OK);

@@ -278,7 +278,16 @@ static void test_exit_codes(void **state)
     assert_int_equal(kvv_report_exit_code(&rep), KVV_EXIT_PASS);
     kvv_check_result *b = kvv_report_add(&rep, "b");
     assert_int_equal(b->verdict, KVV_VERDICT_SKIPPED);
-    assert_int_equal(kvv_report_exit_code(&rep), KVV_EXIT_NOTHING);
+    /* a check that could not run beside one that passed: 0 (issue 15) */
+    kvv_error u = {.status = KVV_ERR_UNSUPPORTED};
+    snprintf(u.msg, sizeof u.msg, "engine x does not offer kv-write (needed by b)");
+    kvv_check_set_error(b, &u);
+    assert_true(b->unsupported);
+    assert_string_equal(b->key_figure, "unsupported by this engine");
+    assert_int_equal(kvv_report_exit_code(&rep), KVV_EXIT_PASS);
+    kvv_check_set_verdict(a, KVV_VERDICT_SKIPPED, "unsupported by this engine");
+    assert_int_equal(kvv_report_exit_code(&rep), KVV_EXIT_NOTHING); /* none could run */
+    kvv_check_set_verdict(a, KVV_VERDICT_PASS, "ok");
     kvv_error e = {.status = KVV_ERR_NOMEM};
     snprintf(e.msg, sizeof e.msg, "out of memory");
     kvv_check_set_error(&rep.checks[1], &e);

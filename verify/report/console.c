@@ -14,8 +14,11 @@ static void upper(char *dst, size_t size, const char *s)
 
 static void print_engine(FILE *f, const kvv_engine_desc *d)
 {
+    char id[400];
     fprintf(f, "engine  %s (%s), cache %s, %d thread%s%s%s\n", d->name, d->mode, d->cache_type,
             d->n_threads, d->n_threads == 1 ? "" : "s", d->kernels[0] ? ", " : "", d->kernels);
+    if (kvv_engine_desc_identity(d, id, sizeof id)[0])
+        fprintf(f, "        %s\n", id);
 }
 
 void kvv_check_print_rows(FILE *f, const kvv_check_result *r)
@@ -99,13 +102,19 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
         upper(v, sizeof v, kvv_verdict_name(r->verdict));
         fprintf(f, "%-12s %-8s %8.2fs  %s\n", r->name, v, r->seconds, r->key_figure);
     }
-    int code = kvv_report_exit_code(rep);
-    fprintf(f, "%s in %.2fs\n",
-            code == KVV_EXIT_PASS   ? "all checks passed"
-            : code == KVV_EXIT_FAIL ? "FAILED"
-            : code == KVV_EXIT_NOTHING ? "nothing could be checked"
-                                       : "ERROR: a check could not run",
-            rep->seconds);
+    int code = kvv_report_exit_code(rep), n_skipped = 0;
+    for (int i = 0; i < rep->n_checks; i++)
+        n_skipped += rep->checks[i].verdict == KVV_VERDICT_SKIPPED;
+    if (code == KVV_EXIT_PASS && n_skipped)
+        fprintf(f, "every check that could run passed (%d unsupported by this engine) in %.2fs\n",
+                n_skipped, rep->seconds);
+    else
+        fprintf(f, "%s in %.2fs\n",
+                code == KVV_EXIT_PASS   ? "all checks passed"
+                : code == KVV_EXIT_FAIL ? "FAILED"
+                : code == KVV_EXIT_NOTHING ? "nothing could be checked"
+                                           : "ERROR: a check could not run",
+                rep->seconds);
     bool any = false;
     for (int i = 0; i < rep->n_checks; i++) {
         const kvv_check_result *r = &rep->checks[i];

@@ -37,9 +37,18 @@ static json_t *jfloat_value(float x)
 
 json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d)
 {
-    return json_pack("{s:s, s:s, s:s, s:i, s:I, s:s}", "name", d->name, "mode", d->mode,
-                     "cache_type", d->cache_type, "n_threads", d->n_threads, "control",
-                     (json_int_t)d->control, "kernels", d->kernels);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:s}", "name", d->name, "mode", d->mode,
+                          "cache_type", d->cache_type, "n_threads", d->n_threads, "control",
+                          (json_int_t)d->control, "kernels", d->kernels);
+    if (!o)
+        return NULL;
+    /* what a plugin reports ("" / 0 for the built-in engines) */
+    json_object_set_new(o, "version", json_string(d->version));
+    json_object_set_new(o, "device", json_string(d->device));
+    json_object_set_new(o, "variant", json_string(d->variant));
+    json_object_set_new(o, "flash_attn", json_string(d->flash_attn));
+    json_object_set_new(o, "n_ubatch", json_integer(d->n_ubatch));
+    return o;
 }
 
 json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
@@ -76,6 +85,7 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
                           "message", kvv_check_message(r), "seconds", jnum(r->seconds));
     if (!o)
         return NULL;
+    json_object_set_new(o, "unsupported", json_boolean(r->unsupported));
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
                                                    : json_null());
     json_object_set_new(o, "first_mismatch",

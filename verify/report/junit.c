@@ -135,18 +135,25 @@ kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_e
 
     kvv_sbuf b = {0};
     kvv_junit_begin(&b, "kvverify", rep->started, &t);
-    char seed[32], eng[320] = "", work[512];
+    char seed[32], eng[320] = "", ub[16], work[512];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)rep->seed);
-    const char *props[12] = {"model", rep->model_path, "sha256", rep->model_sha256,
+    const char *props[24] = {"model", rep->model_path, "sha256", rep->model_sha256,
                              "kvverify_version", rep->version, "seed", seed};
     int n_props = 4;
     if (rep->has_engine) {
-        snprintf(eng, sizeof eng, "%s %s cache=%s threads=%d %s", rep->engine.name,
-                 rep->engine.mode, rep->engine.cache_type, rep->engine.n_threads,
-                 rep->engine.kernels);
-        props[2 * n_props] = "engine";
-        props[2 * n_props + 1] = eng;
-        n_props++;
+        const kvv_engine_desc *d = &rep->engine;
+        snprintf(eng, sizeof eng, "%s %s cache=%s threads=%d %s", d->name, d->mode,
+                 d->cache_type, d->n_threads, d->kernels);
+        snprintf(ub, sizeof ub, "%d", d->n_ubatch);
+        const char *extra[] = {"engine", eng, "engine_version", d->version, "engine_device",
+                               d->device, "engine_variant", d->variant, "engine_flash_attn",
+                               d->flash_attn, "engine_n_ubatch", d->n_ubatch > 0 ? ub : ""};
+        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i += 2)
+            if (extra[i + 1][0]) { /* the built-in engines report no version, device, ... */
+                props[2 * n_props] = extra[i];
+                props[2 * n_props + 1] = extra[i + 1];
+                n_props++;
+            }
     }
     if (rep->workload.set) {
         props[2 * n_props] = "workload";

@@ -34,12 +34,16 @@
  * Verdicts: PASS (ran; every comparison bit-equal; every control detected),
  * FAIL (ran; a difference was found, or a control was NOT detected),
  * ERROR (could not run to the end: engine error, out of memory), SKIPPED
- * (nothing to check here, e.g. unsupported). A check that ran and failed is a
- * verdict, not a kvv_status error (STYLE habit 3).
+ * (could not run here: the check needs a capability the engine lacks —
+ * "unsupported by this engine", r->unsupported, the reason in r->message).
+ * A check that ran and failed is a verdict, not a kvv_status error (STYLE
+ * habit 3).
  *
- * Exit code of a run (DESIGN.md §6), kvv_report_exit_code: any FAIL -> 1;
- * else any ERROR -> 2; else any SKIPPED (or no checks) -> 77; else 0.
- * "0 only if every check ran and passed."
+ * Exit code of a run (DESIGN.md §6, issue 15), kvv_report_exit_code: any
+ * FAIL -> 1; else any ERROR -> 2; else no PASS at all (every check skipped,
+ * or no checks) -> 77; else 0. So 0 means every check that could run on
+ * this engine ran and passed; the skipped ones are listed as unsupported,
+ * never counted as passed.
  */
 #ifndef KVV_REPORT_H
 #define KVV_REPORT_H
@@ -93,7 +97,7 @@ char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size);
 
 /* One negative control: a planted difference and whether the check saw it. */
 typedef struct {
-    char name[96];        /* e.g. "flipped bit in K[l=2,t=5]" */
+    char name[160];       /* e.g. "flipped bit in K[l=2,t=5]" */
     bool detected;
     char detail[192];     /* how: "1 of 61440 elements differ, first K[l=2,t=5,h=0,i=0]" */
 } kvv_control_result;
@@ -101,6 +105,7 @@ typedef struct {
 typedef struct {
     char name[32];             /* check name: "kv", "patch", ... */
     kvv_verdict verdict;       /* SKIPPED until set */
+    bool unsupported;          /* SKIPPED because the engine lacks what the check needs */
     char key_figure[160];      /* the one line the summary table shows: cut at a word
                                   boundary, never inside a number, with "…" when the
                                   figure is longer (key_full then holds all of it) */
@@ -151,12 +156,19 @@ const char *kvv_check_message(const kvv_check_result *r);
  * boundary (never inside a number or a hex pattern) and end with "…".
  * @return true when src was cut. */
 bool kvv_text_fit(char *dst, size_t size, const char *src);
-/* Mark ERROR with err's message (for a kvv_status failure inside a check). */
+/* Mark ERROR with err's message (for a kvv_status failure inside a check);
+ * KVV_ERR_UNSUPPORTED marks SKIPPED, unsupported, key figure "unsupported by
+ * this engine", the message saying what is missing. */
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
 /* Number of controls not detected. */
 int kvv_check_controls_missed(const kvv_check_result *r);
 /* Record the engine description. */
 void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
+/* The engine's identity beyond its name, mode and cache — version, device,
+ * variant, flash attention, micro-batch — as "version ...; device ...;
+ * ..." into buf ("" for the built-in engines, which report none).
+ * @return buf. */
+const char *kvv_engine_desc_identity(const kvv_engine_desc *d, char *buf, size_t size);
 
 /* ------------------------------------------------------------------ a run */
 

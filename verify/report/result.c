@@ -296,12 +296,16 @@ void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
 
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err)
 {
-    r->verdict = (err && err->status == KVV_ERR_UNSUPPORTED) ? KVV_VERDICT_SKIPPED
-                                                             : KVV_VERDICT_ERROR;
+    r->unsupported = err && err->status == KVV_ERR_UNSUPPORTED;
+    r->verdict = r->unsupported ? KVV_VERDICT_SKIPPED : KVV_VERDICT_ERROR;
     kvv_check_set_message(r, "%s", err && err->msg[0] ? err->msg : "internal error");
-    if (!r->key_figure[0])
-        copy_str(r->key_figure, sizeof r->key_figure,
-                 r->verdict == KVV_VERDICT_SKIPPED ? "not supported" : "did not run");
+    if (r->unsupported) {
+        free(r->key_full); /* a figure set before the check found it could not run */
+        r->key_full = NULL;
+        copy_str(r->key_figure, sizeof r->key_figure, "unsupported by this engine");
+    }
+    else if (!r->key_figure[0])
+        copy_str(r->key_figure, sizeof r->key_figure, "did not run");
 }
 
 int kvv_check_controls_missed(const kvv_check_result *r)
@@ -316,6 +320,25 @@ void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d)
 {
     r->engine = *d;
     r->has_engine = true;
+}
+
+const char *kvv_engine_desc_identity(const kvv_engine_desc *d, char *buf, size_t size)
+{
+    const struct { const char *label, *value; } f[] = {
+        {"", d->version}, {"device ", d->device}, {"variant ", d->variant},
+        {"flash attention ", d->flash_attn}};
+    size_t off = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof f / sizeof f[0] && off < size; i++) {
+        if (!f[i].value[0])
+            continue;
+        int w = snprintf(buf + off, size - off, "%s%s%s", off ? "; " : "", f[i].label, f[i].value);
+        off += w > 0 ? (size_t)w : 0;
+    }
+    if (d->n_ubatch > 0 && off < size)
+        snprintf(buf + off, size - off, "%sn_ubatch %d", off ? "; " : "", d->n_ubatch);
+    return buf;
 }
 
 /* ------------------------------------------------------------------ a run */
@@ -354,20 +377,20 @@ kvv_check_result *kvv_report_add(kvv_report *rep, const char *name)
 
 int kvv_report_exit_code(const kvv_report *rep)
 {
-    bool fail = false, error = false, skipped = rep->n_checks == 0;
+    bool fail = false, error = false, passed = false;
     for (int i = 0; i < rep->n_checks; i++) {
         switch (rep->checks[i].verdict) {
-        case KVV_VERDICT_PASS: break;
+        case KVV_VERDICT_PASS: passed = true; break;
         case KVV_VERDICT_FAIL: fail = true; break;
         case KVV_VERDICT_ERROR: error = true; break;
-        case KVV_VERDICT_SKIPPED: skipped = true; break;
+        case KVV_VERDICT_SKIPPED: break; /* could not run here: listed, not counted */
         }
     }
     if (fail)
         return KVV_EXIT_FAIL;
     if (error)
         return KVV_EXIT_BAD_INPUT;
-    if (skipped)
+    if (!passed)
         return KVV_EXIT_NOTHING;
     return KVV_EXIT_PASS;
 }

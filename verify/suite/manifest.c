@@ -11,10 +11,22 @@
 #include "engine/engine.h"
 #include "verify/audit.h"
 
+#define KVV_SUITE_PLUGIN_PREFIX "plugin:"
+
+/* The engine options a case holds (its own copies). */
+static void case_free_opts(kvv_suite_case *c)
+{
+    for (int i = 0; i < c->n_engine_opts; i++)
+        free((char *)c->engine_opts[i]);
+    c->n_engine_opts = 0;
+}
+
 void kvv_suite_free(kvv_suite *s)
 {
     if (!s)
         return;
+    for (int i = 0; i < s->n_cases; i++)
+        case_free_opts(&s->cases[i]);
     free(s->cases);
     free(s);
 }
@@ -115,9 +127,35 @@ static kvv_status set_key(pctx *p, kvv_suite_case *c, const char *key, const cha
         if (!*v || !resolve(p, v, c->vector, sizeof c->vector))
             return perr(p, key, "empty or too long path");
     } else if (strcmp(key, "engine") == 0) {
-        if (!*v || strlen(v) >= sizeof c->engine)
+        const size_t np = strlen(KVV_SUITE_PLUGIN_PREFIX);
+        if (strncmp(v, KVV_SUITE_PLUGIN_PREFIX, np) == 0) { /* plugin:PATH, PATH as model= */
+            char path[1024];
+            if (!v[np] || !resolve(p, v + np, path, sizeof path))
+                return perr(p, key, "empty or too long plugin path");
+            snprintf(c->engine, sizeof c->engine, KVV_SUITE_PLUGIN_PREFIX "%s", path);
+        } else if (!*v || strlen(v) >= sizeof c->engine) {
             return perr(p, key, "'%s' is not an engine name", v);
-        snprintf(c->engine, sizeof c->engine, "%s", v);
+        } else {
+            snprintf(c->engine, sizeof c->engine, "%s", v);
+        }
+    } else if (strcmp(key, "device") == 0) {
+        if (!*v || strlen(v) >= sizeof c->device)
+            return perr(p, key, "'%s' is not a device name", v);
+        snprintf(c->device, sizeof c->device, "%s", v);
+    } else if (strcmp(key, "ubatch") == 0) {
+        if (!parse_long(v, 1, 1 << 20, &x))
+            return perr(p, key, "'%s' is not an integer in 1..1048576", v);
+        c->n_ubatch = (int)x;
+    } else if (strcmp(key, "engine-opt") == 0) {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v)
+            return perr(p, key, "'%s' is not KEY=VALUE", v);
+        if (c->n_engine_opts >= KVV_SUITE_MAX_EOPTS)
+            return perr(p, key, "more than %d engine options", KVV_SUITE_MAX_EOPTS);
+        char *copy = strdup(v);
+        if (!copy)
+            return kvv_error_set(p->err, KVV_ERR_NOMEM, "%s: out of memory", p->file);
+        c->engine_opts[c->n_engine_opts++] = copy;
     } else if (strcmp(key, "mode") == 0) {
         kvv_mode m;
         if (!kvv_mode_from_name(v, &m))
@@ -295,13 +333,17 @@ static kvv_status parse_text(pctx *p, char *text, kvv_suite *s)
                 return perr(p, t, "expected key=value");
             *eq = '\0';
             kvv_status st = set_key(p, &c, t, eq + 1);
-            if (st)
+            if (st) {
+                case_free_opts(&c);
                 return st;
+            }
         }
         if (field > 0) {
             kvv_status st = add_case(p, s, &cap, &c);
-            if (st)
+            if (st) {
+                case_free_opts(&c);
                 return st;
+            }
         }
         ln = nl ? nl + 1 : NULL;
     }
@@ -343,6 +385,16 @@ static kvv_status parse_json(pctx *p, const char *text, size_t len, kvv_suite *s
         json_object_foreach(o, key, v) {
             if (strcmp(key, "name") == 0)
                 continue;
+            if (json_is_array(v) && strcmp(key, "engine-opt") == 0) { /* one key each */
+                for (size_t k = 0; !st && k < json_array_size(v); k++) {
+                    json_t *e = json_array_get(v, k);
+                    st = json_is_string(e) ? set_key(p, &c, key, json_string_value(e))
+                                           : perr(p, key, "array item %zu is not a string", k);
+                }
+                if (st)
+                    break;
+                continue;
+            }
             char buf[1024];
             if (json_is_string(v))
                 snprintf(buf, sizeof buf, "%s", json_string_value(v));
@@ -375,6 +427,8 @@ static kvv_status parse_json(pctx *p, const char *text, size_t len, kvv_suite *s
         }
         if (!st)
             st = add_case(p, s, &cap, &c);
+        if (st)
+            case_free_opts(&c);
     }
     json_decref(root);
     return st;

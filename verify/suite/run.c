@@ -56,6 +56,10 @@ kvv_engine_opts kvv_suite_case_engine(const kvv_suite_case *c)
         kvv_mode_from_name(c->mode, &e.mode);
     e.n_threads = c->threads;
     kvv_cache_type_from_name(c->cache, &e.cache_type);
+    e.device = c->device[0] ? c->device : NULL;
+    e.n_ubatch = c->n_ubatch;
+    e.engine_opts = c->n_engine_opts ? c->engine_opts : NULL;
+    e.n_engine_opts = c->n_engine_opts;
     return e;
 }
 
@@ -66,6 +70,10 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
     co.engine = c->engine;
     co.mode = c->mode[0] ? c->mode : NULL;
     co.n_threads = c->threads;
+    co.device = c->device[0] ? c->device : NULL;
+    co.n_ubatch = c->n_ubatch;
+    co.engine_opts = c->n_engine_opts ? c->engine_opts : NULL;
+    co.n_engine_opts = c->n_engine_opts;
     co.control = c->control;
     co.perturb_layer = c->perturb_layer;
     co.perturb_pos = c->perturb_pos;

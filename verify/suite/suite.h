@@ -12,11 +12,18 @@
  *
  *   model=PATH       GGUF model (required); relative paths are relative to
  *                    the manifest's folder
- *   engine=NAME      ref (default) or cpu
+ *   engine=NAME      ref (default), cpu, llama.cpp, an installed plugin's
+ *                    name, or plugin:PATH.so (any length; a relative PATH is
+ *                    relative to the manifest's folder)
  *   mode=MODE        exact / invariant / fast (default: exact for ref,
  *                    invariant otherwise)
  *   threads=N        engine threads (default 1)
  *   cache=T          f32 (default), f16, bf16
+ *   device=D         where a plugin engine runs (llama.cpp: cpu, vulkan, cuda)
+ *   ubatch=N         a plugin engine's micro-batch size (default: its own)
+ *   engine-opt=K=V   a plugin engine's option (repeatable, up to
+ *                    KVV_SUITE_MAX_EOPTS, passed in order; JSON: a string or
+ *                    an array of strings)
  *   checks=LIST      comma list of the audit's checks (verify/audit.h: kv,
  *                    patch, greedy, invariance, kvdirect, compare)
  *   vector=PATH      a .kvv golden vector to check the engine against
@@ -33,7 +40,8 @@
  *
  * A case needs checks=, vector= or both. The JSON form is
  * {"cases": [{"name": "...", "model": "...", "checks": ["kv", "patch"], ...}]}
- * with the same keys (numbers may be JSON integers, checks a string or array).
+ * with the same keys (numbers may be JSON integers, checks and engine-opt a
+ * string or an array).
  *
  * Sharding: --shard I/N runs the cases whose 0-based manifest index i has
  * i % N == I - 1; the N shards together run every case exactly once.
@@ -62,14 +70,20 @@
 #include "verify/check.h"
 #include "verify/report/report.h"
 
+#define KVV_SUITE_MAX_EOPTS 16
+
 typedef struct {
     char name[64];           /* unique in the manifest */
     int line;                /* manifest line (text) or array index + 1 (JSON) */
     char model[1024];        /* resolved path */
-    char engine[16];
+    char engine[1040];       /* a name, or plugin:PATH (resolved) */
     char mode[16];           /* "" = engine default */
     int threads;
     char cache[8];
+    char device[64];         /* "" = the engine's default */
+    int n_ubatch;            /* 0 = the engine's */
+    const char *engine_opts[KVV_SUITE_MAX_EOPTS]; /* "KEY=VALUE", owned by the suite */
+    int n_engine_opts;
     unsigned checks;         /* bit i: entry i of the audit's check table (kvv_suite_check_bit) */
     char vector[1024];       /* resolved path, "" = none */
     int n_tokens;
@@ -106,7 +120,8 @@ void kvv_suite_free(kvv_suite *s); /* accepts NULL */
  * the audit's table, verify/audit.h); 0 if there is no such check. */
 unsigned kvv_suite_check_bit(const char *name);
 
-/* The engine options a case asks for (mode defaulted per engine). */
+/* The engine options a case asks for (mode defaulted per engine); the
+ * strings point into the case (valid while the suite is). */
 kvv_engine_opts kvv_suite_case_engine(const kvv_suite_case *c);
 
 /* Is 0-based case index i in shard shard_i of shard_n (1 <= shard_i <= shard_n)? */

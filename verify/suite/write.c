@@ -5,11 +5,26 @@
 
 #include <stdio.h>
 
+/* " device=D ubatch=N engine-opt=K=V ..." of a case (what only plugins take). */
+static void plugin_context(const kvv_suite_case *c, char *buf, size_t size)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    if (c->device[0])
+        off += (size_t)snprintf(buf, size, " device=%s", c->device);
+    if (c->n_ubatch && off < size)
+        off += (size_t)snprintf(buf + off, size - off, " ubatch=%d", c->n_ubatch);
+    for (int i = 0; i < c->n_engine_opts && off < size; i++)
+        off += (size_t)snprintf(buf + off, size - off, " engine-opt=%s", c->engine_opts[i]);
+}
+
 /* The line a testcase's <system-out> starts with: where it ran. */
 static void case_context(const kvv_suite_case *c, char *buf, size_t size)
 {
-    snprintf(buf, size, "model=%s engine=%s mode=%s cache=%s threads=%d%s%s", c->model,
-             c->engine, kvv_mode_name(kvv_suite_case_engine(c).mode), c->cache, c->threads,
+    char plug[1200];
+    plugin_context(c, plug, sizeof plug);
+    snprintf(buf, size, "model=%s engine=%s mode=%s cache=%s threads=%d%s%s%s", c->model,
+             c->engine, kvv_mode_name(kvv_suite_case_engine(c).mode), c->cache, c->threads, plug,
              c->vector[0] ? " vector=" : "", c->vector);
 }
 
@@ -26,7 +41,7 @@ kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path,
     kvv_junit_begin(&b, name, NULL, &t);
     for (int i = 0; i < res->n_out; i++) {
         const kvv_suite_case *c = &res->suite->cases[res->out[i].case_index];
-        char classname[96], context[2200];
+        char classname[96], context[5200];
         snprintf(classname, sizeof classname, "kvverify.suite.%s", c->name);
         case_context(c, context, sizeof context);
         kvv_junit_testcase(&b, classname, &res->out[i].r, context);
@@ -48,6 +63,14 @@ json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
                               c->engine, "mode", kvv_mode_name(kvv_suite_case_engine(c).mode),
                               "cache_type", c->cache, "threads", c->threads, "vector", c->vector,
                               "result", kvv_check_to_json(r));
+        if (j) { /* what only plugin engines take */
+            json_t *eo = json_array();
+            for (int k = 0; k < c->n_engine_opts; k++)
+                json_array_append_new(eo, json_string(c->engine_opts[k]));
+            json_object_set_new(j, "device", json_string(c->device));
+            json_object_set_new(j, "ubatch", json_integer(c->n_ubatch));
+            json_object_set_new(j, "engine_opts", eo);
+        }
         json_array_append_new(cases, j);
     }
     char shard[32];
