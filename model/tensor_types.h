@@ -88,8 +88,11 @@ bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n);
 
 /* Encode n elements of src as type t into dst (kvv_type_row_size(t, n)
  * bytes). F16/BF16: round to nearest even. Q8_0: d = amax/127 (stored as
- * fp16), q = round(x/d) like ggml's quantize_row_q8_0_ref. Q4_0 as ggml's
- * quantize_row_q4_0_ref. Returns false if t cannot be quantized. */
+ * fp16), q = round(x/d) like ggml's quantize_row_q8_0_ref. Q4_0, Q4_1,
+ * Q5_0, Q5_1 as ggml's quantize_row_*_ref. Q2_K..Q6_K and IQ4_NL:
+ * kvverify's own encoders (least-squares sub-block fits, quantize_k.c):
+ * valid blocks llama.cpp reads, not byte-equal to llama-quantize's.
+ * Returns false if t cannot be quantized. */
 bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n);
 
 /* Re-encode n elements (a multiple of 32) of Q4_0 or Q5_0 as Q8_0 blocks
