@@ -110,6 +110,24 @@ bool kvv_widen_to_q8_0(kvv_type t, const void *src, void *dst, int64_t n);
 bool kvv_quant_groups_type(kvv_type t);
 bool kvv_quant_groups(kvv_type t, const void *src, int64_t n, float *s, float *m, int8_t *q);
 
+/* A Q2_K..Q6_K super-block as integers: weight i (group g = i/16) is
+ *     y = (d * sc[g]) * (u[i] - off) - dmin * mn[g]
+ * in fp32, which is kvv_dequantize_row's value (d*sc and dmin*mn are exact
+ * products). u: the unsigned level (Q2_K 0..3, Q3_K 0..7 with off 4,
+ * Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 with off 32); sc: signed group scale
+ * (Q3_K -32..31, Q6_K -128..127, else 0..63); mn: group min (0 for Q3_K,
+ * Q6_K). For integer dot products (ggml's vec_dot_*_q8_K): sum u*x per
+ * group, scaled by sc, minus off*sc and mn times the group's sum of x.
+ * quant_groups.c (the one decoder of each layout). @return false for other
+ * types. */
+typedef struct {
+    uint8_t u[256];
+    int16_t sc[16], mn[16];
+    float d, dmin;
+    int off;
+} kvv_kblock;
+bool kvv_kblock_unpack(kvv_type t, const void *block, kvv_kblock *out);
+
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 float kvv_fp16_to_fp32(uint16_t h);
 uint16_t kvv_fp32_to_fp16(float f);

@@ -265,9 +265,16 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (!c->la || !c->lb)
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n,
                              V);
+    /* B first: when A is the reference at its own numerics and B declares
+     * llama.cpp's activation roundings (desc.ggml), A emulates them, so the
+     * comparison measures B's kernels against the function B computes */
+    kvv_engine_opts a = o->a;
     if ((st = rec_init(&c->ra, hp, n, err)) || (st = rec_init(&c->rb, hp, n, err)) ||
-        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)) ||
         (st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        return st;
+    if (a.name && strcmp(a.name, "ref") == 0 && a.ggml == 0)
+        a.ggml = c->db.ggml;
+    if ((st = run_engine(o->model, &a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)))
         return st;
     kvv_check_set_engine(r, &c->db);
     if (o->force_fail) {

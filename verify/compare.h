@@ -4,7 +4,12 @@
  * invariant) on one teacher-forced sequence, per layer and on the logits.
  *
  * Both engines run the same tokens in one batch with every logit row
- * requested, while hooks record, per layer l, the residual entering l, the
+ * requested (B first). When A is the reference at its own numerics and B
+ * declares llama.cpp's activation roundings (kvv_engine_desc.ggml: the cpu
+ * engine rounds activations to Q8_K/Q8_1 for its K-quant products), A runs
+ * with those KVV_GGML_* emulation flags, so the tolerance measures B's
+ * kernels, not the rounding both agree on; details.engine_a says so in
+ * its kernels. Hooks record, per layer l, the residual entering l, the
  * K and V stored in the cache and the attention output (before the output
  * projection), plus the final residual. Rows of the table (verify/report/report.h):
  *   layer l: "residual", "K", "V", "attn_out"      (kvv_cmp_stats of B vs A)

@@ -50,6 +50,8 @@ static void cpu_close(kvv_engine *e)
         free(c->rope_sin[0]);
         free(c->x); free(c->xn); free(c->q); free(c->kk); free(c->vv);
         free(c->o); free(c->g); free(c->u); free(c->y); free(c->qx); free(c->dx); free(c->probs);
+        free(c->q8k.q); free(c->q8k.d); free(c->q8k.bsums);
+        free(c->q81.q); free(c->q81.d); free(c->q81.s);
         free(c->key_pos); free(c->key_idx);
         if (c->ts)
             for (int i = 0; i < c->n_threads; i++) {
@@ -80,6 +82,7 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
+    d->ggml = c->kq_act ? KVV_GGML_KQ_ACT : 0;
 }
 
 static const kvv_engine_vtable cpu_vtable = {
@@ -132,6 +135,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     c->k = k;
     c->copts = *co;
     c->q8_act = c->mode == KVV_MODE_FAST && !co->f32_act;
+    c->kq_act = !co->f32_act && !co->dequant_all;
     c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     e->opts.n_threads = c->n_threads;
     c->n_ctx = o->n_ctx;
@@ -177,21 +181,20 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     /* Our pool owns the parallelism: each thread's sgemm runs single-threaded. */
     if (c->mode == KVV_MODE_FAST)
         openblas_set_num_threads(1);
+    const char *kq = co->dequant_all ? "f32" : c->kq_act ? "int8(act q8_k/q8_1)" : "tile";
     if (c->mode == KVV_MODE_FAST)
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
                  co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused",
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "tile",
-                 co->dequant_all ? "f32" : "g16");
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "tile", kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
                  k->name,
                  k->lanes, k->name, k->name,
                  co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused",
-                 co->dequant_all ? "f32" : "as-q8_0",
-                 co->dequant_all ? "f32" : "g16");
+                 co->dequant_all ? "f32" : "as-q8_0", kq);
     *out = e;
     return KVV_OK;
 }
