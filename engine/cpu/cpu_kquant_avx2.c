@@ -323,8 +323,13 @@ static inline __attribute__((always_inline)) void gemv_k(const int kq, int K, co
             const __m256i t = _mm256_madd_epi16(o.coef, bs);
             const float dx = A->d[sb];
             if (kq_mins(kq)) {
+#ifdef KVV_CPU_PLANT_KQ_ORDER /* test-only negative control: the two steps swapped */
+                acc = fmaf(-(o.dmin * dx), (float)hsum_i32(t), acc);
+                acc = fmaf(o.d * dx, (float)hsum_i32(s), acc);
+#else
                 acc = fmaf(o.d * dx, (float)hsum_i32(s), acc);
                 acc = fmaf(-(o.dmin * dx), (float)hsum_i32(t), acc);
+#endif
             } else {
                 acc = fmaf(o.d * dx, (float)hsum_i32(_mm256_sub_epi32(s, t)), acc);
             }
@@ -402,9 +407,16 @@ static inline __attribute__((always_inline)) void gemm_k(const int kq, int K, co
                     for (int k = 0; k < nt; k++) {
                         const float dx = A->d[(size_t)(t0 + k) * nsb + sb];
                         float *y = &Y[(size_t)(t0 + k) * ldy + r0 + r];
+#ifdef KVV_CPU_PLANT_KQ_ORDER
+                        float acc = *y;
+                        if (kq_mins(kq))
+                            acc = fmaf(-(o[r].dmin * dx), (float)M[2 * r + k], acc);
+                        acc = fmaf(o[r].d * dx, (float)S[2 * r + k], acc);
+#else
                         float acc = fmaf(o[r].d * dx, (float)S[2 * r + k], *y);
                         if (kq_mins(kq))
                             acc = fmaf(-(o[r].dmin * dx), (float)M[2 * r + k], acc);
+#endif
                         *y = acc;
                     }
             }
