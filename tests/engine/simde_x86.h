@@ -21,6 +21,8 @@
  *    scalar F16C conversions _cvtsh_ss / _cvtss_sh are missing: exact
  *    per-lane versions below (cvttps: x86's 0x80000000 for NaN and out of
  *    range, never C's undefined conversion);
+ *  - its native alias of _mm512_madd_epi16 has the masked form's four
+ *    arguments (the function is right; the alias is fixed below);
  *  - its _mm512_mask_sub_epi32 subtracts in signed C lanes, all of them,
  *    then masks: 0x80000000 - 1 (a NaN lane's integer in exp16) is
  *    undefined behaviour there (UBSan stops make test-asan) where the
@@ -154,6 +156,10 @@ static inline simde__m512i kvv_emu_mm512_mask_sub_epi32(simde__m512i src, simde_
     return src;
 }
 
+/* SIMDe 0.7.4's native alias of _mm512_madd_epi16 takes the masked form's
+ * four arguments (a typo there); the function itself is right */
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16((a), (b))
 #undef _mm512_mask_sub_epi32
 #define _mm512_mask_sub_epi32(src, k, a, b) kvv_emu_mm512_mask_sub_epi32((src), (k), (a), (b))
 #undef _mm512_cvtepi32_ps
