@@ -71,6 +71,18 @@ static kvv_kv_cache *cpu_cache(kvv_engine *e)
     return ((kvv_cpu *)e->impl)->cache;
 }
 
+/* Does any product take the integer K-quant / Q4_1 / Q5_1 path? */
+static bool has_kq(const kvv_cpu *c)
+{
+    bool k = c->output.kq >= 0;
+    for (int l = 0; l < c->hp->n_layer && !k; l++) {
+        const kvv_cpu_layer *L = &c->layers[l];
+        k = L->wq.kq >= 0 || L->wk.kq >= 0 || L->wv.kq >= 0 || L->wo.kq >= 0 ||
+            L->wg.kq >= 0 || L->wu.kq >= 0 || L->wd.kq >= 0;
+    }
+    return k;
+}
+
 static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
 {
     const kvv_cpu *c = e->impl;
@@ -82,7 +94,7 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
-    d->ggml = c->kq_act ? KVV_GGML_KQ_ACT : 0;
+    d->ggml = c->kq_act && has_kq(c) ? KVV_GGML_KQ_ACT : 0;
 }
 
 static const kvv_engine_vtable cpu_vtable = {
