@@ -183,6 +183,21 @@ PLANT_BIN := $(O)/tests/plant/cpu_kernels_hsum_swap
 $(PLANT_BIN): tests/engine/test_cpu_kernels.c $(TEST_UTIL) $(PLANT_OBJ) $(LAYERS_engine)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLANT_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
+# K10 (cpu_kquant.h): the same for the K-quant products, and a planted AVX2
+# build whose two float steps per super-block run in the other order
+# (KVV_CPU_PLANT_KQ_ORDER), which test_kernel_plant.sh expects to fail.
+$(O)/tests/engine/test_cpu_kquant_kernels: tests/engine/test_cpu_kquant_kernels.c $(TEST_UTIL) $(EMU_OBJ) $(LAYERS_engine)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
+PLANT_KQ_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kquant_avx2.o,$(EMU_OBJ)) \
+                $(O)/emu-plant-kq/engine/cpu/cpu_kquant_avx2.o
+$(O)/emu-plant-kq/%.o: %.c tests/engine/simde_x86.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_FLAGS) -DKVV_CPU_PLANT_KQ_ORDER -c $< -o $@
+PLANT_KQ_BIN := $(O)/tests/plant/cpu_kquant_order_swap
+$(PLANT_KQ_BIN): tests/engine/test_cpu_kquant_kernels.c $(TEST_UTIL) $(PLANT_KQ_OBJ) $(LAYERS_engine)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLANT_KQ_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
 
 # Fuzz targets: tests/fuzz/fuzz_*.c define LLVMFuzzerTestOneInput. The plain
 # replay driver runs a corpus without libFuzzer, inside `make test`
@@ -193,7 +208,7 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(L_CLI) $(LAYERS_a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(L_CLI) $(LAYERS_all) $(LIBS)
 
-test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN)
+test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN) $(PLANT_KQ_BIN)
 	@O=$(O) sh tests/run_tests.sh
 
 test-asan:

@@ -16,6 +16,14 @@
  * workers, so OpenBLAS's idle threads are not counted; a plugin's threads
  * are the process's): on a shared machine a figure well below the thread
  * count means the rates were measured while other processes held the cores.
+ *
+ * --against ENGINE (llama.cpp, or plugin:PATH) opens that engine on the
+ * same file in the same process, with the same threads, prompt and tokens,
+ * and alternates: each repeat runs both engines back to back, the order
+ * swapped from one repeat to the next, so both see the same machine load.
+ * The ratio ours / theirs is printed from the medians, with the spread of
+ * the per-repeat ratios. --roofline measures the streaming read bandwidth
+ * (bench_machine.h) once per repeat too, beside the runs.
  */
 #include <cblas.h>
 #include <jansson.h>
@@ -24,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench_machine.h"
 #include "cli/commands.h"
 #include "cli/engine_opts.h"
 #include "cli/opts.h"
@@ -39,6 +48,8 @@ typedef struct {
     bool dequant_all, f32_act, roofline;
     long prompt, gen, repeats;
     uint64_t seed;
+    const char *against;            /* --against ENGINE or NULL */
+    kvv_cache_type against_cache;   /* its cache (default f16: llama.cpp's own default) */
     kvv_engine_cli engine;   /* --engine (default cpu) --mode --threads --cache-type */
     kvv_output_cli out;      /* --json [FILE|-] */
 } bench_args;
@@ -50,6 +61,7 @@ static void bench_args_init(bench_args *a)
     a->gen = 64;
     a->repeats = 3;
     a->seed = 1;
+    a->against_cache = KVV_CACHE_F16;
     kvv_engine_cli_init(&a->engine, "bench", "cpu", KVV_ENGINE_OPT_ALL);
     kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (one line on stdout)";
@@ -74,7 +86,16 @@ static void help(FILE *f)
             "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
             "                      of rounding them to Q8_0 (for comparison)\n"
             "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
-            "                      GFLOP/s (128x1536x576, --threads) and read GB/s (256 MiB)\n");
+            "                      GFLOP/s (128x1536x576, --threads) and the streaming read\n"
+            "                      GB/s of --threads threads over 256 MiB, once per repeat\n"
+            "                      beside the runs; decode's GB/s is printed against it\n"
+            "  --against ENGINE    also time ENGINE (llama.cpp, plugin:PATH) on the same file,\n"
+            "                      threads, prompt and tokens in this process, alternating\n"
+            "                      with the engine under test repeat by repeat, and print the\n"
+            "                      ratio; --device, --ubatch and --engine-opt apply to it,\n"
+            "                      llama.cpp keeps its defaults otherwise (flash attention\n"
+            "                      auto, weight repacking on)\n"
+            "  --against-cache-type T  its KV cache type (default f16, llama.cpp's default)\n");
     kvv_output_cli_help(f, &a.out);
 }
 
@@ -98,64 +119,6 @@ static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head
     const kvv_gguf_tensor *h = m->output ? m->output : m->tok_embd;
     *head = (double)h->nbytes;
     return b;
-}
-
-/* Best of 10: a plain sgemm of a prompt-sized product (OpenBLAS with
- * `threads` threads), in GFLOP/s. 0 on allocation failure. */
-static double measure_sgemm(int threads)
-{
-    const int M = 128, N = 1536, K = 576;
-    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
-    float *C = malloc(sizeof(float) * M * N);
-    double best = 0;
-    if (A && B && C) {
-        for (int i = 0; i < M * K; i++)
-            A[i] = (float)(i % 13) * 0.01f;
-        for (int i = 0; i < N * K; i++)
-            B[i] = (float)(i % 7) * 0.01f;
-        openblas_set_num_threads(threads);
-        for (int r = 0; r < 10; r++) {
-            double t0 = kvv_now_seconds();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K,
-                        0.0f, C, N);
-            double t = kvv_now_seconds() - t0;
-            if (t > 0 && 2.0 * M * N * K / t * 1e-9 > best)
-                best = 2.0 * M * N * K / t * 1e-9;
-        }
-        openblas_set_num_threads(1);
-    }
-    free(A);
-    free(B);
-    free(C);
-    return best;
-}
-
-/* Best of 3: one thread summing a 256 MiB array (8 independent sums, which
- * the compiler vectorises), in GB/s; *sink keeps the sums alive. */
-static double measure_read(double *sink)
-{
-    size_t n = (size_t)64 << 20;
-    float *a = malloc(n * sizeof(float));
-    double best = 0;
-    *sink = 0;
-    if (!a)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        a[i] = (float)(i & 7);
-    for (int r = 0; r < 3; r++) {
-        float s[8] = {0};
-        double t0 = kvv_now_seconds();
-        for (size_t i = 0; i < n; i += 8)
-            for (int j = 0; j < 8; j++)
-                s[j] += a[i + j];
-        double t = kvv_now_seconds() - t0;
-        for (int j = 0; j < 8; j++)
-            *sink += s[j];
-        if (t > 0 && (double)n * sizeof(float) / t * 1e-9 > best)
-            best = (double)n * sizeof(float) / t * 1e-9;
-    }
-    free(a);
-    return best;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -185,6 +148,12 @@ static bool own_option(void *state, kvv_opts *o)
             kvv_opts_int(o, "--repeats", o->value, 1, 1000, &a->repeats);
     } else if (kvv_opts_value(o, "--isa")) {
         a->isa = o->value;
+    } else if (kvv_opts_value(o, "--against")) {
+        a->against = o->value;
+    } else if (kvv_opts_value(o, "--against-cache-type")) {
+        if (o->value && !kvv_cache_type_from_name(o->value, &a->against_cache))
+            kvv_opts_error(o, "option --against-cache-type: '%s' is not f32, f16 or bf16",
+                           o->value);
     } else if (kvv_opts_flag(o, "--roofline")) {
         a->roofline = true;
     } else if (kvv_opts_flag(o, "--dequant-all")) {
@@ -211,82 +180,133 @@ static void own_finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "--isa, --dequant-all and --f32-act apply to --engine cpu only");
     else if (a->prompt == 0 && a->gen == 0)
         kvv_opts_error(o, "--prompt 0 and --gen 0: nothing to measure");
+    else if (a->against && !a->against[0])
+        kvv_opts_error(o, "option --against: empty engine name");
 }
 
-/* The measured rates: per repeat, and their medians. */
+/* What the rates mean: FLOPs and weight bytes per token, the engine. */
 typedef struct {
+    double flops_pp, flops_tg, bytes_pp, bytes_tg;
+    kvv_engine_desc d;
+} figures;
+
+/* One engine's runs: per repeat, and their medians. */
+typedef struct {
+    kvv_engine *e;
     double *pp, *tg;            /* [repeats] prompt and decode tokens/s */
     double *ppc, *tgc;          /* [repeats] CPU seconds per wall second of each phase */
     double pp_med, tg_med, ppc_med, tgc_med;
-} rates;
+    figures f;
+} side;
 
-/* A warm-up pass, then the repeats: the prompt in one forward call, then
- * --gen tokens one call each, each phase from an empty cache. @return 0 or
- * the exit code. */
-static int measure(const bench_args *a, kvv_engine *e, const kvv_hparams *hp, rates *r)
+/* The token ids and positions every engine runs, and one logits row. */
+typedef struct {
+    int32_t *tok, *pos;
+    float *logits;
+} bench_io;
+
+/* Median of n values (v is left unchanged). */
+static double median_of(const double *v, int n)
+{
+    double *c = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!c)
+        return 0;
+    memcpy(c, v, sizeof(double) * (size_t)n);
+    double m = median(c, n);
+    free(c);
+    return m;
+}
+
+static void range_of(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = n > 0 ? v[0] : 0;
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* Warm-up: page the weights in (up to 8 prompt tokens). */
+static int warm_up(const bench_args *a, kvv_engine *e, bench_io *io)
+{
+    kvv_error err = {0};
+    const int np = (int)a->prompt;
+    kvv_engine_reset(e);
+    if (kvv_engine_forward(e, np > 8 ? 8 : (np > 0 ? np : 1), io->tok, io->pos, NULL,
+                           KVV_LOGITS_LAST, io->logits, &err))
+        return kvv_cli_fail(&err);
+    return 0;
+}
+
+/* Repeat k on one engine: the prompt in one forward call, then --gen
+ * tokens one call each, each phase from an empty cache. @return 0 or the
+ * exit code. */
+static int one_repeat(const bench_args *a, side *s, bench_io *io, int k)
 {
     const int np = (int)a->prompt, ng = (int)a->gen, total = np + ng;
     kvv_error err = {0};
-    int32_t *tok = malloc((size_t)total * sizeof *tok), *pos = malloc((size_t)total * sizeof *pos);
-    float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    kvv_engine *e = s->e;
+    kvv_engine_reset(e);
+    double t0 = kvv_now_seconds(), c0 = kvv_engine_cpu_seconds(e);
+    if (np > 0 && kvv_engine_forward(e, np, io->tok, io->pos, NULL, KVV_LOGITS_LAST, io->logits,
+                                     &err))
+        return kvv_cli_fail(&err);
+    double t1 = kvv_now_seconds(), c1 = kvv_engine_cpu_seconds(e);
+    s->pp[k] = np > 0 ? np / (t1 - t0) : 0;
+    s->ppc[k] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
+    kvv_engine_reset(e);
+    t1 = kvv_now_seconds();
+    c1 = kvv_engine_cpu_seconds(e);
+    for (int i = np; i < total; i++)
+        if (kvv_engine_forward(e, 1, io->tok + i, io->pos + (i - np), NULL, KVV_LOGITS_LAST,
+                               io->logits, &err))
+            return kvv_cli_fail(&err);
+    double t2 = kvv_now_seconds(), c2 = kvv_engine_cpu_seconds(e);
+    s->tg[k] = ng > 0 ? ng / (t2 - t1) : 0;
+    s->tgc[k] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
+    return 0;
+}
+
+/* Every engine warmed up, then the repeats, each running every engine
+ * once (the order rotating from one repeat to the next) and, with
+ * --roofline, one pass of the read loop after them (read[k]). */
+static int measure(const bench_args *a, side *sides, int n_sides, const kvv_hparams *hp,
+                   double *read, double *sink)
+{
+    const int total = (int)(a->prompt + a->gen), R = (int)a->repeats;
+    bench_io io = {malloc((size_t)total * sizeof(int32_t)), malloc((size_t)total * sizeof(int32_t)),
+                   malloc((size_t)hp->n_vocab * sizeof(float))};
     int code = 0;
-    if (!tok || !pos || !logits || !r->pp || !r->tg || !r->ppc || !r->tgc) {
+    if (!io.tok || !io.pos || !io.logits) {
         fprintf(stderr, "kvverify bench: out of memory\n");
         code = KVV_EXIT_BAD_INPUT;
         goto out;
     }
-    kvv_prompt_random(a->seed, hp->n_vocab, -1, tok, total);
+    kvv_prompt_random(a->seed, hp->n_vocab, -1, io.tok, total);
     for (int i = 0; i < total; i++)
-        pos[i] = i;
-    /* warm-up: page the weights in */
-    if (kvv_engine_forward(e, np > 8 ? 8 : (np > 0 ? np : 1), tok, pos, NULL, KVV_LOGITS_LAST,
-                           logits, &err)) {
-        code = kvv_cli_fail(&err);
-        goto out;
+        io.pos[i] = i;
+    for (int s = 0; s < n_sides && !code; s++)
+        code = warm_up(a, sides[s].e, &io);
+    for (int k = 0; k < R && !code; k++) {
+        for (int i = 0; i < n_sides && !code; i++)
+            code = one_repeat(a, &sides[(i + k) % n_sides], &io, k);
+        if (read && !code)
+            read[k] = kvv_bench_read_gbs(kvv_engine_cli_opts(&a->engine).n_threads, sink);
+        kvv_output_progress((void *)&a->out, "bench", k + 1, R);
     }
-    for (int k = 0; k < a->repeats; k++) {
-        kvv_engine_reset(e);
-        double t0 = kvv_now_seconds(), c0 = kvv_engine_cpu_seconds(e);
-        if (np > 0 && kvv_engine_forward(e, np, tok, pos, NULL, KVV_LOGITS_LAST, logits, &err)) {
-            code = kvv_cli_fail(&err);
-            goto out;
-        }
-        double t1 = kvv_now_seconds(), c1 = kvv_engine_cpu_seconds(e);
-        r->pp[k] = np > 0 ? np / (t1 - t0) : 0;
-        r->ppc[k] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
-        kvv_engine_reset(e);
-        t1 = kvv_now_seconds();
-        c1 = kvv_engine_cpu_seconds(e);
-        for (int i = np; i < total; i++)
-            if (kvv_engine_forward(e, 1, tok + i, pos + (i - np), NULL, KVV_LOGITS_LAST, logits,
-                                   &err)) {
-                code = kvv_cli_fail(&err);
-                goto out;
-            }
-        double t2 = kvv_now_seconds(), c2 = kvv_engine_cpu_seconds(e);
-        r->tg[k] = ng > 0 ? ng / (t2 - t1) : 0;
-        r->tgc[k] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
-        kvv_output_progress((void *)&a->out, "bench", k + 1, a->repeats);
+    for (int s = 0; s < n_sides && !code; s++) {
+        side *d = &sides[s];
+        d->pp_med = median_of(d->pp, R);
+        d->tg_med = median_of(d->tg, R);
+        d->ppc_med = median_of(d->ppc, R);
+        d->tgc_med = median_of(d->tgc, R);
     }
-    r->pp_med = median(r->pp, (int)a->repeats);
-    r->tg_med = median(r->tg, (int)a->repeats);
-    r->ppc_med = median(r->ppc, (int)a->repeats);
-    r->tgc_med = median(r->tgc, (int)a->repeats);
 out:
-    free(tok);
-    free(pos);
-    free(logits);
+    free(io.tok);
+    free(io.pos);
+    free(io.logits);
     return code;
 }
-
-/* What the rates mean: FLOPs and weight bytes per token, the engine, and
- * (--roofline) the machine's own figures. */
-typedef struct {
-    double flops_pp, flops_tg, bytes_pp, bytes_tg;
-    kvv_engine_desc d;
-    int threads;                  /* --threads, as given (the roofline's sgemm uses them) */
-    double roof_gflops, roof_gbs, sink;
-} figures;
 
 static void figures_of(const bench_args *a, const kvv_model *m, kvv_engine *e, figures *f)
 {
@@ -299,94 +319,228 @@ static void figures_of(const bench_args *a, const kvv_model *m, kvv_engine *e, f
     f->bytes_tg = wbytes + head_bytes;
     f->bytes_pp = np > 0 ? (wbytes + head_bytes) / np : 0;
     kvv_engine_describe(e, &f->d);
-    f->threads = kvv_engine_cli_opts(&a->engine).n_threads;
-    f->roof_gflops = f->roof_gbs = f->sink = 0;
-    if (a->roofline) {
-        f->roof_gflops = measure_sgemm(f->threads);
-        f->roof_gbs = measure_read(&f->sink);
-    }
 }
 
-static json_t *results_json(const bench_args *a, const kvv_model *m, const rates *r,
-                            const figures *f)
+static json_t *reals(const double *v, int n)
 {
-    json_t *j = json_object();
-    json_object_set_new(j, "model", json_string(a->model_path));
-    json_object_set_new(j, "architecture", json_string(m->hp.arch_name));
+    json_t *j = json_array();
+    for (int k = 0; k < n; k++)
+        json_array_append_new(j, json_real(v[k]));
+    return j;
+}
+
+/* One engine's figures into j. */
+static void side_json(json_t *j, const bench_args *a, const side *s)
+{
+    const figures *f = &s->f;
     json_object_set_new(j, "engine", kvv_engine_desc_to_json(&f->d));
     if (f->d.isa[0]) /* the cpu engine's kernel table */
         json_object_set_new(j, "isa", json_string(f->d.isa));
-    json_object_set_new(j, "n_prompt", json_integer(a->prompt));
-    json_object_set_new(j, "n_gen", json_integer(a->gen));
-    json_object_set_new(j, "repeats", json_integer(a->repeats));
-    json_object_set_new(j, "prompt_tok_s", json_real(r->pp_med));
-    json_object_set_new(j, "decode_tok_s", json_real(r->tg_med));
-    json_object_set_new(j, "prompt_cpu_util", json_real(r->ppc_med));
-    json_object_set_new(j, "decode_cpu_util", json_real(r->tgc_med));
+    json_object_set_new(j, "prompt_tok_s", json_real(s->pp_med));
+    json_object_set_new(j, "decode_tok_s", json_real(s->tg_med));
+    json_object_set_new(j, "prompt_cpu_util", json_real(s->ppc_med));
+    json_object_set_new(j, "decode_cpu_util", json_real(s->tgc_med));
     /* tokens per CPU-second: the rate with the machine to ourselves, if the
      * other processes took only time (not memory bandwidth) from us */
     json_object_set_new(j, "prompt_tok_per_cpu_s",
-                        json_real(r->ppc_med > 0 ? r->pp_med / r->ppc_med : 0));
+                        json_real(s->ppc_med > 0 ? s->pp_med / s->ppc_med : 0));
     json_object_set_new(j, "decode_tok_per_cpu_s",
-                        json_real(r->tgc_med > 0 ? r->tg_med / r->tgc_med : 0));
-    if (a->roofline) {
-        json_object_set_new(j, "machine_sgemm_gflop_s", json_real(f->roof_gflops));
-        json_object_set_new(j, "machine_read_gb_s", json_real(f->roof_gbs));
-    }
-    json_t *jp = json_array(), *jt = json_array();
-    for (int k = 0; k < a->repeats; k++) {
-        json_array_append_new(jp, json_real(r->pp[k]));
-        json_array_append_new(jt, json_real(r->tg[k]));
-    }
-    json_object_set_new(j, "prompt_tok_s_all", jp);
-    json_object_set_new(j, "decode_tok_s_all", jt);
+                        json_real(s->tgc_med > 0 ? s->tg_med / s->tgc_med : 0));
+    json_object_set_new(j, "prompt_tok_s_all", reals(s->pp, (int)a->repeats));
+    json_object_set_new(j, "decode_tok_s_all", reals(s->tg, (int)a->repeats));
     json_object_set_new(j, "flops_per_prompt_token", json_real(f->flops_pp));
     json_object_set_new(j, "flops_per_decode_token", json_real(f->flops_tg));
     json_object_set_new(j, "weight_bytes_per_prompt_token", json_real(f->bytes_pp));
     json_object_set_new(j, "weight_bytes_per_decode_token", json_real(f->bytes_tg));
-    json_object_set_new(j, "prompt_gflop_s", json_real(f->flops_pp * r->pp_med * 1e-9));
-    json_object_set_new(j, "decode_gb_s", json_real(f->bytes_tg * r->tg_med * 1e-9));
+    json_object_set_new(j, "prompt_gflop_s", json_real(f->flops_pp * s->pp_med * 1e-9));
+    json_object_set_new(j, "decode_gb_s", json_real(f->bytes_tg * s->tg_med * 1e-9));
+}
+
+/* The machine's figures (--roofline) and the ratios (--against). */
+typedef struct {
+    int threads;
+    double sgemm_gflops, read_med, read_lo, read_hi, sink;
+    double *read;                      /* [repeats] */
+    double *r_pp, *r_tg;               /* [repeats] ours / theirs, repeat by repeat */
+    double r_pp_med, r_tg_med, r_pp_lo, r_pp_hi, r_tg_lo, r_tg_hi;
+} comparison;
+
+static json_t *results_json(const bench_args *a, const kvv_model *m, const side *sides,
+                            int n_sides, const comparison *c)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "model", json_string(a->model_path));
+    json_object_set_new(j, "architecture", json_string(m->hp.arch_name));
+    json_object_set_new(j, "n_prompt", json_integer(a->prompt));
+    json_object_set_new(j, "n_gen", json_integer(a->gen));
+    json_object_set_new(j, "repeats", json_integer(a->repeats));
+    side_json(j, a, &sides[0]);
+    if (a->roofline) {
+        json_object_set_new(j, "machine_sgemm_gflop_s", json_real(c->sgemm_gflops));
+        json_object_set_new(j, "machine_read_gb_s", json_real(c->read_med));
+        json_object_set_new(j, "machine_read_gb_s_all", reals(c->read, (int)a->repeats));
+        json_object_set_new(j, "machine_read_threads", json_integer(c->threads));
+        json_object_set_new(j, "decode_read_fraction",
+                            json_real(c->read_med > 0 ? sides[0].f.bytes_tg * sides[0].tg_med *
+                                                            1e-9 / c->read_med
+                                                      : 0));
+    }
+    if (n_sides > 1) {
+        json_t *t = json_object();
+        side_json(t, a, &sides[1]);
+        json_object_set_new(j, "against", t);
+        json_object_set_new(j, "ratio_prompt", json_real(c->r_pp_med));
+        json_object_set_new(j, "ratio_decode", json_real(c->r_tg_med));
+        json_object_set_new(j, "ratio_prompt_all", reals(c->r_pp, (int)a->repeats));
+        json_object_set_new(j, "ratio_decode_all", reals(c->r_tg, (int)a->repeats));
+    }
     return j;
 }
 
-static void print_table(const bench_args *a, const kvv_model *m, const rates *r,
-                        const figures *f)
+static void print_engine(const char *label, const kvv_engine_desc *d)
+{
+    printf("%-8s %s mode=%s%s%s threads=%d cache=%s", label, d->name, d->mode,
+           d->isa[0] ? " isa=" : "", d->isa, d->n_threads, d->cache_type);
+    if (d->flash_attn[0])
+        printf(" flash_attn=%s", d->flash_attn);
+    if (d->version[0])
+        printf(" (%s)", d->version);
+    printf("  [%s]\n", d->kernels);
+}
+
+static void print_table(const bench_args *a, const kvv_model *m, const side *sides,
+                        int n_sides, const comparison *c)
 {
     const kvv_hparams *hp = &m->hp;
-    const kvv_engine_desc *d = &f->d;
     printf("model    %s (%s, %d layers, n_embd %d, vocab %d)\n", a->model_path, hp->arch_name,
            hp->n_layer, hp->n_embd, hp->n_vocab);
-    printf("engine   %s mode=%s%s%s threads=%d cache=%s  [%s]\n", d->name, d->mode,
-           d->isa[0] ? " isa=" : "", d->isa, d->n_threads, d->cache_type, d->kernels);
-    printf("%-8s %8s %12s %6s %14s %14s %10s\n", "test", "tokens", "tok/s", "cpu", "FLOP/token",
-           "bytes/token", "achieved");
-    if (a->prompt > 0)
-        printf("%-8s %8ld %12.1f %6.2f %14.4g %14.4g %6.1f GFLOP/s\n", "prompt", a->prompt,
-               r->pp_med, r->ppc_med, f->flops_pp, f->bytes_pp, f->flops_pp * r->pp_med * 1e-9);
-    if (a->gen > 0)
-        printf("%-8s %8ld %12.1f %6.2f %14.4g %14.4g %6.1f GB/s\n", "decode", a->gen, r->tg_med,
-               r->tgc_med, f->flops_tg, f->bytes_tg, f->bytes_tg * r->tg_med * 1e-9);
+    print_engine("engine", &sides[0].f.d);
+    if (n_sides > 1)
+        print_engine("against", &sides[1].f.d);
+    printf("%-8s %-10s %8s %12s %6s %14s %14s %10s\n", "test", "engine", "tokens", "tok/s", "cpu",
+           "FLOP/token", "bytes/token", "achieved");
+    for (int s = 0; s < n_sides && a->prompt > 0; s++) {
+        const side *d = &sides[s];
+        printf("%-8s %-10s %8ld %12.1f %6.2f %14.4g %14.4g %6.1f GFLOP/s\n", "prompt",
+               d->f.d.name, a->prompt, d->pp_med, d->ppc_med, d->f.flops_pp, d->f.bytes_pp,
+               d->f.flops_pp * d->pp_med * 1e-9);
+    }
+    for (int s = 0; s < n_sides && a->gen > 0; s++) {
+        const side *d = &sides[s];
+        printf("%-8s %-10s %8ld %12.1f %6.2f %14.4g %14.4g %6.1f GB/s\n", "decode", d->f.d.name,
+               a->gen, d->tg_med, d->tgc_med, d->f.flops_tg, d->f.bytes_tg,
+               d->f.bytes_tg * d->tg_med * 1e-9);
+    }
     printf("(median of %ld repeats; bytes = weights read once per forward call)\n", a->repeats);
-    if (a->roofline)
-        printf("machine roofline: sgemm %.1f GFLOP/s (%d threads), read %.1f GB/s (1 "
-               "thread)%s\n",
-               f->roof_gflops, f->threads, f->roof_gbs, f->sink < 0 ? " " : "");
+    if (n_sides > 1) {
+        printf("ratio %s / %s:", sides[0].f.d.name, sides[1].f.d.name);
+        if (a->prompt > 0)
+            printf(" prompt %.2fx (repeats %.2f-%.2f)", c->r_pp_med, c->r_pp_lo, c->r_pp_hi);
+        if (a->gen > 0)
+            printf("%s decode %.2fx (repeats %.2f-%.2f)", a->prompt > 0 ? "," : "", c->r_tg_med,
+                   c->r_tg_lo, c->r_tg_hi);
+        printf("\n");
+    }
+    if (a->roofline) {
+        printf("machine roofline: sgemm %.1f GFLOP/s, read %.1f GB/s (%d threads; median of "
+               "%ld passes beside the runs, %.1f-%.1f)%s\n",
+               c->sgemm_gflops, c->read_med, c->threads, a->repeats, c->read_lo, c->read_hi,
+               c->sink < 0 ? " " : "");
+        if (a->gen > 0 && c->read_med > 0)
+            printf("decode reads weights at %.0f%% of the read loop's bandwidth\n",
+                   100.0 * sides[0].f.bytes_tg * sides[0].tg_med * 1e-9 / c->read_med);
+    }
 }
 
 /* The engine the options ask for (--isa is kvv_engine_opts.isa);
- * --dequant-all and --f32-act go to the cpu engine's own open. */
+ * --dequant-all and --f32-act go to the cpu engine's own open. With
+ * --against, --device, --ubatch and --engine-opt belong to that engine. */
 static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engine **e,
                               kvv_error *err)
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
     eo.n_ctx = (int)(a->prompt + a->gen);
     eo.isa = a->isa;
+    if (a->against) {
+        eo.device = NULL;
+        eo.n_ubatch = 0;
+        eo.engine_opts = NULL;
+        eo.n_engine_opts = 0;
+    }
     if (!a->dequant_all && !a->f32_act)
         return kvv_engine_open(m, &eo, e, err);
     kvv_cpu_opts co = kvv_cpu_opts_default();
     co.dequant_all = a->dequant_all;
     co.f32_act = a->f32_act;
     return kvv_cpu_engine_open_ex(m, &eo, &co, e, err);
+}
+
+/* The --against engine: the same threads and context, its own default
+ * mode, --against-cache-type, and the plugin options. */
+static kvv_status open_against(const bench_args *a, const kvv_model *m, kvv_engine **e,
+                               kvv_error *err)
+{
+    kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
+    eo.name = a->against;
+    eo.mode = kvv_engine_default_mode(a->against);
+    eo.cache_type = a->against_cache;
+    eo.n_ctx = (int)(a->prompt + a->gen);
+    return kvv_engine_open(m, &eo, e, err);
+}
+
+static bool side_alloc(side *s, long repeats)
+{
+    s->pp = calloc((size_t)repeats, sizeof(double));
+    s->tg = calloc((size_t)repeats, sizeof(double));
+    s->ppc = calloc((size_t)repeats, sizeof(double));
+    s->tgc = calloc((size_t)repeats, sizeof(double));
+    return s->pp && s->tg && s->ppc && s->tgc;
+}
+
+static void side_free(side *s)
+{
+    free(s->pp);
+    free(s->tg);
+    free(s->ppc);
+    free(s->tgc);
+    kvv_engine_close(s->e);
+}
+
+/* Ratios repeat by repeat, their median and range; the read loop's. */
+static void compare_sides(const bench_args *a, const side *sides, int n_sides, comparison *c)
+{
+    const int R = (int)a->repeats;
+    if (a->roofline) {
+        c->read_med = median_of(c->read, R);
+        range_of(c->read, R, &c->read_lo, &c->read_hi);
+    }
+    if (n_sides < 2)
+        return;
+    for (int k = 0; k < R; k++) {
+        c->r_pp[k] = sides[1].pp[k] > 0 ? sides[0].pp[k] / sides[1].pp[k] : 0;
+        c->r_tg[k] = sides[1].tg[k] > 0 ? sides[0].tg[k] / sides[1].tg[k] : 0;
+    }
+    c->r_pp_med = sides[1].pp_med > 0 ? sides[0].pp_med / sides[1].pp_med : 0;
+    c->r_tg_med = sides[1].tg_med > 0 ? sides[0].tg_med / sides[1].tg_med : 0;
+    range_of(c->r_pp, R, &c->r_pp_lo, &c->r_pp_hi);
+    range_of(c->r_tg, R, &c->r_tg_lo, &c->r_tg_hi);
+}
+
+static int report(const bench_args *a, const kvv_model *m, const side *sides, int n_sides,
+                  const comparison *c)
+{
+    kvv_error err = {0};
+    int code = 0;
+    json_t *j = results_json(a, m, sides, n_sides, c);
+    if (!a->out.stdout_taken)
+        print_table(a, m, sides, n_sides, c);
+    /* on stdout one line, so runs append to a .jsonl file */
+    size_t flags = a->out.stdout_taken ? JSON_COMPACT : JSON_INDENT(2);
+    if (a->out.json_path &&
+        kvv_json_write_file(j, flags | JSON_REAL_PRECISION(9), a->out.json_path, &err))
+        code = kvv_cli_fail(&err);
+    json_decref(j);
+    return code;
 }
 
 int kvv_cmd_bench(int argc, char **argv)
@@ -404,34 +558,39 @@ int kvv_cmd_bench(int argc, char **argv)
     kvv_model *m;
     if (kvv_model_open(a.model_path, &m, &err))
         return kvv_cli_fail(&err);
-    kvv_engine *e;
-    if (open_engine(&a, m, &e, &err)) {
-        kvv_model_close(m);
-        return kvv_cli_fail(&err);
+    side sides[2];
+    memset(sides, 0, sizeof sides);
+    const int n_sides = a.against ? 2 : 1;
+    comparison c;
+    memset(&c, 0, sizeof c);
+    c.threads = kvv_engine_cli_opts(&a.engine).n_threads;
+    c.read = calloc((size_t)a.repeats, sizeof(double));
+    c.r_pp = calloc((size_t)a.repeats, sizeof(double));
+    c.r_tg = calloc((size_t)a.repeats, sizeof(double));
+    if (!c.read || !c.r_pp || !c.r_tg || !side_alloc(&sides[0], a.repeats) ||
+        !side_alloc(&sides[1], a.repeats)) {
+        fprintf(stderr, "kvverify bench: out of memory\n");
+        code = KVV_EXIT_BAD_INPUT;
+    } else if (open_engine(&a, m, &sides[0].e, &err) ||
+               (a.against && open_against(&a, m, &sides[1].e, &err))) {
+        code = kvv_cli_fail(&err);
+    } else {
+        if (a.roofline)
+            c.sgemm_gflops = kvv_bench_sgemm_gflops(c.threads);
+        code = measure(&a, sides, n_sides, &m->hp, a.roofline ? c.read : NULL, &c.sink);
     }
-    rates r = {.pp = calloc((size_t)a.repeats, sizeof(double)),
-               .tg = calloc((size_t)a.repeats, sizeof(double)),
-               .ppc = calloc((size_t)a.repeats, sizeof(double)),
-               .tgc = calloc((size_t)a.repeats, sizeof(double))};
-    code = measure(&a, e, &m->hp, &r);
     if (!code) {
-        figures f;
-        figures_of(&a, m, e, &f);
-        json_t *j = results_json(&a, m, &r, &f);
-        if (!a.out.stdout_taken)
-            print_table(&a, m, &r, &f);
-        /* on stdout one line, so runs append to a .jsonl file */
-        size_t flags = a.out.stdout_taken ? JSON_COMPACT : JSON_INDENT(2);
-        if (a.out.json_path &&
-            kvv_json_write_file(j, flags | JSON_REAL_PRECISION(9), a.out.json_path, &err))
-            code = kvv_cli_fail(&err);
-        json_decref(j);
+        for (int s = 0; s < n_sides; s++)
+            figures_of(&a, m, sides[s].e, &sides[s].f);
+        compare_sides(&a, sides, n_sides, &c);
+        code = report(&a, m, sides, n_sides, &c);
     }
-    free(r.pp);
-    free(r.tg);
-    free(r.ppc);
-    free(r.tgc);
-    kvv_engine_close(e);
+    side_free(&sides[0]);
+    side_free(&sides[1]);
+    free(c.read);
+    free(c.r_pp);
+    free(c.r_tg);
+    kvv_bench_read_free();
     kvv_model_close(m);
     return code;
 }

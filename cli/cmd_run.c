@@ -85,7 +85,8 @@ static void run_usage(FILE *f)
     fprintf(f, "  --n-ctx N           cache positions (default: min(context_length, 4096))\n"
             "  --emulate-ggml      ref engine: emulate llama.cpp's CPU shortcuts (fp16 GELU\n"
             "                      table; activations rounded to fp16 / quantized to Q8_0\n"
-            "                      before F16 / Q8_0 matmuls)\n"
+            "                      before F16 / Q8_0 matmuls, to Q8_K / Q8_1 before K-quant /\n"
+            "                      Q4_1, Q5_1 matmuls)\n"
             "  -h, --help          this help\n\n"
             "exit codes: 0 done, 1 done but some logits were not finite (NaN or inf: the\n"
             "tokens are not meaningful; a warning on stderr says how many), 2 bad input or\n"
@@ -122,7 +123,7 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_flag(o, "--hash")) {
         a->hash = true;
     } else if (kvv_opts_flag(o, "--emulate-ggml")) {
-        a->ggml = KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT;
+        a->ggml = KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT;
     } else if (kvv_opts_flag(o, "--time")) {
         a->time = true;
     } else if (kvv_opts_value(o, "--n-ctx")) {

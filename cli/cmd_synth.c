@@ -29,10 +29,13 @@ static void synth_usage(FILE *f)
             "  --arch ARCH     llama, qwen2, qwen3, gemma2, gemma3 or phi3 (implied by --shape)\n"
             "  --shape NAME    layer shape (default: ARCH-tiny); one of:\n"
             "                  %s\n"
-            "  --type TYPE     f32 (default), f16, bf16, q8_0, q4_0, q5_0, q4_1 or q5_1: the\n"
-            "                  type of the embedding, output and projection weights; norms and\n"
-            "                  biases stay F32, and rows not a multiple of 32 stay F16 in the\n"
-            "                  quantized types (like llama-quantize)\n"
+            "  --type TYPE     f32 (default), f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q2_k,\n"
+            "                  q3_k, q4_k, q5_k or q6_k: the type of the embedding, output and\n"
+            "                  projection weights; or q4_k_m, q5_k_m: llama-quantize's mixes\n"
+            "                  (Q6_K output and some layers' attn_v/ffn_down). Norms and biases\n"
+            "                  stay F32; rows the type's block does not divide take\n"
+            "                  llama-quantize's fallback (F16; Q4_K->Q5_0, Q5_K->Q5_1,\n"
+            "                  Q6_K->Q8_0, Q2_K/Q3_K->IQ4_NL)\n"
             "  --seed N        random seed (default 1)\n"
             "  --vocab N       vocabulary size (%d..%d). Default: 512 for tiny shapes; real\n"
             "                  shapes keep at most %d tokens (their real vocabularies of up to\n"
@@ -149,8 +152,9 @@ int kvv_cmd_synth(int argc, char **argv)
         return KVV_EXIT_BAD_INPUT;
     }
     kvv_type t;
-    if (!kvv_type_from_name(type, &t) || !kvv_synth_type_ok(t)) {
-        kvv_opts_error(&o, "option --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1", type);
+    kvv_synth_mix mix;
+    if (!kvv_synth_type_parse(type, &t, &mix)) {
+        kvv_opts_error(&o, "option --type: '%s' is not one of " KVV_SYNTH_TYPE_NAMES, type);
         return KVV_EXIT_BAD_INPUT;
     }
     if (!out) {
@@ -158,18 +162,18 @@ int kvv_cmd_synth(int argc, char **argv)
         return KVV_EXIT_BAD_INPUT;
     }
 
-    kvv_synth_opts so = {.shape = s, .type = t, .seed = seed, .n_vocab = (int)vocab,
+    kvv_synth_opts so = {.shape = s, .type = t, .mix = mix, .seed = seed, .n_vocab = (int)vocab,
                          .progress = on_progress, .progress_ctx = &output};
     uint64_t bytes = kvv_synth_size(&so);
     if (bytes > (64u << 20) && !output.quiet)
         fprintf(stderr, "kvverify synth: %s %s: %.0f MiB of weights to generate\n", s->name,
-                kvv_type_name(t), (double)bytes / 1048576.0);
+                kvv_synth_type_label(t, mix), (double)bytes / 1048576.0);
     kvv_error err = {0};
     if (kvv_synth_write(&so, out, &err))
         return kvv_cli_fail(&err);
     if (!output.quiet)
         printf("wrote %s: %s shape %s, %s, seed %llu, vocabulary %d, %.1f MiB of weights\n",
-               out, kvv_arch_name(s->arch), s->name, kvv_type_name(t), (unsigned long long)seed,
+               out, kvv_arch_name(s->arch), s->name, kvv_synth_type_label(t, mix), (unsigned long long)seed,
                vocab ? (int)vocab : s->n_vocab, (double)bytes / 1048576.0);
     return 0;
 }

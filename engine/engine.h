@@ -102,6 +102,10 @@ typedef struct {
     char variant[64];       /* build/kernel variant loaded, e.g. "ggml-cpu-zen4" */
     char flash_attn[16];    /* "on", "off", "auto", "n/a" */
     int n_ubatch;           /* micro-batch size in effect (0 = whole calls) */
+    unsigned ggml;          /* KVV_GGML_* roundings of llama.cpp this engine's
+                             * arithmetic has at every batch size (the cpu engine:
+                             * KVV_GGML_KQ_ACT); the reference opened with these
+                             * flags computes the same function (compare uses it) */
 } kvv_engine_desc;
 
 /* What an engine can do (kvv_engine_caps). The built-in engines have every

@@ -60,25 +60,26 @@ static void g_q4_1_q5_1(bool five, const uint8_t *restrict x, float *s, float *m
  *                     sub-block 2k, bit 2k+1 that of sub-block 2k+1
  *   48   128  u8[128] qs: low 4 bits (as Q4_K)
  * y = (d*sc) * q - (dmin*m) */
-/* Q4_K / Q5_K (256 weights, 8 sub-blocks of 32): s = d*sc, m = dmin*mn. */
-static void g_q4_k_q5_k(bool five, const uint8_t *restrict x, float *s, float *m,
-                        int8_t *restrict q)
+/* Q4_K / Q5_K (256 weights, 8 sub-blocks of 32): sc and mn of sub-block
+ * g/2 for both its groups of 16; u = the 4 (5) bit level. */
+static void k_q4_k_q5_k(bool five, const uint8_t *restrict x, kvv_kblock *restrict b)
 {
-    const float d = kvv_fp16_to_fp32(rd16(x));
-    const float min = kvv_fp16_to_fp32(rd16(x + 2));
+    b->d = kvv_fp16_to_fp32(rd16(x));
+    b->dmin = kvv_fp16_to_fp32(rd16(x + 2));
+    b->off = 0;
     const uint8_t *scales = x + 4;
     const uint8_t *qh = x + 16;
     const uint8_t *ql = x + (five ? 48 : 16);
     for (int j = 0; j < 8; j++) { /* sub-block j: nibble j%2 of ql[32*(j/2) + l] */
         uint8_t sc, mn;
         scale_min_k4(j, scales, &sc, &mn);
-        s[2 * j] = s[2 * j + 1] = d * (float)sc;
-        m[2 * j] = m[2 * j + 1] = min * (float)mn;
-        const uint8_t *b = ql + 32 * (j / 2);
+        b->sc[2 * j] = b->sc[2 * j + 1] = sc;
+        b->mn[2 * j] = b->mn[2 * j + 1] = mn;
+        const uint8_t *q = ql + 32 * (j / 2);
         const int shift = 4 * (j % 2);
         const int bit5 = five ? 16 : 0; /* Q5_K: bit j of qh[l] adds 16 */
         for (int l = 0; l < 32; l++) /* branch-free, so it vectorizes */
-            q[32 * j + l] = (int8_t)(((b[l] >> shift) & 0xF) | (((qh[l] >> j) & 1) * bit5));
+            b->u[32 * j + l] = (uint8_t)(((q[l] >> shift) & 0xF) | (((qh[l] >> j) & 1) * bit5));
     }
 }
 
@@ -93,23 +94,25 @@ static void g_q4_k_q5_k(bool five, const uint8_t *restrict x, float *s, float *m
  *              q(l+64) = (ql[l]    >> 4)  | ((qh[l] >> 4 & 3) << 4)
  *              q(l+96) = (ql[l+32] >> 4)  | ((qh[l] >> 6 & 3) << 4)
  * y = (d * sc[l/16 + 2k]) * (q - 32) */
-/* Q6_K (256 weights, 16 sub-blocks of 16): s = d*sc, q - 32, m = 0. */
-static void g_q6_k(const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
+/* Q6_K (256 weights, 16 sub-blocks of 16): u = the 6-bit level, off 32. */
+static void k_q6_k(const uint8_t *restrict x, kvv_kblock *restrict b)
 {
-    const float d = kvv_fp16_to_fp32(rd16(x + 208));
+    b->d = kvv_fp16_to_fp32(rd16(x + 208));
+    b->dmin = 0.0f;
+    b->off = 32;
     const int8_t *sc = (const int8_t *)(x + 192);
     for (int g = 0; g < 16; g++) {
-        s[g] = d * (float)sc[g];
-        m[g] = 0.0f;
+        b->sc[g] = sc[g];
+        b->mn[g] = 0;
     }
     for (int h = 0; h < 2; h++) { /* halves of 128 */
         const uint8_t *ql = x + 64 * h, *qh = x + 128 + 32 * h;
-        int8_t *o = q + 128 * h;
+        uint8_t *o = b->u + 128 * h;
         for (int l = 0; l < 32; l++) {
-            o[l + 0] = (int8_t)(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-            o[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-            o[l + 64] = (int8_t)(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-            o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            o[l + 0] = (uint8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+            o[l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            o[l + 64] = (uint8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            o[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
         }
     }
 }
@@ -121,20 +124,20 @@ static void g_q6_k(const uint8_t *restrict x, float *s, float *m, int8_t *restri
  *   80   2    fp16    d
  *   82   2    fp16    dmin
  * y = (d * (sc & 15)) * q - (dmin * (sc >> 4)), sc = scales[e/16] */
-/* Q2_K (256 weights, 16 sub-blocks of 16): s = d*(sc & 15), m = dmin*(sc >> 4). */
-static void g_q2_k(const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
+static void k_q2_k(const uint8_t *restrict x, kvv_kblock *restrict b)
 {
-    const float d = kvv_fp16_to_fp32(rd16(x + 80));
-    const float min = kvv_fp16_to_fp32(rd16(x + 82));
+    b->d = kvv_fp16_to_fp32(rd16(x + 80));
+    b->dmin = kvv_fp16_to_fp32(rd16(x + 82));
+    b->off = 0;
     for (int g = 0; g < 16; g++) {
-        s[g] = d * (float)(x[g] & 0xF);
-        m[g] = min * (float)(x[g] >> 4);
+        b->sc[g] = x[g] & 0xF;
+        b->mn[g] = x[g] >> 4;
     }
     /* weight e = 128h + 32k + l is bits 2k..2k+1 of qs[32h + l] */
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 4; k++)
             for (int l = 0; l < 32; l++)
-                q[128 * h + 32 * k + l] = (int8_t)((x[16 + 32 * h + l] >> (2 * k)) & 3);
+                b->u[128 * h + 32 * k + l] = (uint8_t)((x[16 + 32 * h + l] >> (2 * k)) & 3);
 }
 
 /* block_q3_K (110 bytes, 16 sub-blocks of 16):
@@ -145,16 +148,18 @@ static void g_q2_k(const uint8_t *restrict x, float *s, float *m, int8_t *restri
  *                     of byte 8 + j%4
  *   108  2    fp16    d
  * y = (d * (sc - 32)) * (q - (high bit ? 0 : 4)) */
-/* Q3_K (256 weights, 16 sub-blocks of 16): s = d*(sc - 32), q - (hbit ? 0 : 4), m = 0. */
-static void g_q3_k(const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
+/* Q3_K: u = low 2 bits + 4 * high bit (0..7), off 4, sc - 32 signed. */
+static void k_q3_k(const uint8_t *restrict x, kvv_kblock *restrict b)
 {
-    const float d_all = kvv_fp16_to_fp32(rd16(x + 108));
+    b->d = kvv_fp16_to_fp32(rd16(x + 108));
+    b->dmin = 0.0f;
+    b->off = 4;
     const uint8_t *hm = x, *qs = x + 32, *sb = x + 96;
     for (int j = 0; j < 16; j++) {
         const int lo = j < 8 ? (sb[j] & 0xF) : (sb[j - 8] >> 4);
         const int hi = (sb[8 + j % 4] >> (2 * (j / 4))) & 3;
-        s[j] = d_all * (float)((lo | (hi << 4)) - 32);
-        m[j] = 0.0f;
+        b->sc[j] = (int16_t)((lo | (hi << 4)) - 32);
+        b->mn[j] = 0;
     }
     /* weight e = 128h + 32k + l: bits 2k..2k+1 of qs[32h + l], high bit
      * 4h + k of hm[l] */
@@ -162,9 +167,36 @@ static void g_q3_k(const uint8_t *restrict x, float *s, float *m, int8_t *restri
         for (int k = 0; k < 4; k++)
             for (int l = 0; l < 32; l++) {
                 const int hbit = (hm[l] >> (4 * h + k)) & 1;
-                q[128 * h + 32 * k + l] =
-                    (int8_t)(((qs[32 * h + l] >> (2 * k)) & 3) - 4 * (1 - hbit));
+                b->u[128 * h + 32 * k + l] =
+                    (uint8_t)(((qs[32 * h + l] >> (2 * k)) & 3) | (hbit << 2));
             }
+}
+
+bool kvv_kblock_unpack(kvv_type t, const void *block, kvv_kblock *b)
+{
+    const uint8_t *x = block;
+    switch (t) {
+    case KVV_TYPE_Q2_K: k_q2_k(x, b); return true;
+    case KVV_TYPE_Q3_K: k_q3_k(x, b); return true;
+    case KVV_TYPE_Q4_K: k_q4_k_q5_k(false, x, b); return true;
+    case KVV_TYPE_Q5_K: k_q4_k_q5_k(true, x, b); return true;
+    case KVV_TYPE_Q6_K: k_q6_k(x, b); return true;
+    default:            return false;
+    }
+}
+
+/* The K types as groups: s = d*sc, m = dmin*mn, q = u - off (exactly
+ * ggml's products: d*sc and dmin*mn are exact in fp32). */
+static void g_k(kvv_type t, const uint8_t *restrict x, float *s, float *m, int8_t *restrict q)
+{
+    kvv_kblock b;
+    kvv_kblock_unpack(t, x, &b);
+    for (int g = 0; g < 16; g++) {
+        s[g] = b.d * (float)b.sc[g];
+        m[g] = b.dmin * (float)b.mn[g];
+    }
+    for (int i = 0; i < QK_K; i++)
+        q[i] = (int8_t)(b.u[i] - b.off);
 }
 
 bool kvv_quant_groups_type(kvv_type t)
@@ -184,11 +216,7 @@ bool kvv_quant_groups(kvv_type t, const void *src, int64_t n, float *s, float *m
         switch (t) {
         case KVV_TYPE_Q4_1: g_q4_1_q5_1(false, x, s, m, q); break;
         case KVV_TYPE_Q5_1: g_q4_1_q5_1(true, x, s, m, q); break;
-        case KVV_TYPE_Q4_K: g_q4_k_q5_k(false, x, s, m, q); break;
-        case KVV_TYPE_Q5_K: g_q4_k_q5_k(true, x, s, m, q); break;
-        case KVV_TYPE_Q6_K: g_q6_k(x, s, m, q); break;
-        case KVV_TYPE_Q2_K: g_q2_k(x, s, m, q); break;
-        default: g_q3_k(x, s, m, q); break;
+        default: g_k(t, x, s, m, q); break;
         }
     }
     return true;

@@ -1,6 +1,7 @@
 /*
  * quantize.c — kvv_quantize_row (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
- * Q5_1) exactly as ggml's quantize_row_*_ref, and kvv_widen_to_q8_0, the
+ * Q5_1) exactly as ggml's quantize_row_*_ref (the K types and IQ4_NL:
+ * quantize_k.c), and kvv_widen_to_q8_0, the
  * lossless re-encoding of Q4_0 / Q5_0 blocks as Q8_0. Layouts as in
  * dequant.c; rounding and |x| on the bits (no libm).
  */
@@ -233,7 +234,7 @@ bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n)
     case KVV_TYPE_Q4_1: q_q4_1(src, y, nb); break;
     case KVV_TYPE_Q5_0: q_q5_0(src, y, nb); break;
     case KVV_TYPE_Q5_1: q_q5_1(src, y, nb); break;
-    default: return false;
+    default: return kvv_quantize_blocks_k(t, src, y, nb); /* Q2_K..Q6_K, IQ4_NL */
     }
     return true;
 }

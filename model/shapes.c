@@ -70,6 +70,13 @@ static const kvv_shape shapes[] = {
      .n_vocab = 512, .real_vocab = 512, .n_ctx_train = 4096, .rope_base = 10000.0f,
      .norm_eps = E5, .n_swa = 2047, .tied = false,
      .res_gain = 4, .out_gain = 32, .qk_gain = 1.5f, .qk_norm_gain = 1},
+    /* after llama-tiny, so it is never llama's default */
+    {.name = "llama-k256", .arch = KVV_ARCH_LLAMA,
+     .about = "llama with 256-wide rows: every projection takes the K-quant types (tests)",
+     .n_layer = 2, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_ff = 768,
+     .n_vocab = 512, .real_vocab = 512, .n_ctx_train = 2048, .rope_base = 10000.0f,
+     .norm_eps = E5, .tied = false,
+     .res_gain = 2, .out_gain = 24, .qk_gain = 1.5f, .qk_norm_gain = 1},
 
     /* ---- real layer shapes (vocabulary capped, see shapes.h) ---- */
     {.name = "smollm2-135m", .arch = KVV_ARCH_LLAMA,

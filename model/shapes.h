@@ -13,7 +13,9 @@
  * Two kinds of shape:
  *   - "ARCH-tiny" for each architecture: 2-4 layers, n_embd 64-128, GQA,
  *     vocabulary 512, like the llama.cpp peer models in ../shared/peer
- *     (same widths, rope bases, windows and synthetic-weight gains);
+ *     (same widths, rope bases, windows and synthetic-weight gains), and
+ *     llama-k256, a tiny llama whose rows are all multiples of 256 so the
+ *     K-quant types apply to every projection;
  *   - real layer shapes (smollm2-135m, qwen2.5-0.5b, qwen3-0.6b,
  *     llama-3.2-1b, gemma3-1b, gemma3-4b) taken from the models' public
  *     config.json. Their vocabulary defaults to at most 32000 tokens

@@ -277,45 +277,35 @@ static int describe(const kvv_shape *s, int n_vocab, tdesc *list)
     return n;
 }
 
-/* The type a tensor is stored as in a file of type `type`. */
-static kvv_type stored_type(const tdesc *t, kvv_type type)
+/* Does the list hold an output.weight of its own (not tied)? */
+static bool has_output(const tdesc *list, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, "output.weight") == 0)
+            return true;
+    return false;
+}
+
+/* The type a tensor is stored as in a file of the options' type and mix
+ * (synth_mix.c); norms, biases and rope factors stay F32. */
+static kvv_type stored_type(const tdesc *t, const kvv_synth_opts *o, bool own_output)
 {
     if (!t->quantize)
         return KVV_TYPE_F32;
-    if (kvv_type_traits_of(type)->blck_size == 32 && t->ne0 % 32 != 0)
-        return KVV_TYPE_F16;
-    return type;
-}
-
-bool kvv_synth_type_ok(kvv_type t)
-{
-    return t == KVV_TYPE_F32 || t == KVV_TYPE_F16 || t == KVV_TYPE_BF16 || t == KVV_TYPE_Q8_0 ||
-           t == KVV_TYPE_Q4_0 || t == KVV_TYPE_Q5_0 || t == KVV_TYPE_Q4_1 || t == KVV_TYPE_Q5_1;
-}
-
-/* llama_ftype of a file whose projections are `type`. */
-static uint32_t file_type(kvv_type type)
-{
-    switch (type) {
-    case KVV_TYPE_F16:  return 1;
-    case KVV_TYPE_Q4_0: return 2;
-    case KVV_TYPE_Q4_1: return 3;
-    case KVV_TYPE_Q5_0: return 8;
-    case KVV_TYPE_Q5_1: return 9;
-    case KVV_TYPE_Q8_0: return 7;
-    case KVV_TYPE_BF16: return 32;
-    default:            return 0;
-    }
+    return kvv_synth_tensor_type(o->type, o->mix, t->name, t->ne0, o->shape->n_layer,
+                                 own_output);
 }
 
 static kvv_status check_opts(const kvv_synth_opts *o, int *n_vocab, kvv_error *err)
 {
     if (!o->shape)
         return kvv_error_set(err, KVV_ERR_USAGE, "synth: no shape given");
-    if (!kvv_synth_type_ok(o->type))
-        return kvv_error_set(err, KVV_ERR_USAGE,
-                             "synth: type %s is not one synth writes (f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1)",
-                             kvv_type_name(o->type));
+    if (!kvv_synth_type_ok(o->type) ||
+        (o->mix == KVV_SYNTH_Q4_K_M && o->type != KVV_TYPE_Q4_K) ||
+        (o->mix == KVV_SYNTH_Q5_K_M && o->type != KVV_TYPE_Q5_K) ||
+        (o->mix != KVV_SYNTH_PLAIN && o->mix != KVV_SYNTH_Q4_K_M && o->mix != KVV_SYNTH_Q5_K_M))
+        return kvv_error_set(err, KVV_ERR_USAGE, "synth: type %s is not one synth writes (%s)",
+                             kvv_synth_type_label(o->type, o->mix), KVV_SYNTH_TYPE_NAMES);
     *n_vocab = o->n_vocab > 0 ? o->n_vocab : o->shape->n_vocab;
     if (*n_vocab < KVV_SYNTH_MIN_VOCAB || *n_vocab > KVV_SYNTH_MAX_VOCAB)
         return kvv_error_set(err, KVV_ERR_USAGE, "synth: vocabulary size %d is out of range (%d..%d)",
@@ -325,7 +315,7 @@ static kvv_status check_opts(const kvv_synth_opts *o, int *n_vocab, kvv_error *e
 
 /* ------------------------------------------------------------ metadata */
 
-static kvv_status put_meta(kvv_gguf_writer *w, const kvv_shape *s, kvv_type type,
+static kvv_status put_meta(kvv_gguf_writer *w, const kvv_shape *s, uint32_t ftype,
                            const kvv_synth_vocab *v)
 {
     const char *a = kvv_arch_name(s->arch);
@@ -342,7 +332,7 @@ static kvv_status put_meta(kvv_gguf_writer *w, const kvv_shape *s, kvv_type type
         snprintf(name, sizeof name, "kvverify-synth-%s", s->name);
     PUT(kvv_gguf_writer_set_str(w, "general.architecture", a));
     PUT(kvv_gguf_writer_set_str(w, "general.name", name));
-    PUT(kvv_gguf_writer_set_u32(w, "general.file_type", file_type(type)));
+    PUT(kvv_gguf_writer_set_u32(w, "general.file_type", ftype));
     PUT(kvv_gguf_writer_set_u32(w, "general.quantization_version", 2));
     PUT(kvv_gguf_writer_set_u32(w, "general.alignment", KVV_GGUF_DEFAULT_ALIGNMENT));
     PUT(kvv_gguf_writer_set_u32(w, K("context_length"), (uint32_t)s->n_ctx_train));
@@ -422,15 +412,16 @@ kvv_status kvv_synth_build(const kvv_synth_opts *o, kvv_gguf_writer **out, kvv_e
     describe(s, n_vocab, list);
     if ((st = kvv_synth_vocab_build(n_vocab, &v, err)))
         goto done;
-    if ((st = put_meta(w, s, o->type, &v))) {
+    if ((st = put_meta(w, s, kvv_synth_file_type(o->type, o->mix), &v))) {
         kvv_error_set(err, st, "synth: cannot add metadata (%s)", kvv_strerror(st));
         goto done;
     }
+    const bool own_output = has_output(list, n);
     for (int i = 0; i < n; i++) {
         const tdesc *t = &list[i];
         int64_t rows = t->ne1 ? t->ne1 : 1;
         size_t count = (size_t)(t->ne0 * rows);
-        kvv_type ty = stored_type(t, o->type);
+        kvv_type ty = stored_type(t, o, own_output);
         float *x = malloc(count * sizeof *x);
         uint8_t *bytes = ty == KVV_TYPE_F32 ? NULL : malloc(kvv_type_row_size(ty, t->ne0) * (size_t)rows);
         if (!x || (ty != KVV_TYPE_F32 && !bytes)) {
@@ -486,9 +477,10 @@ uint64_t kvv_synth_size(const kvv_synth_opts *o)
         return 0;
     describe(o->shape, n_vocab, list);
     uint64_t total = 0;
+    const bool own_output = has_output(list, n);
     for (int i = 0; i < n; i++) {
         uint64_t rows = list[i].ne1 ? (uint64_t)list[i].ne1 : 1;
-        uint64_t b = kvv_type_row_size(stored_type(&list[i], o->type), list[i].ne0) * rows;
+        uint64_t b = kvv_type_row_size(stored_type(&list[i], o, own_output), list[i].ne0) * rows;
         total += (b + KVV_GGUF_DEFAULT_ALIGNMENT - 1) / KVV_GGUF_DEFAULT_ALIGNMENT * KVV_GGUF_DEFAULT_ALIGNMENT;
     }
     free(list);

@@ -27,10 +27,12 @@
  *   rope_freqs      the Llama-3 factors (as the converter computes them)
  * Each tensor has its own stream, seeded from (seed, tensor name).
  *
- * Types: F32, F16, BF16, Q8_0, Q4_0 for token_embd, output and every
- * projection; a projection whose row length is not a multiple of 32 stays
- * F16 in Q8_0/Q4_0 files (as llama-quantize does); norms, biases and
- * rope_freqs are always F32.
+ * Types (synth_mix.c): F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and
+ * Q2_K..Q6_K for token_embd, output and every projection, and the mixes
+ * Q4_K_M and Q5_K_M (llama-quantize's per-tensor choices); a row length
+ * the type's block does not divide takes llama-quantize's fallback (F16
+ * for the 32-element types; Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+ * Q2_K/Q3_K -> IQ4_NL); norms, biases and rope_freqs are always F32.
  */
 #ifndef KVV_SYNTH_H
 #define KVV_SYNTH_H
@@ -46,9 +48,18 @@
 #define KVV_SYNTH_MIN_VOCAB 260
 #define KVV_SYNTH_MAX_VOCAB (1 << 22)
 
+/* llama-quantize's mixes: per-tensor types around a default type. */
+typedef enum {
+    KVV_SYNTH_PLAIN = 0,  /* every quantized tensor in `type` (fallbacks aside) */
+    KVV_SYNTH_Q4_K_M,     /* type Q4_K; attn_v and ffn_down of some layers and
+                           * the output Q6_K, attn_qkv Q5_K */
+    KVV_SYNTH_Q5_K_M,     /* type Q5_K; the same layers Q6_K, attn_qkv Q6_K */
+} kvv_synth_mix;
+
 typedef struct {
     const kvv_shape *shape;  /* required */
-    kvv_type type;           /* F32, F16, BF16, Q8_0, Q4_0 or Q5_0 */
+    kvv_type type;           /* kvv_synth_type_ok; Q4_K / Q5_K with the mixes */
+    kvv_synth_mix mix;       /* default KVV_SYNTH_PLAIN */
     uint64_t seed;
     int n_vocab;             /* 0: the shape's default */
     /* (optional) called after each tensor: done of total tensors */
@@ -58,6 +69,28 @@ typedef struct {
 
 /* Is t a type synth can write? */
 bool kvv_synth_type_ok(kvv_type t);
+
+/* --type names: "f32" ... "q6_k" (case-insensitive) and "q4_k_m",
+ * "q5_k_m". @return true and *t, *mix on success. */
+bool kvv_synth_type_parse(const char *name, kvv_type *t, kvv_synth_mix *mix);
+/* "Q8_0", "Q4_K_M", ...: the name of a (type, mix); static storage. */
+const char *kvv_synth_type_label(kvv_type t, kvv_synth_mix mix);
+/* The names --type accepts, for messages: "f32, f16, ..., q5_k_m". */
+#define KVV_SYNTH_TYPE_NAMES                                                                     \
+    "f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m"
+
+/* llama_ftype (general.file_type) of a file of (t, mix). */
+uint32_t kvv_synth_file_type(kvv_type t, kvv_synth_mix mix);
+
+/* The type llama-quantize would give the quantized tensor `name` (rows of
+ * ne0 elements) in a file of (t, mix) over n_layer layers, has_output:
+ * whether the model has an output.weight of its own (otherwise the
+ * embedding is the output, and takes the output's type). Plain types:
+ * t with the fallbacks above. The mixes: llama-quantize's
+ * llama_tensor_get_type for Q4_K_M / Q5_K_M (use_more_bits layers:
+ * i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2). */
+kvv_type kvv_synth_tensor_type(kvv_type t, kvv_synth_mix mix, const char *name, int64_t ne0,
+                               int n_layer, bool has_output);
 
 /* Build the model into a new writer (caller frees with
  * kvv_gguf_writer_free). Errors: KVV_ERR_USAGE (bad type or vocabulary),

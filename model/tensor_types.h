@@ -88,8 +88,11 @@ bool kvv_dequantize_row(kvv_type t, const void *src, float *dst, int64_t n);
 
 /* Encode n elements of src as type t into dst (kvv_type_row_size(t, n)
  * bytes). F16/BF16: round to nearest even. Q8_0: d = amax/127 (stored as
- * fp16), q = round(x/d) like ggml's quantize_row_q8_0_ref. Q4_0 as ggml's
- * quantize_row_q4_0_ref. Returns false if t cannot be quantized. */
+ * fp16), q = round(x/d) like ggml's quantize_row_q8_0_ref. Q4_0, Q4_1,
+ * Q5_0, Q5_1 as ggml's quantize_row_*_ref. Q2_K..Q6_K and IQ4_NL:
+ * kvverify's own encoders (least-squares sub-block fits, quantize_k.c):
+ * valid blocks llama.cpp reads, not byte-equal to llama-quantize's.
+ * Returns false if t cannot be quantized. */
 bool kvv_quantize_row(kvv_type t, const float *src, void *dst, int64_t n);
 
 /* Re-encode n elements (a multiple of 32) of Q4_0 or Q5_0 as Q8_0 blocks
@@ -106,6 +109,24 @@ bool kvv_widen_to_q8_0(kvv_type t, const void *src, void *dst, int64_t n);
  * n/16 values, q n. quant_groups.c. Returns false for other types. */
 bool kvv_quant_groups_type(kvv_type t);
 bool kvv_quant_groups(kvv_type t, const void *src, int64_t n, float *s, float *m, int8_t *q);
+
+/* A Q2_K..Q6_K super-block as integers: weight i (group g = i/16) is
+ *     y = (d * sc[g]) * (u[i] - off) - dmin * mn[g]
+ * in fp32, which is kvv_dequantize_row's value (d*sc and dmin*mn are exact
+ * products). u: the unsigned level (Q2_K 0..3, Q3_K 0..7 with off 4,
+ * Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 with off 32); sc: signed group scale
+ * (Q3_K -32..31, Q6_K -128..127, else 0..63); mn: group min (0 for Q3_K,
+ * Q6_K). For integer dot products (ggml's vec_dot_*_q8_K): sum u*x per
+ * group, scaled by sc, minus off*sc and mn times the group's sum of x.
+ * quant_groups.c (the one decoder of each layout). @return false for other
+ * types. */
+typedef struct {
+    uint8_t u[256];
+    int16_t sc[16], mn[16];
+    float d, dmin;
+    int off;
+} kvv_kblock;
+bool kvv_kblock_unpack(kvv_type t, const void *block, kvv_kblock *out);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 float kvv_fp16_to_fp32(uint16_t h);

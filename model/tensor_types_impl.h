@@ -56,6 +56,10 @@ static inline void wr32(uint8_t *p, uint32_t v)
  * from x into y (dequant_k.c). Returns false if t is not one of those. */
 bool kvv_dequantize_blocks_ext(kvv_type t, const uint8_t *x, float *y, int64_t nb);
 
+/* Encode nb blocks of t (Q2_K..Q6_K, IQ4_NL) from x into y
+ * (quantize_k.c). Returns false for other types. */
+bool kvv_quantize_blocks_k(kvv_type t, const float *x, uint8_t *y, int64_t nb);
+
 /* nb blocks of a kvv_quant_groups_type through kvv_quant_groups
  * (quant_groups.c): y = s*q - m, exactly ggml's values. */
 void kvv_dequantize_groups(kvv_type t, const uint8_t *x, float *restrict y, int64_t nb);

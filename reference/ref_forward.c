@@ -30,8 +30,8 @@
 void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
               int n, bool reversed, ref_ggml_scratch *g)
 {
-    if ((r->opts.ggml & KVV_GGML_ACT_QUANT) && g)
-        ref_matmul_ggml(out, x, W, bias, n, reversed, r->wrow, g);
+    if ((r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT)) && g)
+        ref_matmul_ggml(out, x, W, bias, n, reversed, r->wrow, g, r->opts.ggml);
     else
         ref_matmul_mat(out, x, W, bias, n, reversed, r->wrow);
 }
@@ -93,7 +93,7 @@ typedef struct {
     uint8_t *keep;    /* (n_ctx) the select hook's verdicts */
     float *qs;        /* (head_dim) a query head multiplied by the query scale */
     float *probs;     /* (n, n_head, n_ctx) for the attn hook, or NULL */
-    bool ggml_on;     /* KVV_GGML_ACT_QUANT: ggml below is allocated */
+    bool ggml_on;     /* KVV_GGML_ACT_QUANT / KQ_ACT: ggml below is allocated */
     ref_ggml_scratch ggml; /* (n, max(E, F, O)) activation copies for ggml emulation */
 } scratch;
 
@@ -363,7 +363,7 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
 
     scratch s;
     if (!scratch_alloc(&s, hp, n, max_pos + 1, hooks && hooks->attn,
-                       (r->opts.ggml & KVV_GGML_ACT_QUANT) != 0)) {
+                       (r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT)) != 0)) {
         scratch_free(&s);
         return kvv_error_set(err, KVV_ERR_NOMEM, "forward: out of memory for a %d-token batch", n);
     }
@@ -413,8 +413,9 @@ kvv_status kvv_ref_kv_from_residual(kvv_ref *r, int layer, int n, const float *h
     if (st)
         return st;
     float *xn = falloc((size_t)n * (size_t)r->hp.n_embd);    /* (n, E) */
-    ref_ggml_scratch g = {NULL, NULL, NULL};
-    const bool ggml = (r->opts.ggml & KVV_GGML_ACT_QUANT) != 0;
+    ref_ggml_scratch g;
+    memset(&g, 0, sizeof g);
+    const bool ggml = (r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT)) != 0;
     if (!xn || (ggml && !ref_ggml_scratch_alloc(&g, n, r->hp.n_embd))) {
         free(xn);
         ref_ggml_scratch_free(&g);

@@ -142,8 +142,10 @@ float ref_softcap(float x, float cap);
 /* Scratch of ref_matmul_ggml for n rows of at most max_cols. */
 typedef struct {
     float *xh;    /* (n, max_cols) fp16-rounded activations */
-    int8_t *qx;   /* (n, max_cols) Q8_0 quants of the activations */
+    int8_t *qx;   /* (n, max_cols) Q8_0 / Q8_K / Q8_1 quants of the activations */
     float *dx;    /* (n * max_cols / 32) their block scales */
+    float *sx;    /* (n * max_cols / 32) Q8_1: fp16(d * sum q) */
+    int16_t *bsums; /* (n * max_cols / 16) Q8_K: sums of 16 quants */
 } ref_ggml_scratch;
 
 bool ref_ggml_scratch_alloc(ref_ggml_scratch *g, int n, int max_cols); /* false on OOM */
@@ -152,12 +154,13 @@ void ref_ggml_scratch_free(ref_ggml_scratch *g);                       /* accept
 /* GELU through ggml's fp16 table (KVV_GGML_GELU_FP16). */
 float ref_gelu_ggml(float x);
 
-/* ref_matmul_mat with ggml's activation handling for W's type
- * (KVV_GGML_ACT_QUANT): F16 -> activations rounded to fp16; Q8_0 ->
+/* ref_matmul_mat with ggml's activation handling for W's type, as `flags`
+ * (KVV_GGML_*) ask: ACT_QUANT: F16 -> activations rounded to fp16; Q8_0 ->
  * activations quantized to Q8_0 and block-integer dot products with W's
- * stored blocks; other types: plain ref_matmul_mat. */
+ * stored blocks; KQ_ACT: Q2_K..Q6_K -> Q8_K, Q4_1/Q5_1 -> Q8_1 activations
+ * and block-integer products; other types: plain ref_matmul_mat. */
 void ref_matmul_ggml(float *out, const float *x, const ref_mat *W, const float *bias, int n,
-                     bool reversed, float *wrow, ref_ggml_scratch *g);
+                     bool reversed, float *wrow, ref_ggml_scratch *g, unsigned flags);
 
 /* ------------------------------------------------------------ shared projection (ref_forward.c) */
 
@@ -172,7 +175,7 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
 
 /* One projection out (n, W->rows) = x (n, W->cols) through W: ref_matmul_mat
  * with the engine's row scratch, or ref_matmul_ggml when KVV_GGML_ACT_QUANT
- * is on (g then required). */
+ * or KVV_GGML_KQ_ACT is on (g then required). */
 void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
               int n, bool reversed, ref_ggml_scratch *g);
 

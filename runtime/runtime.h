@@ -39,6 +39,8 @@ enum {
     KVV_GGML_GELU_FP16 = 1u << 0, /* GELU through ggml's fp16 lookup table */
     KVV_GGML_ACT_QUANT = 1u << 1, /* activations rounded to fp16 before F16 matmuls and
                                      quantized to Q8_0 before Q8_0 matmuls (vec_dot_type) */
+    KVV_GGML_KQ_ACT = 1u << 2,    /* activations rounded to Q8_K before Q2_K..Q6_K matmuls
+                                     and to Q8_1 before Q4_1/Q5_1 (vec_dot_type) */
 };
 
 /* Which rows of logits forward() writes. */

@@ -26,18 +26,28 @@ kvv_compare_opts kvv_compare_opts_default(void)
 
 /* ------------------------------------------------------------ one engine's run */
 
-typedef struct {
+typedef struct recorder recorder;
+struct recorder {
     kvv_capture cap;
     kvv_hooks inner;    /* the capture's own hooks */
     float *attn_out;    /* [n_layer][n_pos][ow] */
     int n_pos, ow;
     unsigned caps;      /* the engine's KVV_ENGINE_CAP_*: which hooks it recorded */
-} recorder;
+    const recorder *feed; /* layer by layer: after recording its own residual
+                           * entering a layer, the engine continues from feed's */
+};
 
 static void rec_residual(void *u, int layer, int n, const int32_t *pos, float *h)
 {
     recorder *r = u;
     r->inner.residual(r->inner.user, layer, n, pos, h);
+    if (!r->feed)
+        return;
+    const size_t E = (size_t)r->cap.n_embd;
+    for (int i = 0; i < n; i++)
+        if (pos[i] >= 0 && pos[i] < r->n_pos)
+            memcpy(h + (size_t)i * E, kvv_capture_resid(&r->feed->cap, layer, pos[i]),
+                   E * sizeof(float));
 }
 
 static void rec_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
@@ -190,7 +200,33 @@ typedef struct {
     double kl_sum, kl_max, rel_max;   /* KL(p_A || p_B) sum and max; max|dlogit|/max|logit| */
     int agree, required_miss;         /* top-1 equal; top-1 differs beyond the error margin */
     int worst_pos, nonfinite;         /* where rel_max is; non-finite logits skipped */
+    bool layerwise;                   /* A ran each layer from B's residual */
+    double resid_rel_max;             /* layerwise: the largest relative RMS error of a */
+    int resid_worst_layer;            /* layer's residual (layers 1..n_layer), and where */
 } logit_figures;
+
+/* Layer by layer (A continued from B's residual entering each layer): the
+ * residual each layer of A computed against B's, as the relative RMS error
+ * sqrt(sum d^2 / sum a^2) over the layer's positions (KVV_COMPARE_LAYER_TOL). */
+static void compare_layers(const kvv_hparams *hp, int n, const recorder *a, const recorder *b,
+                           logit_figures *f)
+{
+    const size_t E = (size_t)hp->n_embd;
+    for (int l = 1; l <= hp->n_layer; l++) {
+        const float *ra = kvv_capture_resid(&a->cap, l, 0), *rb = kvv_capture_resid(&b->cap, l, 0);
+        double dd = 0, aa = 0;
+        for (size_t i = 0; i < (size_t)n * E; i++) {
+            const double d = (double)ra[i] - (double)rb[i];
+            dd += d * d;
+            aa += (double)ra[i] * (double)ra[i];
+        }
+        const double rel = aa > 0 ? sqrt(dd / aa) : sqrt(dd);
+        if (!(rel <= f->resid_rel_max)) { /* NaN counts as the worst */
+            f->resid_rel_max = rel;
+            f->resid_worst_layer = l;
+        }
+    }
+}
 
 /* ... and position by position into the report: KL and the logits' NMSE
  * at each position (details kl_by_position, logits_nmse_by_position). */
@@ -259,6 +295,11 @@ static void set_details(json_t *d, const kvv_compare_opts *o, const kvv_engine_d
     json_object_set_new(d, "top1_agree", json_integer(f->agree));
     json_object_set_new(d, "top1_required_misses", json_integer(f->required_miss));
     json_object_set_new(d, "nonfinite", json_integer(f->nonfinite));
+    json_object_set_new(d, "layerwise", json_boolean(f->layerwise));
+    if (f->layerwise) {
+        json_object_set_new(d, "residual_max_rel", json_real(f->resid_rel_max));
+        json_object_set_new(d, "residual_worst_layer", json_integer(f->resid_worst_layer));
+    }
 }
 
 /* One compare run's buffers and the two engines' records. */
@@ -313,13 +354,26 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (!c->la || !c->lb)
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory for %d x %d logits", n,
                              V);
+    /* B first: when A is the reference at its own numerics and B declares
+     * llama.cpp's activation roundings (desc.ggml), A emulates them, so the
+     * comparison measures B's kernels against the function B computes */
+    kvv_engine_opts a = o->a;
     const long runs = o->controls ? 3 : 2;
     if ((st = rec_init(&c->ra, hp, n, err)) || (st = rec_init(&c->rb, hp, n, err)) ||
-        (st = run_engine(o->model, &o->a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)))
+        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
         return st;
     if (o->progress)
         o->progress(o->progress_user, "compare", 1, runs);
-    if ((st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+    if (a.name && strcmp(a.name, "ref") == 0 && a.ggml == 0 && c->db.ggml) {
+        a.ggml = c->db.ggml;
+        /* 8-bit activations: one that rounds the other way (the two engines'
+         * fp32 values differ in their last bits) moves a dot product by a
+         * quantum, which every later layer of a deep model amplifies; so A
+         * continues each layer from B's residual and each row measures that
+         * layer's own error */
+        c->ra.feed = &c->rb;
+    }
+    if ((st = run_engine(o->model, &a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)))
         return st;
     if (o->progress)
         o->progress(o->progress_user, "compare", 2, runs);
@@ -337,6 +391,10 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (kvv_check_add_row(r, -1, "logits", &ls))
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
     compare_logits(c->la, c->lb, n, V, f, r->details);
+    if (c->ra.feed) {
+        f->layerwise = true;
+        compare_layers(hp, n, &c->ra, &c->rb, f);
+    }
     if (ls.first >= 0) {
         kvv_mismatch mm = {.tensor = "logits", .variant = "", .layer = -1,
                            .token = (int)(ls.first / V), .head = -1, .index = (int)(ls.first % V),
@@ -379,23 +437,27 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
     } else {
         const int n = o->n_tokens;
         bool pass = f.nonfinite == 0 && f.rel_max <= o->rel_tol && f.required_miss == 0 &&
+                    (!f.layerwise || f.resid_rel_max <= KVV_COMPARE_LAYER_TOL) &&
                     kvv_check_controls_missed(r) == 0;
-        char nonfinite[48] = "", mean[24], max[24];
+        char nonfinite[48] = "", mean[24], max[24], lw[96] = "";
         if (f.nonfinite)
             snprintf(nonfinite, sizeof nonfinite, "%d logits not finite (NaN/inf); ",
                      f.nonfinite);
+        if (f.layerwise)
+            snprintf(lw, sizeof lw, ", layer by layer: residual rms rel %.2g (layer %d, tol %.2g)",
+                     f.resid_rel_max, f.resid_worst_layer, KVV_COMPARE_LAYER_TOL);
         kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
-                              "%s vs %s: %slogits rel %.2g (tol %.2g), KL mean %s max %s, "
+                              "%s vs %s: %slogits rel %.2g (tol %.2g)%s, KL mean %s max %s, "
                               "top-1 %d/%d",
-                              c.da.name, c.db.name, nonfinite, f.rel_max, o->rel_tol,
+                              c.da.name, c.db.name, nonfinite, f.rel_max, o->rel_tol, lw,
                               kvv_figure_text(f.kl_sum / n, mean, sizeof mean),
                               kvv_figure_text(f.kl_max, max, sizeof max), f.agree, n);
         if (!pass)
             kvv_check_set_message(r,
                                   "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d "
-                                  "top-1 flips outside the error margin, %d non-finite logits",
+                                  "top-1 flips outside the error margin, %d non-finite logits%s",
                                   f.rel_max, f.worst_pos, o->rel_tol, f.required_miss,
-                                  f.nonfinite);
+                                  f.nonfinite, lw);
     }
     r->seconds = kvv_now_seconds() - t0;
     rec_free(&c.ra);

@@ -51,6 +51,8 @@ static void cpu_close(kvv_engine *e)
         free(c->rope_sin[0]);
         free(c->x); free(c->xn); free(c->q); free(c->kk); free(c->vv);
         free(c->o); free(c->g); free(c->u); free(c->y); free(c->qx); free(c->dx); free(c->probs);
+        free(c->q8k.q); free(c->q8k.d); free(c->q8k.bsums);
+        free(c->q81.q); free(c->q81.d); free(c->q81.s);
         free(c->key_pos); free(c->key_idx);
         if (c->ts)
             for (int i = 0; i < c->n_threads; i++) {
@@ -70,6 +72,18 @@ static kvv_kv_cache *cpu_cache(kvv_engine *e)
     return ((kvv_cpu *)e->impl)->cache;
 }
 
+/* Does any product take the integer K-quant / Q4_1 / Q5_1 path? */
+static bool has_kq(const kvv_cpu *c)
+{
+    bool k = c->output.kq >= 0;
+    for (int l = 0; l < c->hp->n_layer && !k; l++) {
+        const kvv_cpu_layer *L = &c->layers[l];
+        k = L->wq.kq >= 0 || L->wk.kq >= 0 || L->wv.kq >= 0 || L->wo.kq >= 0 ||
+            L->wg.kq >= 0 || L->wu.kq >= 0 || L->wd.kq >= 0;
+    }
+    return k;
+}
+
 static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
 {
     const kvv_cpu *c = e->impl;
@@ -81,6 +95,7 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
+    d->ggml = c->kq_act && has_kq(c) ? KVV_GGML_KQ_ACT : 0;
 }
 
 static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
@@ -116,6 +131,7 @@ static void setup(kvv_cpu *c, const kvv_model *m, const kvv_engine_opts *o, cons
     c->k = k;
     c->copts = *co;
     c->q8_act = c->mode == KVV_MODE_FAST && !co->f32_act;
+    c->kq_act = !co->f32_act && !co->dequant_all;
     c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     c->n_ctx = o->n_ctx;
     if (c->n_ctx == 0)
@@ -262,21 +278,20 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     /* Our pool owns the parallelism: each thread's sgemm runs single-threaded. */
     if (c->mode == KVV_MODE_FAST)
         openblas_set_num_threads(1);
+    const char *kq = co->dequant_all ? "f32" : c->kq_act ? "int8(act q8_k/q8_1)" : "tile";
     if (c->mode == KVV_MODE_FAST)
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
                  co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused",
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "tile",
-                 co->dequant_all ? "f32" : "g16");
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "tile", kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
                  k->name,
                  k->lanes, k->name, k->name,
                  co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused",
-                 co->dequant_all ? "f32" : "as-q8_0",
-                 co->dequant_all ? "f32" : "g16");
+                 co->dequant_all ? "f32" : "as-q8_0", kq);
     *out = e;
     return KVV_OK;
 }

@@ -58,6 +58,26 @@ bool kvv_cpu_reserve(kvv_cpu *c, int n)
     if (!q8)
         return false;
     c->qx = q8;
+    /* the rounded activations of cpu_kquant.h (Q8_K, Q8_1) */
+    kvv_cpu_actbuf *ab[2] = {&c->q8k, &c->q81};
+    for (int i = 0; i < 2; i++) {
+        int8_t *q = realloc(ab[i]->q, N * in_w + 64);
+        if (q)
+            ab[i]->q = q;
+        float *d = realloc(ab[i]->d, (N * in_w / 32 + 1) * sizeof(float));
+        if (d)
+            ab[i]->d = d;
+        if (!q || !d)
+            return false;
+    }
+    int16_t *bs = realloc(c->q8k.bsums, (N * in_w / 16 + 1) * sizeof(int16_t));
+    if (!bs)
+        return false;
+    c->q8k.bsums = bs;
+    float *s1 = realloc(c->q81.s, (N * in_w / 32 + 1) * sizeof(float));
+    if (!s1)
+        return false;
+    c->q81.s = s1;
     c->cap_tok = n;
     return true;
 }

@@ -14,6 +14,7 @@
 
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_kquant.h"
 #include "engine/cpu/cpu_pool.h"
 
 /* Multi-token products at or above this many tokens use sgemm in fast mode. */
@@ -26,15 +27,10 @@
 #define KVV_CPU_TILE_FLOATS 262144
 
 /* A weight matrix (or a row range of one): rows of `cols` elements. */
-/* The cpu engine's own weight form for the linear quantized types (Q4_1,
- * Q5_1, Q2_K..Q6_K; cpu_weights.c): per group of 16 weights, 16 int8 q,
- * then fp32 s and fp32 m (24 bytes); w = s*q - m, exactly the values of
- * kvv_dequantize_row (kvv_quant_groups). Not a ggml type id. */
-#define KVV_CPU_G16 0x7016
-#define KVV_CPU_G16_BYTES 24
-
 typedef struct {
-    int type;               /* KVV_TYPE_F32, KVV_TYPE_Q8_0, KVV_TYPE_Q4_0 or KVV_CPU_G16 */
+    int type;               /* KVV_TYPE_F32, Q8_0, Q4_0, or a kq type (below) */
+    int kq;                 /* kvv_kq of a K-quant / Q4_1 / Q5_1 type held in the
+                             * file's blocks (cpu_kquant.h), else -1 */
     int rows;               /* output dimension */
     int cols;               /* input dimension (row length) */
     const uint8_t *data;    /* first row; borrowed from the map or c->owned */
@@ -68,6 +64,16 @@ typedef struct {
     kvv_cpu_weight wu;           /* [n_ff][n_embd] */
     kvv_cpu_weight wd;           /* [n_embd][n_ff] */
 } kvv_cpu_layer;
+
+/* Activations rounded for the integer products (cpu_kquant.h), grown with
+ * the token capacity: q [n][max input width]; Q8_K: d [n][width/256],
+ * bsums [n][width/16]; Q8_1: d and s [n][width/32]. */
+typedef struct {
+    int8_t *q;
+    float *d;
+    int16_t *bsums;
+    float *s;
+} kvv_cpu_actbuf;
 
 /* Per-thread scratch. */
 typedef struct {
@@ -115,6 +121,9 @@ typedef struct {
     int8_t *qx;  /* [n][max input width] activations rounded to Q8_0 (fast mode) */
     float *dx;   /* [n][max input width / 32] their block scales */
     bool q8_act; /* fast mode: Q8_0/Q4_0 products take Q8_0 activations */
+    bool kq_act; /* K-quant, Q4_1, Q5_1 products round activations to Q8_K /
+                  * Q8_1 (both modes; not with --f32-act or --dequant-all) */
+    kvv_cpu_actbuf q8k, q81;   /* activations as Q8_K and as Q8_1 */
     float *probs;        /* attention probabilities for the attn hook (grown) */
     size_t cap_probs;
     int32_t *key_pos;    /* [n_ctx] positions reported to the attn hook */
@@ -132,6 +141,10 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err);
 uint64_t kvv_cpu_weights_plan(const kvv_cpu *c);
 
 /* ---- cpu_matmul.c ---- */
+/* Does the product with w round its activations (Q8_0 in fast mode, Q8_K
+ * or Q8_1 for the kq types)? */
+bool kvv_cpu_rounds_act(const kvv_cpu *c, const kvv_cpu_weight *w);
+
 typedef struct {
     const kvv_cpu_weight *w;
     float *y;       /* y[t*ldy + r] for r < w->rows */

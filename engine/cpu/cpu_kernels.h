@@ -9,8 +9,8 @@
  * (kvv_cpu_isa_choose, kvv_cpu_kernels_of) and then calls only through it.
  *
  * THE REDUCTION ORDER (what makes invariant mode invariant). Every dot
- * product of length K computed by gemm_f32, gemv_q8_0, gemv_q8_0_x4,
- * gemv_g16 or dot sums in one order that depends on K and the table only:
+ * product of length K computed by gemm_f32, gemv_q8_0, gemv_q8_0_x4 or dot
+ * sums in one order that depends on K and the table only:
  *   1. L = lanes accumulators (8 for generic and AVX2, 16 for AVX-512);
  *      lane j holds the running sum of w[i]*x[i] for i = j, j+L, j+2L, ...
  *      < K - K%L, in ascending i, starting from +0: with `fused`, one
@@ -28,17 +28,16 @@
  * where the CPU has the instructions and compiled against SIMDe where it
  * has not (tests/engine/simde_x86.h; -DKVV_CPU_EMULATED, test-only), and
  * requires the emulated bits to equal the native ones where both run.
- *   K1 order: every element of gemm_f32, gemv_q8_0, gemv_q8_0_x4, gemv_g16
- *      and dot is the order above on (dequantized) w and x.
+ *   K1 order: every element of gemm_f32, gemv_q8_0, gemv_q8_0_x4 and dot
+ *      is the order above on (dequantized) w and x.
  *   K2 batch invariance: an element's bits do not depend on n_rows, n_tok,
  *      the row's or the token's place in the call, or ld* (so neither the
  *      batch size, the chunking nor the thread split changes a bit); for
  *      gemm_f32, gemv_q8_0, gemm_q8_0_q8 and gemm_q4_0_q8.
  *   K3 fused = dequantize, then gemm_f32: gemv_q8_0 and gemv_q8_0_x4 on
- *      Q8_0 bytes, gemv_g16 on KVV_CPU_G16 bytes give the bits of gemm_f32
- *      on the dequantized rows.
+ *      Q8_0 bytes give the bits of gemm_f32 on the dequantized rows.
  *   K4 dequantization is exact: dequant_q8_0 / dequant_q4_0 equal
- *      kvv_dequantize_row; dequant_g16 is s*q - m, each operation rounded.
+ *      kvv_dequantize_row.
  *   K5 sum(n, x) is dot(n, x, ones).
  *   K6 axpy is y[i] + a*x[i] per element (fused iff `fused`), the same in
  *      the vector body and the tail; wsum is zeroing each output row then
@@ -50,8 +49,13 @@
  *   K9 fast mode's integer products (cpu_q8dot.h): quantize_act gives the
  *      generic bits; gemm_q8_0_q8 / gemm_q4_0_q8 follow that header's order
  *      (8 lanes in every table, fused iff `fused`).
- * A table may leave gemv_q8_0_x4 and gemv_g16 NULL; the engine then takes
- * a slower route with the same bits (K3).
+ *   K10 the K-quant and Q4_1/Q5_1 products (cpu_kquant.h): quantize_q8_k
+ *      and quantize_q8_1 give the generic bits; every gemm_kq gives the bits
+ *      of that header's order — the SAME bits in every table (fused steps
+ *      everywhere, exact integer block sums) — for any batch, row blocking
+ *      or row and token place (K2).
+ * A table may leave gemv_q8_0_x4 NULL; the engine then takes a slower route
+ * with the same bits (K3).
  *
  * Adding a table (or a kernel): write it in a file named *_ISA.c (the
  * Makefile gives it the ISA's flags), keep K1-K9, add it to
@@ -65,6 +69,7 @@
 #include <stdint.h>
 
 #include "engine/cpu/cpu_isa.h"
+#include "engine/cpu/cpu_kquant.h"
 
 typedef struct {
     const char *name;   /* "generic", "avx2", "avx512" (kvv_cpu_isa_name) */
@@ -84,13 +89,6 @@ typedef struct {
      * gemv_q8_0 (K3), with 4 independent accumulator chains read from one
      * linear stream. NULL where a table has none. */
     void (*gemv_q8_0_x4)(int K, const void *G, int n_groups, const float *x, float *y);
-    /* KVV_CPU_G16 rows (cpu_impl.h: 16 int8, fp32 s, fp32 m per 16
-     * weights, K a multiple of 16): dequantize n elements (K4), and one
-     * token's products y[r] = dot(row r, x) (K3). gemv_g16 is NULL where a
-     * table has none. */
-    void (*dequant_g16)(const void *src, float *dst, int n);
-    void (*gemv_g16)(int K, const void *W, size_t row_bytes, int n_rows, const float *x,
-                     float *y);
     /* One dot product in the same order (attention scores, norms). */
     float (*dot)(int K, const float *a, const float *b);
     /* y[i] += a * x[i] for i < n (K6). */
@@ -121,6 +119,14 @@ typedef struct {
                          const float *DX, int n_tok, float *Y, size_t ldy);
     void (*gemm_q4_0_q8)(int K, const void *W, size_t row_bytes, int n_rows, const int8_t *QX,
                          const float *DX, int n_tok, float *Y, size_t ldy);
+
+    /* Both modes' products with K-quant (Q2_K..Q6_K) and Q4_1/Q5_1 weights,
+     * read in the file's blocks (cpu_kquant.h, K10): the activations rounded
+     * like ggml's vec_dot_type (Q8_K; Q8_1), exact integer block sums, one
+     * fixed fp32 order; gemm_kq[kvv_kq] for each type. */
+    void (*quantize_q8_k)(int K, const float *x, int8_t *q, float *d, int16_t *bsums);
+    void (*quantize_q8_1)(int K, const float *x, int8_t *q, float *d, float *s);
+    const kvv_cpu_kq_fn *gemm_kq;
 } kvv_cpu_kernels;
 
 extern const kvv_cpu_kernels kvv_cpu_kernels_generic;
@@ -128,10 +134,10 @@ extern const kvv_cpu_kernels kvv_cpu_kernels_generic;
 extern const kvv_cpu_kernels kvv_cpu_kernels_avx2;
 extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
 /* AVX2 kernels the AVX-512 table shares (x86-64 builds only; per element,
- * or the 8-lane order of cpu_q8dot.h, so the lane count does not matter). */
+ * the 8-lane order of cpu_q8dot.h, or cpu_kquant.h's, so the lane count
+ * does not matter). */
 void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
                        size_t ldv, float *o, size_t ldo);
-void kvv_cpu_avx2_dequant_g16(const void *src, float *dst, int n);
 void kvv_cpu_avx2_scale(int n, float *x, float a);
 
 /* The table of isa in this build, whether or not the CPU can run it; NULL

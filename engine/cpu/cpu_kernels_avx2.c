@@ -229,66 +229,6 @@ static void avx2_gemv_q8_0_x4(int K, const void *G, int n_groups, const float *x
     }
 }
 
-/* 16 weights of a KVV_CPU_G16 group: s*q - m as two 8-lane vectors. */
-static inline void g16_w(const uint8_t *g, __m256 *w0, __m256 *w1)
-{
-    const __m128i q = _mm_loadu_si128((const __m128i *)g);
-    const __m256 s = _mm256_broadcast_ss((const float *)(g + 16));
-    const __m256 m = _mm256_broadcast_ss((const float *)(g + 20));
-    *w0 = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s), m);
-    *w1 = _mm256_sub_ps(
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), s), m);
-}
-
-void kvv_cpu_avx2_dequant_g16(const void *src, float *dst, int n)
-{
-    const uint8_t *g = src;
-    for (int i = 0; i < n; i += 16, g += 24) {
-        __m256 w0, w1;
-        g16_w(g, &w0, &w1);
-        _mm256_storeu_ps(dst + i, w0);
-        _mm256_storeu_ps(dst + i + 8, w1);
-    }
-}
-
-/* Two rows at a time (two independent chains) of one token; each row's
- * accumulator runs the lanes of gemm_f32 (K is a multiple of 16). */
-static void avx2_gemv_g16(int K, const void *W, size_t row_bytes, int n_rows, const float *x,
-                          float *y)
-{
-    const uint8_t *wb = W;
-    int r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        const uint8_t *g0 = wb + (size_t)r * row_bytes, *g1 = g0 + row_bytes;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        for (int i = 0; i < K; i += 16, g0 += 24, g1 += 24) {
-            _mm_prefetch((const char *)g0 + PF_BYTES, _MM_HINT_T0);
-            _mm_prefetch((const char *)g1 + PF_BYTES, _MM_HINT_T0);
-            __m256 w0, w1, v0, v1;
-            g16_w(g0, &w0, &w1);
-            g16_w(g1, &v0, &v1);
-            const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
-            a0 = _mm256_fmadd_ps(w0, x0, a0);
-            a1 = _mm256_fmadd_ps(v0, x0, a1);
-            a0 = _mm256_fmadd_ps(w1, x1, a0);
-            a1 = _mm256_fmadd_ps(v1, x1, a1);
-        }
-        y[r] = kvv_avx2_hsum(a0);
-        y[r + 1] = kvv_avx2_hsum(a1);
-    }
-    for (; r < n_rows; r++) {
-        const uint8_t *g0 = wb + (size_t)r * row_bytes;
-        __m256 a0 = _mm256_setzero_ps();
-        for (int i = 0; i < K; i += 16, g0 += 24) {
-            __m256 w0, w1;
-            g16_w(g0, &w0, &w1);
-            a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), a0);
-            a0 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), a0);
-        }
-        y[r] = kvv_avx2_hsum(a0);
-    }
-}
-
 static void avx2_axpy(int n, float a, const float *x, float *y)
 {
     __m256 va = _mm256_set1_ps(a);
@@ -487,8 +427,6 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .gemm_f32 = avx2_gemm_f32,
     .gemv_q8_0 = avx2_gemv_q8_0,
     .gemv_q8_0_x4 = avx2_gemv_q8_0_x4,
-    .dequant_g16 = kvv_cpu_avx2_dequant_g16,
-    .gemv_g16 = avx2_gemv_g16,
     .dot = avx2_dot,
     .axpy = avx2_axpy,
     .wsum = kvv_cpu_avx2_wsum,
@@ -501,6 +439,9 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .quantize_act = kvv_cpu_quantize_act_avx2,
     .gemm_q8_0_q8 = kvv_cpu_gemm_q8_0_q8_avx2,
     .gemm_q4_0_q8 = kvv_cpu_gemm_q4_0_q8_avx2,
+    .quantize_q8_k = kvv_cpu_quantize_q8_k_avx2,
+    .quantize_q8_1 = kvv_cpu_quantize_q8_1_avx2,
+    .gemm_kq = kvv_cpu_kq_avx2,
 };
 
 #elif defined(__x86_64__)

@@ -247,47 +247,6 @@ static void avx512_gemv_q8_0_x4(int K, const void *G, int n_groups, const float 
     }
 }
 
-/* The 16 weights of a KVV_CPU_G16 group: s*q - m, each operation rounded
- * (K4; the same bits as kvv_cpu_avx2_dequant_g16). */
-static inline __m512 g16_w16(const uint8_t *g)
-{
-    float s, m;
-    memcpy(&s, g + 16, 4);
-    memcpy(&m, g + 20, 4);
-    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)g)));
-    return _mm512_sub_ps(_mm512_mul_ps(q, _mm512_set1_ps(s)), _mm512_set1_ps(m));
-}
-
-/* Two rows at a time (two independent chains) of one token; a group of 16
- * weights is one 16-lane step of gemm_f32's order (K is a multiple of 16,
- * no tail). */
-static void avx512_gemv_g16(int K, const void *W, size_t row_bytes, int n_rows, const float *x,
-                            float *y)
-{
-    const uint8_t *wb = W;
-    int r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        const uint8_t *g0 = wb + (size_t)r * row_bytes, *g1 = g0 + row_bytes;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        for (int i = 0; i < K; i += 16, g0 += 24, g1 += 24) {
-            _mm_prefetch((const char *)g0 + PF_BYTES, _MM_HINT_T0);
-            _mm_prefetch((const char *)g1 + PF_BYTES, _MM_HINT_T0);
-            const __m512 xv = _mm512_loadu_ps(x + i);
-            a0 = _mm512_fmadd_ps(g16_w16(g0), xv, a0);
-            a1 = _mm512_fmadd_ps(g16_w16(g1), xv, a1);
-        }
-        y[r] = hsum16(a0);
-        y[r + 1] = hsum16(a1);
-    }
-    for (; r < n_rows; r++) {
-        const uint8_t *g0 = wb + (size_t)r * row_bytes;
-        __m512 a0 = _mm512_setzero_ps();
-        for (int i = 0; i < K; i += 16, g0 += 24)
-            a0 = _mm512_fmadd_ps(g16_w16(g0), _mm512_loadu_ps(x + i), a0);
-        y[r] = hsum16(a0);
-    }
-}
-
 /* The order of dot with a row of ones (K5): x*1 + acc is x + acc, one
  * rounding either way. */
 static float avx512_sum(int n, const float *x)
@@ -377,8 +336,6 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .gemm_f32 = avx512_gemm_f32,
     .gemv_q8_0 = avx512_gemv_q8_0,
     .gemv_q8_0_x4 = avx512_gemv_q8_0_x4,
-    .dequant_g16 = kvv_cpu_avx2_dequant_g16, /* per element: the lane width does not matter */
-    .gemv_g16 = avx512_gemv_g16,
     .dot = avx512_dot,
     .axpy = avx512_axpy,
     .wsum = kvv_cpu_avx2_wsum, /* per element, fused like avx512_axpy (K6) */
@@ -391,6 +348,9 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .quantize_act = kvv_cpu_quantize_act_avx2,
     .gemm_q8_0_q8 = kvv_cpu_gemm_q8_0_q8_avx2,
     .gemm_q4_0_q8 = kvv_cpu_gemm_q4_0_q8_avx2,
+    .quantize_q8_k = kvv_cpu_quantize_q8_k_avx2, /* per element: the lane width does not matter */
+    .quantize_q8_1 = kvv_cpu_quantize_q8_1_avx2,
+    .gemm_kq = kvv_cpu_kq_avx512,
 };
 
 #elif defined(__x86_64__)

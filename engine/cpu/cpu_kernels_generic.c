@@ -128,36 +128,6 @@ static void gen_gemv_q8_0_x4(int K, const void *G, int n_groups, const float *x,
         }
 }
 
-static void gen_dequant_g16(const void *src, float *dst, int n)
-{
-    const uint8_t *g = src;
-    for (int i = 0; i < n; i += 16, g += 24) {
-        float s, m;
-        memcpy(&s, g + 16, 4);
-        memcpy(&m, g + 20, 4);
-        for (int j = 0; j < 16; j++)
-            dst[i + j] = s * (float)(int8_t)g[j] - m;
-    }
-}
-
-static void gen_gemv_g16(int K, const void *W, size_t row_bytes, int n_rows, const float *x,
-                         float *y)
-{
-    float row[4096];
-    for (int r = 0; r < n_rows; r++) {
-        const uint8_t *src = (const uint8_t *)W + (size_t)r * row_bytes;
-        float acc[LANES] = {0};
-        for (int k0 = 0; k0 < K; k0 += 4096) { /* pieces; lanes carry over */
-            int kn = K - k0 < 4096 ? K - k0 : 4096;
-            gen_dequant_g16(src + (size_t)(k0 / 16) * 24, row, kn);
-            for (int i = 0; i < kn; i += LANES)
-                for (int j = 0; j < LANES; j++)
-                    acc[j] = acc[j] + row[i + j] * x[k0 + i + j];
-        }
-        y[r] = hsum8(acc);
-    }
-}
-
 static void gen_axpy(int n, float a, const float *x, float *y)
 {
     for (int i = 0; i < n; i++)
@@ -216,8 +186,6 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .gemm_f32 = gen_gemm_f32,
     .gemv_q8_0 = gen_gemv_q8_0,
     .gemv_q8_0_x4 = gen_gemv_q8_0_x4,
-    .dequant_g16 = gen_dequant_g16,
-    .gemv_g16 = gen_gemv_g16,
     .dot = gen_dot,
     .axpy = gen_axpy,
     .wsum = gen_wsum,
@@ -230,4 +198,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .quantize_act = kvv_cpu_quantize_act_generic,
     .gemm_q8_0_q8 = kvv_cpu_gemm_q8_0_q8_generic,
     .gemm_q4_0_q8 = kvv_cpu_gemm_q4_0_q8_generic,
+    .quantize_q8_k = kvv_cpu_quantize_q8_k_generic,
+    .quantize_q8_1 = kvv_cpu_quantize_q8_1_generic,
+    .gemm_kq = kvv_cpu_kq_generic,
 };

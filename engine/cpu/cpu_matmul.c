@@ -15,6 +15,11 @@
  * to the f32 kernel (or sgemm). Dequantization is exact, so in invariant
  * mode every route gives the bits of the f32 kernel on the dequantized
  * matrix.
+ *
+ * K-quant, Q4_1 and Q5_1 weights take the integer products of
+ * cpu_kquant.h at every batch size, in both modes: the activations are
+ * rounded (Q8_K, Q8_1) once per call, and each output's order depends on
+ * K only. (--f32-act: tiles dequantized for the f32 route instead.)
  */
 #include <cblas.h>
 #include <string.h>
@@ -42,6 +47,7 @@ typedef struct {
     const kvv_cpu_mm_out *outs;
     bool use_sgemm;
     bool q8;        /* x is also in c->qx / c->dx (Q8_0 activations) */
+    bool q8k, q81;  /* ... and in c->q8k / c->q81 (Q8_K, Q8_1 activations) */
     int rows_per_chunk;
     int first_chunk[4];   /* chunk index where output o starts; [n_out] = total */
 } mm_job;
@@ -51,12 +57,18 @@ const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b)
     return w->data + (size_t)(r / 4) * 4 * w->row_bytes + ((size_t)b * 4 + (size_t)(r % 4)) * 34;
 }
 
+bool kvv_cpu_rounds_act(const kvv_cpu *c, const kvv_cpu_weight *w)
+{
+    return (w->kq >= 0 && c->kq_act) ||
+           (c->q8_act && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0));
+}
+
 static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
 {
-    if (w->type == KVV_CPU_G16) {
+    if (w->kq >= 0) {
         for (int r = 0; r < nr; r++)
-            c->k->dequant_g16(w->data + (size_t)(r0 + r) * w->row_bytes, dst + (size_t)r * w->cols,
-                              w->cols);
+            kvv_dequantize_row((kvv_type)w->type, w->data + (size_t)(r0 + r) * w->row_bytes,
+                               dst + (size_t)r * w->cols, w->cols);
         return;
     }
     if (w->x4) {
@@ -99,9 +111,11 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
                  j->x, j->ldx, j->n, out->y + r0, out->ldy);
         return;
     }
-    if (w->type == KVV_CPU_G16 && j->n == 1 && c->k->gemv_g16) {
-        c->k->gemv_g16(K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, j->x,
-                       out->y + r0);
+    if (w->kq >= 0 && c->kq_act) {
+        const kvv_cpu_actbuf *b = kvv_cpu_kq_is_k((kvv_kq)w->kq) ? &c->q8k : &c->q81;
+        const kvv_cpu_qact a = {b->q, b->d, b->bsums, b->s};
+        c->k->gemm_kq[w->kq](K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, &a, j->n,
+                             out->y + r0, out->ldy);
         return;
     }
     if (j->q8 && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0)) {
@@ -141,11 +155,10 @@ static void weight_paths(const kvv_cpu *c, const kvv_cpu_weight *w, kvv_batch_pa
 {
     const bool fast = c->mode == KVV_MODE_FAST;
     char what[96];
-    if (fast) /* every route but the integer one ends in sgemm from here */
+    if (w->kq >= 0 && c->kq_act)
+        return; /* K-quant/Q4_1/Q5_1: one integer kernel at every batch size */
+    if (fast) /* every other route but the integer one ends in sgemm from here */
         kvv_batch_paths_add(p, KVV_CPU_SGEMM_MIN_TOKENS, "products: OpenBLAS sgemm from here");
-    if (w->type == KVV_CPU_G16 && c->k->gemv_g16)
-        kvv_batch_paths_add(p, 2, "K-quant/Q4_1/Q5_1 products: one-token G16 GEMV below, "
-                                  "dequantized tiles from here");
     bool q = w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0;
     if (q && c->q8_act) {
         snprintf(what, sizeof what, "Q8_0/Q4_0 products: int8 on Q8_0 activations up to %d "
@@ -211,10 +224,30 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
             c->k->quantize_act(K, x + (size_t)t * ldx, c->qx + (size_t)t * K,
                                c->dx + (size_t)t * (K / 32));
     }
+    /* Q8_K / Q8_1 activations for the kq weights, every batch size */
+    j.q8k = j.q81 = false;
+    for (int o = 0; o < n_out && c->kq_act; o++)
+        if (outs[o].w->kq >= 0) {
+            if (kvv_cpu_kq_is_k((kvv_kq)outs[o].w->kq))
+                j.q8k = true;
+            else
+                j.q81 = true;
+        }
+    const int K = outs[0].w->cols;
+    for (int t = 0; t < n && j.q8k; t++)
+        c->k->quantize_q8_k(K, x + (size_t)t * ldx, c->q8k.q + (size_t)t * K,
+                            c->q8k.d + (size_t)t * (K / 256), c->q8k.bsums + (size_t)t * (K / 16));
+    for (int t = 0; t < n && j.q81; t++)
+        c->k->quantize_q8_1(K, x + (size_t)t * ldx, c->q81.q + (size_t)t * K,
+                            c->q81.d + (size_t)t * (K / 32), c->q81.s + (size_t)t * (K / 32));
     for (int o = 0; o < n_out; o++) {
         macs += (double)n * outs[o].w->rows * outs[o].w->cols;
         max_rows = outs[o].w->rows > max_rows ? outs[o].w->rows : max_rows;
     }
+    /* sgemm runs only for outputs without an integer product */
+    bool sgemm_any = false;
+    for (int o = 0; o < n_out; o++)
+        sgemm_any = sgemm_any || !(outs[o].w->kq >= 0 && c->kq_act);
     int nth = c->n_threads;
     if (nth == 1 || macs < MIN_PARALLEL_MACS) {
         j.rows_per_chunk = max_rows > 0 ? max_rows : 1;
@@ -222,7 +255,7 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
         /* sgemm prefers few large calls (one per thread and output); the
          * SIMD kernels take 4 chunks per thread for load balance. Rows per
          * chunk are a multiple of 16 (the register and tile blocking). */
-        int parts = j.use_sgemm ? nth : 4 * nth;
+        int parts = j.use_sgemm && sgemm_any ? nth : 4 * nth;
         int rpc = (max_rows + parts - 1) / parts;
         j.rows_per_chunk = (rpc + 15) / 16 * 16;
     }

@@ -6,9 +6,8 @@
  *                        layout (cpu_impl.h);
  *   Q4_0                 fast: the mapped file; invariant: re-encoded as Q8_0;
  *   Q5_0                 re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
- *   Q4_1, Q5_1, Q2_K..Q6_K  KVV_CPU_G16: 8-bit integers with an fp32 scale
- *                        and offset per 16 weights (kvv_quant_groups, same
- *                        values), 1.5 bytes per weight;
+ *   Q4_1, Q5_1, Q2_K..Q6_K  the mapped file, in its own blocks: the integer
+ *                        products of cpu_kquant.h read them as they are;
  *   anything else        dequantized to F32.
  * Every form dequantizes to exactly the values of kvv_dequantize_row, so the
  * choice changes speed and memory, never a result in invariant mode.
@@ -124,38 +123,11 @@ static bool widen_q8_0(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w, 
     return adopt(c, d) != NULL;
 }
 
-/* The KVV_CPU_G16 form of a linear quantized matrix, in owned memory. */
-static bool to_g16(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w)
-{
-    const int ng = w->cols / 16;
-    w->type = KVV_CPU_G16;
-    w->row_bytes = (size_t)ng * KVV_CPU_G16_BYTES;
-    uint8_t *d = own(c, (size_t)w->rows * w->row_bytes);
-    float *s = malloc(sizeof(float) * (size_t)ng), *m = malloc(sizeof(float) * (size_t)ng);
-    int8_t *q = malloc((size_t)w->cols);
-    bool ok = d && s && m && q;
-    size_t src_row = kvv_type_row_size(t->type, w->cols);
-    for (int r = 0; ok && r < w->rows; r++) {
-        kvv_quant_groups(t->type, t->data + (size_t)r * src_row, w->cols, s, m, q);
-        uint8_t *g = d + (size_t)r * w->row_bytes;
-        for (int i = 0; i < ng; i++, g += KVV_CPU_G16_BYTES) {
-            memcpy(g, q + 16 * i, 16);
-            memcpy(g + 16, &s[i], 4);
-            memcpy(g + 20, &m[i], 4);
-        }
-    }
-    free(s);
-    free(m);
-    free(q);
-    w->data = d;
-    return ok;
-}
-
 enum {
     LOAD_SPLIT4 = 1, /* the rows are later split (fused QKV, gate|up) at
                       * multiples of 4, so the X4 layout may be used */
     LOAD_LOOKUP = 2, /* rows are looked up one by one (the embedding): the
-                      * file's row layout or F32, no X4 or G16 */
+                      * file's row layout or F32, no X4 */
 };
 
 /* A weight matrix in the form the header lists. */
@@ -163,20 +135,16 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
                            unsigned flags, kvv_error *err)
 {
     memset(w, 0, sizeof *w);
+    w->kq = -1;
     if (!t)
         return KVV_OK;
     const bool split4 = (flags & LOAD_SPLIT4) != 0;
     w->rows = (int)(t->ne[1] * t->ne[2] * t->ne[3]);
     w->cols = (int)t->ne[0];
+    const int kq = kvv_cpu_kq_of((kvv_type)t->type);
     bool keep = t->type == KVV_TYPE_F32 ||
-                (!c->copts.dequant_all && (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
-    if (!c->copts.dequant_all && !(flags & LOAD_LOOKUP) && kvv_quant_groups_type(t->type) &&
-        w->cols % 16 == 0) {
-        if (!to_g16(c, t, w))
-            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
-                                 t->name);
-        return KVV_OK;
-    }
+                (!c->copts.dequant_all &&
+                 (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
     if (want_q8_0(c, t)) {
         if (!widen_q8_0(c, t, w, split4))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
@@ -185,6 +153,7 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
     }
     if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
         w->type = t->type;
+        w->kq = kq;
         w->data = t->data;
         w->row_bytes = kvv_type_row_size(t->type, w->cols);
         if (split4 && want_x4(c, w) && !relayout_x4(c, w))
@@ -211,8 +180,8 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
 }
 
 /* The bytes load_mat allocates for t with these flags: the same choices in
- * the same order (G16, widened Q8_0, kept in place or re-laid out as X4, an
- * F32 copy). X4 is assumed wherever it could apply (an upper bound). */
+ * the same order (widened Q8_0; kept in place — K-quants in the file's
+ * blocks — or re-laid out as X4; an F32 copy). X4 is assumed wherever it could apply (an upper bound). */
 static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
     const uint64_t cols = (uint64_t)t->ne[0];
@@ -220,13 +189,12 @@ static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned fl
                                       (uint64_t)t->ne[3]);
     const bool x4 = (flags & LOAD_SPLIT4) && c->mode == KVV_MODE_INVARIANT &&
                     c->k->gemv_q8_0_x4 && rows % 4 == 0;
-    if (!c->copts.dequant_all && !(flags & LOAD_LOOKUP) && kvv_quant_groups_type(t->type) &&
-        cols % 16 == 0)
-        return kvv_mem_mul(rows, cols / 16 * KVV_CPU_G16_BYTES);
     if (want_q8_0(c, t))
         return kvv_mem_mul(rows, kvv_type_row_size(KVV_TYPE_Q8_0, (int64_t)cols));
+    const int kq = kvv_cpu_kq_of((kvv_type)t->type);
     bool keep = t->type == KVV_TYPE_F32 ||
-                (!c->copts.dequant_all && (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0));
+                (!c->copts.dequant_all &&
+                 (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
     if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0))
         return x4 && t->type == KVV_TYPE_Q8_0 ? t->nbytes : 0;
     return kvv_mem_mul(kvv_mem_mul(rows, cols), sizeof(float));
@@ -310,26 +278,21 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
             return st;
     } else {
         /* tied: the embedding keeps the file's layout or F32 (rows are
-         * looked up one by one); the output gets its own X4 or G16 copy
-         * when one pays */
+         * looked up one by one); the output shares it, or gets its own X4
+         * copy when one pays */
         c->output = c->tok_embd;
-        if (!c->copts.dequant_all && kvv_quant_groups_type(m->tok_embd->type) &&
-            m->tok_embd->ne[0] % 16 == 0) {
-            if ((st = load_mat(c, m->tok_embd, &c->output, LOAD_SPLIT4, err)))
-                return st;
-        } else if (want_x4(c, &c->output) && !relayout_x4(c, &c->output)) {
+        if (want_x4(c, &c->output) && !relayout_x4(c, &c->output))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
-        }
     }
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {
         /* The lowest mantissa bit, as the reference. When the output product
-         * rounds its activations to Q8_0 (fast mode), a 1-ulp change of one
-         * input is below that resolution and would vanish, so the control
-         * flips the lowest exponent bit (x2 or /2) instead. */
+         * rounds its activations (Q8_0 in fast mode, Q8_K / Q8_1), a 1-ulp
+         * change of one input is below that resolution and would vanish, so
+         * the control flips the lowest exponent bit (x2 or /2) instead. */
         float *w0 = (float *)c->output_norm;
         uint32_t b;
         memcpy(&b, w0, 4);
-        b ^= c->q8_act && c->output.type != KVV_TYPE_F32 ? 1u << 23 : 1u;
+        b ^= kvv_cpu_rounds_act(c, &c->output) ? 1u << 23 : 1u;
         memcpy(w0, &b, 4);
     }
     return KVV_OK;

@@ -1,8 +1,10 @@
 #!/bin/sh
-# `make bench`'s script (bench/run.sh) on a tiny synthetic model, with a
+# `make bench`'s script (bench/run.sh) on a tiny synthetic model: llama.cpp
+# through its plugin beside our engines (kvverify bench --against), and a
 # stand-in llama-bench that prints llama-bench's CSV (its real header and
-# quoting): the table carries llama.cpp's tok/s and the ratio, the JSON
-# holds our runs and llama-bench's; a LLAMA_BENCH that is not executable
+# quoting): the table carries llama.cpp's tok/s, the ratio and its spread,
+# the read-bandwidth fraction and llama-bench's figures; the JSON holds our
+# runs, the ratios and llama-bench's; a LLAMA_BENCH that is not executable
 # is refused. Needs no ../shared. Exit 0 pass, 77 skip, else fail.
 KVV=${KVV:-./kvverify}
 O=${O:-build}
@@ -23,7 +25,7 @@ h='build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_typ
 echo "$h"
 row() { echo "\"x\",\"1\",\"cpu\",\"\",\"CPU\",\"m\",\"t\",\"1\",\"1\",\"2048\",\"512\",\"$1\",\"0x0\",\"0\",\"50\",\"f16\",\"f16\",\"-1\",\"0\",\"layer\",\"0\",\"0\",\"-1\",\"auto\",\"0.00\",\"none\",\"auto\",\"auto\",\"0\",\"0\",\"0\",\"0\",\"0\",\"$2\",\"$3\",\"0\",\"2026-01-01T00:00:00Z\",\"1\",\"0\",\"$4\",\"0.0\""; }
 row 1 128 0 1000.5
-row 1 512 0 800.25
+
 row 1 0 64 400.125
 SH
 chmod +x "$tmp/llama-bench"
@@ -32,12 +34,18 @@ out="$tmp/out"
 BENCH_MODELS="$tmp/tiny.gguf" BENCH_THREADS=1 BENCH_REPEATS=1 BENCH_JSON="$tmp/b.json" \
     LLAMA_BENCH="$tmp/llama-bench" KVV="$KVV" O="$tmp" sh bench/run.sh >"$out" 2>&1 ||
     fail "bench/run.sh exit $?"
-grep -q "^tiny *cpu-fast *1 *pp128 .* 1000.5 " "$out" || fail "no llama.cpp pp128 figure in the table"
-grep -q "^tiny *cpu-invariant *1 *tg64 .* 400.1 " "$out" || fail "no llama.cpp tg64 figure in the table"
-grep -q "^tiny *cpu-fast *1 *pp512 .*x " "$out" || fail "no ratio column for pp512"
-grep -q '"engine": "llama-bench".*"n_prompt": 512.*"tok_s": 800.25' "$tmp/b.json" ||
-    fail "JSON lacks llama-bench's pp512 entry"
+# llama.cpp through the plugin beside our engines: its tok/s, the ratio and its spread
+grep -q "^tiny *cpu-fast *1 *pp128 *[0-9.]* *[0-9.]* *[0-9.][0-9.]* *[0-9.]*x *[0-9.]*-[0-9.]* " "$out" ||
+    fail "no llama.cpp pp128 figure, ratio and spread in the table"
+grep -q "^tiny *cpu-invariant *1 *tg64 .*%" "$out" || fail "no read-bandwidth fraction for tg64"
+# llama-bench's figures in their column
+grep -q "^tiny *cpu-fast *1 *pp128 .* 1000.5 " "$out" || fail "no llama-bench pp128 figure in the table"
+grep -q "^tiny *cpu-invariant *1 *tg64 .* 400.1 " "$out" || fail "no llama-bench tg64 figure in the table"
+grep -q '"engine": "llama-bench".*"n_gen": 64.*"tok_s": 400.125' "$tmp/b.json" ||
+    fail "JSON lacks llama-bench's tg64 entry"
 grep -q '"decode_tok_s"' "$tmp/b.json" || fail "JSON lacks our runs"
+grep -q '"ratio_decode"' "$tmp/b.json" || fail "JSON lacks the ratio to llama.cpp"
+grep -q '"machine_read_gb_s"' "$tmp/b.json" || fail "JSON lacks the read bandwidth"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/b.json" 2>/dev/null ||
     { command -v python3 >/dev/null && fail "bench JSON does not parse"; }
 

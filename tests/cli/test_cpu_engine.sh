@@ -57,6 +57,15 @@ expect 0 "$KVV" compare "$tmp/g2.gguf" --against cpu --mode fast --threads 2 --j
 grep -q '"compare"' "$tmp/c.json" || fail "compare JSON lacks the check"
 grep -q '"kl_max"' "$tmp/c.json" || fail "compare JSON lacks kl_max"
 grep -q "attn_out" "$tmp/out" || fail "compare prints no attn_out rows"
+grep -q '"layerwise": false' "$tmp/c.json" || fail "compare of an fp32-activation engine is not end to end"
+# K-quant weights: the cpu engine rounds activations to Q8_K; compare opens
+# the reference emulating that and runs layer by layer
+"$KVV" synth --shape llama-k256 --type q4_k_m -o "$tmp/k.gguf" >/dev/null 2>&1 || fail "synth llama-k256"
+expect 0 "$KVV" compare "$tmp/k.gguf" --against cpu --threads 2 --json "$tmp/k.json"
+grep -q '"layerwise": true' "$tmp/k.json" || fail "K-quant compare not layer by layer"
+grep -q 'ggml-kq-act' "$tmp/k.json" || fail "K-quant compare: the reference does not emulate Q8_K"
+grep -q 'layer by layer: residual rms rel' "$tmp/out" || fail "K-quant compare: no layer figure"
+expect 1 "$KVV" compare "$tmp/k.gguf" --against cpu --force-fail
 expect 1 "$KVV" compare "$tmp/q3.gguf" --force-fail
 expect 2 "$KVV" compare "$tmp/q3.gguf" --against no-such-engine
 expect 2 "$KVV" compare "$tmp/q3.gguf" --tol -1

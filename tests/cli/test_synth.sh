@@ -39,6 +39,23 @@ for t in q4_1:3 q5_1:9; do
     $KVV "$T/$ty.gguf" --engine cpu --threads 2 --random 12 -n 6 >"$T/out" 2>&1 ||
         fail "cpu invariant audit on $ty: $(tail -n 5 "$T/out")"
 done
+# the K types and llama-quantize's mixes on llama-k256 (256-wide rows):
+# llama_ftype, the tensor types, and the cpu engine's invariant audit
+# (integer K-quant products) passes on q4_k_m
+for t in q2_k:10:Q2_K:Q2_K q3_k:11:Q3_K:Q3_K q4_k:14:Q4_K:Q4_K q5_k:16:Q5_K:Q5_K \
+         q6_k:18:Q6_K:Q6_K q4_k_m:15:Q4_K:Q6_K q5_k_m:17:Q5_K:Q6_K; do
+    ty=${t%%:*}; rest=${t#*:}; ft=${rest%%:*}; rest=${rest#*:}; tq=${rest%%:*}; tv=${rest#*:}
+    $KVV synth --shape llama-k256 --type $ty -o "$T/$ty.gguf" >"$T/out" 2>"$T/err" ||
+        fail "synth $ty: $(cat "$T/err")"
+    grep -q "$(echo $ty | tr a-z A-Z)" "$T/out" || fail "$ty: not named in synth's line"
+    $KVV info "$T/$ty.gguf" >"$T/out" 2>"$T/err" || fail "info $ty: $(cat "$T/err")"
+    grep -q "general.file_type *uint32 $ft\$" "$T/out" || fail "$ty: general.file_type is not $ft"
+    grep -q "blk.0.attn_q.weight *$tq " "$T/out" || fail "$ty: attn_q not $tq"
+    grep -q "blk.1.attn_v.weight *$tv " "$T/out" || fail "$ty: blk.1.attn_v not $tv"
+    grep -q "output.weight *$tv " "$T/out" || fail "$ty: output not $tv"
+done
+$KVV "$T/q4_k_m.gguf" --engine cpu --threads 2 --random 12 -n 6 >"$T/out" 2>&1 ||
+    fail "cpu invariant audit on q4_k_m: $(tail -n 5 "$T/out")"
 $KVV synth --shape llama3-tiny --vocab 1000 -o "$T/v.gguf" >/dev/null || fail "--vocab 1000"
 $KVV info "$T/v.gguf" --json >"$T/json" || fail "info v.gguf"
 python3 -c '
@@ -60,7 +77,7 @@ bad() { # expected-substring, args...
 }
 bad 'llama, qwen2, qwen3, gemma2, gemma3, phi3' --arch bert -o "$T/x.gguf"
 bad 'gemma3-4b' --shape gpt-5 -o "$T/x.gguf"
-bad 'f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1' --arch llama --type q4_k -o "$T/x.gguf"
+bad 'f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m, q5_k_m' --arch llama --type q8_k -o "$T/x.gguf"
 bad 'is a qwen3 model, not llama' --arch llama --shape qwen3-tiny -o "$T/x.gguf"
 bad 'missing -o' --arch llama
 bad '--vocab' --arch llama --vocab 12 -o "$T/x.gguf"

@@ -21,6 +21,8 @@
  *    scalar F16C conversions _cvtsh_ss / _cvtss_sh are missing: exact
  *    per-lane versions below (cvttps: x86's 0x80000000 for NaN and out of
  *    range, never C's undefined conversion);
+ *  - its native alias of _mm512_madd_epi16 has the masked form's four
+ *    arguments (the function is right; the alias is fixed below);
  *  - its _mm512_mask_sub_epi32 subtracts in signed C lanes, all of them,
  *    then masks: 0x80000000 - 1 (a NaN lane's integer in exp16) is
  *    undefined behaviour there (UBSan stops make test-asan) where the
@@ -52,7 +54,10 @@
 #define kvv_cpu_kernels_avx2 kvv_cpu_kernels_avx2_emu
 #define kvv_cpu_kernels_avx512 kvv_cpu_kernels_avx512_emu
 #define kvv_cpu_avx2_wsum kvv_cpu_avx2_wsum_emu
-#define kvv_cpu_avx2_dequant_g16 kvv_cpu_avx2_dequant_g16_emu
+#define kvv_cpu_quantize_q8_k_avx2 kvv_cpu_quantize_q8_k_avx2_emu
+#define kvv_cpu_quantize_q8_1_avx2 kvv_cpu_quantize_q8_1_avx2_emu
+#define kvv_cpu_kq_avx2 kvv_cpu_kq_avx2_emu
+#define kvv_cpu_kq_avx512 kvv_cpu_kq_avx512_emu
 #define kvv_cpu_avx2_scale kvv_cpu_avx2_scale_emu
 #define kvv_cpu_quantize_act_avx2 kvv_cpu_quantize_act_avx2_emu
 #define kvv_cpu_gemm_q8_0_q8_avx2 kvv_cpu_gemm_q8_0_q8_avx2_emu
@@ -151,6 +156,10 @@ static inline simde__m512i kvv_emu_mm512_mask_sub_epi32(simde__m512i src, simde_
     return src;
 }
 
+/* SIMDe 0.7.4's native alias of _mm512_madd_epi16 takes the masked form's
+ * four arguments (a typo there); the function itself is right */
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16((a), (b))
 #undef _mm512_mask_sub_epi32
 #define _mm512_mask_sub_epi32(src, k, a, b) kvv_emu_mm512_mask_sub_epi32((src), (k), (a), (b))
 #undef _mm512_cvtepi32_ps

@@ -131,23 +131,6 @@ static void make_q8_0(int K, int R, uint8_t *q, float *deq)
     free(src);
 }
 
-/* KVV_CPU_G16 rows (16 int8, fp32 s, fp32 m per group) and s*q - m. */
-static void make_g16(int K, int R, uint8_t *W, float *deq)
-{
-    const int NG = K / 16;
-    for (int r = 0; r < R; r++)
-        for (int g = 0; g < NG; g++) {
-            uint8_t *b = W + ((size_t)r * NG + g) * 24;
-            float s = frand() * 0.1f, m = g % 3 ? frand() * 0.01f : 0.0f;
-            for (int j = 0; j < 16; j++) {
-                b[j] = (uint8_t)(int8_t)(frand() * 127.0f);
-                deq[(size_t)r * K + g * 16 + j] = s * (float)(int8_t)b[j] - m;
-            }
-            memcpy(b + 16, &s, 4);
-            memcpy(b + 20, &m, 4);
-        }
-}
-
 /* Block b of rows 4g..4g+3 side by side (the KVV_CPU_X4 layout). */
 static void make_x4(int K, int R, const uint8_t *q, uint8_t *g)
 {
@@ -158,7 +141,7 @@ static void make_x4(int K, int R, const uint8_t *q, uint8_t *g)
                    34);
 }
 
-/* K1: gemm_f32, dot, gemv_q8_0, gemv_q8_0_x4 and gemv_g16 follow the
+/* K1: gemm_f32, dot, gemv_q8_0 and gemv_q8_0_x4 follow the
  * documented order, for lengths around every lane and block boundary (and
  * past the generic table's 4096-element pieces). */
 static void test_order(void **state)
@@ -195,13 +178,6 @@ static void test_order(void **state)
                     k->gemv_q8_0_x4(K, g, R / 4, X, Y);
                     assert_bits(Y, M, R, "gemv_q8_0_x4 vs the order");
                 }
-            }
-            if (K % 16 == 0 && k->gemv_g16) {
-                make_g16(K, R, q, W);
-                for (int r = 0; r < R; r++)
-                    M[r] = model_dot(k, K, W + (size_t)r * K, X);
-                k->gemv_g16(K, q, (size_t)K / 16 * 24, R, X, Y);
-                assert_bits(Y, M, R, "gemv_g16 vs the order");
             }
             free(W);
             free(X);
@@ -312,42 +288,6 @@ static void test_q8_0_fused_and_dequant(void **state)
     free(Yq);
     free(a);
     free(b);
-}
-
-/* K3, K4 for KVV_CPU_G16: dequant_g16 is s*q - m in every element, and
- * gemv_g16 gives the bits of gemm_f32 on the dequantized rows (odd and even
- * row counts). */
-static void test_g16(void **state)
-{
-    (void)state;
-    const int K = 96, R = 7, NG = K / 16;
-    uint8_t *W = malloc((size_t)R * NG * 24);
-    float *Wd = malloc(sizeof(float) * R * K), *x = malloc(sizeof(float) * K);
-    float *y = malloc(sizeof(float) * R), *ye = malloc(sizeof(float) * R);
-    float *d = malloc(sizeof(float) * R * K);
-    make_g16(K, R, W, Wd);
-    fill(x, K, 1.0f);
-    FOR_EACH_RUN(run) {
-        const kvv_cpu_kernels *k = run->k;
-        for (int r = 0; r < R; r++)
-            k->dequant_g16(W + (size_t)r * NG * 24, d + (size_t)r * K, K);
-        assert_bits(d, Wd, (size_t)R * K, "dequant_g16");
-        if (!k->gemv_g16)
-            continue;
-        k->gemm_f32(K, Wd, K, R, x, K, 1, ye, R);
-        for (int nr = 1; nr <= R; nr += 5) { /* 1 row, then 6, then the odd 7 */
-            k->gemv_g16(K, W, (size_t)NG * 24, nr, x, y);
-            assert_bits(y, ye, nr, "gemv_g16 vs gemm_f32");
-        }
-        k->gemv_g16(K, W, (size_t)NG * 24, R, x, y);
-        assert_bits(y, ye, R, "gemv_g16 vs gemm_f32");
-    }
-    free(W);
-    free(Wd);
-    free(x);
-    free(y);
-    free(ye);
-    free(d);
 }
 
 /* ------------------------------------------------------------ K5, K6, K7 */
@@ -646,7 +586,7 @@ static void exercise(const kvv_cpu_kernels *k, exercise_out *o)
     rng_state = 0x2545F4914F6CDD1Dull;
     memset(o, 0, sizeof *o);
     static float W[R * K], X[T * K], Wd[R * K], V[N * 40], e[N];
-    static uint8_t q[R * 136], g[R * 136], q4[R * 72], g16[R * 8 * 24];
+    static uint8_t q[R * 136], g[R * 136], q4[R * 72];
     static int8_t qx[T * K];
     fill(W, R * K, 1.0f);
     fill(X, T * K, 2.0f);
@@ -663,10 +603,6 @@ static void exercise(const kvv_cpu_kernels *k, exercise_out *o)
         k->gemv_q8_0_x4(K, g, R / 4, X, ex_seg(o, "gemv_q8_0_x4", R));
     k->dequant_q8_0(q, ex_seg(o, "dequant_q8_0", K), K);
     k->dequant_q4_0(q4, ex_seg(o, "dequant_q4_0", K), K);
-    make_g16(K, R, g16, Wd);
-    k->dequant_g16(g16, ex_seg(o, "dequant_g16", K), K);
-    if (k->gemv_g16)
-        k->gemv_g16(K, g16, K / 16 * 24, R, X, ex_seg(o, "gemv_g16", R));
     float *y = ex_seg(o, "axpy", N);
     memcpy(y, X, sizeof(float) * N);
     k->axpy(N, -0.3f, W, y);
@@ -695,6 +631,25 @@ static void exercise(const kvv_cpu_kernels *k, exercise_out *o)
     const float *dx = qd + T * K;
     k->gemm_q8_0_q8(K, q, 136, R, qx, dx, T, ex_seg(o, "gemm_q8_0_q8", R * T), R);
     k->gemm_q4_0_q8(K, q4, 72, R, qx, dx, T, ex_seg(o, "gemm_q4_0_q8", R * T), R);
+    /* K10: Q4_K rows over Q8_K activations, GEMM and GEMV
+     * (test_cpu_kquant_kernels.c checks every type against the order) */
+    enum { KK = 256 };
+    static float xk[T * KK];
+    static uint8_t wk[R * 144];
+    static int8_t q8k[T * KK];
+    static float d8k[T];
+    static int16_t bs8k[T * 16];
+    fill(xk, T * KK, 2.0f);
+    for (int i = 0; i < R * 144; i++)
+        wk[i] = (uint8_t)(i * 37 + 11);
+    for (int r = 0; r < R; r++) { /* fp16 d = dmin = 2^-10 */
+        wk[r * 144] = 0x00, wk[r * 144 + 1] = 0x14, wk[r * 144 + 2] = 0x00, wk[r * 144 + 3] = 0x14;
+    }
+    for (int t = 0; t < T; t++)
+        k->quantize_q8_k(KK, xk + t * KK, q8k + t * KK, d8k + t, bs8k + t * 16);
+    const kvv_cpu_qact A = {q8k, d8k, bs8k, NULL};
+    k->gemm_kq[KVV_KQ_Q4_K](KK, wk, 144, R, &A, T, ex_seg(o, "gemm_kq q4_k", R * T), R);
+    k->gemm_kq[KVV_KQ_Q4_K](KK, wk, 144, R, &A, 1, ex_seg(o, "gemm_kq q4_k gemv", R), R);
 }
 
 /* Where the CPU runs a table natively, the emulated build of the same
@@ -735,7 +690,6 @@ int main(void)
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_gemm_batch_invariant),
         cmocka_unit_test(test_q8_0_fused_and_dequant),
-        cmocka_unit_test(test_g16),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_q8_activation_products),

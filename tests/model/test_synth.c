@@ -375,9 +375,14 @@ static void test_bad_options(void **state)
     (void)state;
     kvv_gguf_writer *w;
     kvv_error err = {0};
-    kvv_synth_opts o = {.shape = kvv_shape_find("llama-tiny"), .type = KVV_TYPE_Q4_K};
+    kvv_synth_opts o = {.shape = kvv_shape_find("llama-tiny"), .type = KVV_TYPE_IQ4_XS};
     assert_int_equal(kvv_synth_build(&o, &w, &err), KVV_ERR_USAGE);
     assert_null(w);
+    o.type = KVV_TYPE_Q8_0; /* a mix names its own type */
+    o.mix = KVV_SYNTH_Q4_K_M;
+    assert_int_equal(kvv_synth_build(&o, &w, &err), KVV_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "Q4_K_M"));
+    o.mix = KVV_SYNTH_PLAIN;
     o.type = KVV_TYPE_F32;
     o.n_vocab = 12;
     assert_int_equal(kvv_synth_build(&o, &w, &err), KVV_ERR_USAGE);

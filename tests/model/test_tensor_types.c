@@ -346,7 +346,8 @@ static void test_bad_calls(void **state)
     assert_false(kvv_dequantize_row(KVV_TYPE_IQ1_M, blk, out, 256));
     assert_false(kvv_dequantize_row(KVV_TYPE_I32, blk, out, 4));
     assert_false(kvv_dequantize_row((kvv_type)4, blk, out, 32));
-    assert_false(kvv_quantize_row(KVV_TYPE_Q4_K, out, blk, 256));
+    assert_false(kvv_quantize_row(KVV_TYPE_IQ4_XS, out, blk, 256));
+    assert_false(kvv_quantize_row(KVV_TYPE_Q4_K, out, blk, 255));
     assert_false(kvv_quantize_row(KVV_TYPE_Q5_1, out, blk, 40));
     assert_false(kvv_quantize_row(KVV_TYPE_Q8_0, out, blk, 48));
     assert_false(kvv_quantize_row((kvv_type)77, out, blk, 32));

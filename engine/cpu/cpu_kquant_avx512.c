@@ -1,0 +1,408 @@
+/*
+ * cpu_kquant_avx512.c — AVX-512 (F, BW, VL, DQ) K-quant products (order,
+ * layout and bits: cpu_kquant.h; the same bits as every other table). The
+ * integer sums are formed 64 levels at a time: a super-block of a row
+ * unpacks into 4 zmm of levels in natural order (pair p = elements
+ * 64p..64p+63) and 4 zmm of int16 scales (one per element pair, for
+ * vpmaddwd), so the activations are read as they are stored.
+ *
+ * GEMV (one token, decode): each super-block is unpacked in registers and
+ * multiplied at once while the row streams by (one read stream, a software
+ * prefetch PF_BYTES ahead). GEMM (two or more tokens, prompts): groups of
+ * GSB super-blocks of 4 rows are unpacked once into a stack buffer, then
+ * every 4 tokens run over them with 16 int32 accumulators (4 rows x 4
+ * tokens); per super-block the 16 sums are reduced into one zmm and its
+ * two float steps run as 16-lane fused multiply-adds (each lane one output,
+ * so the per-output order is the header's). Q4_1/Q5_1 use the AVX2 kernels
+ * (their order does not depend on the lane width either).
+ */
+#include "engine/cpu/cpu_kquant.h"
+
+#if defined(KVV_CPU_EMULATED) ||                                                          \
+    (defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) &&                \
+     defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__FMA__) && defined(__F16C__))
+
+#ifndef KVV_CPU_EMULATED /* the test-only SIMDe build brings its own (cpu_kernels.h) */
+#include <immintrin.h>
+#endif
+#include <math.h>
+#include <string.h>
+
+#define RT 4          /* GEMM rows per tile */
+#define TT 4          /* GEMM tokens per tile */
+#define GSB 8         /* GEMM super-blocks unpacked at a time */
+#define PF_BYTES 4096 /* GEMV prefetch distance */
+
+/* One super-block of one row, unpacked. */
+typedef struct {
+    __m512i u[4];   /* pair p: levels of elements 64p..64p+63 */
+    __m512i sv[4];  /* pair p: the group scale of each element pair (int16) */
+    __m256i coef;   /* per group: off*sc (Q3_K, Q6_K) or mn (Q2_K, Q4_K, Q5_K) */
+    float d, dmin;
+} sb512;
+
+static inline uint32_t rd32u(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline float fp16(const uint8_t *p)
+{
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
+}
+
+/* 8 bytes -> 16 int16, each twice (sub-blocks of 32 = two groups). */
+static inline __m256i dup_pairs(uint64_t bytes8)
+{
+    const __m128i w = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)bytes8));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
+}
+
+/* 32 bytes at p in both halves of a zmm. */
+static inline __m512i both(const uint8_t *p)
+{
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* The 4 scale vectors from the 16 group scales: element pair k of pair p
+ * (elements 64p+2k, +1) belongs to group 4p + k/8. */
+static inline void scale_vectors(__m256i sc16, __m512i *sv)
+{
+    const __m512i s = _mm512_inserti64x4(_mm512_setzero_si512(), sc16, 0);
+    #pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m512i idx = _mm512_set_epi16(
+            (short)(4 * p + 3), (short)(4 * p + 3), (short)(4 * p + 3), (short)(4 * p + 3),
+            (short)(4 * p + 3), (short)(4 * p + 3), (short)(4 * p + 3), (short)(4 * p + 3),
+            (short)(4 * p + 2), (short)(4 * p + 2), (short)(4 * p + 2), (short)(4 * p + 2),
+            (short)(4 * p + 2), (short)(4 * p + 2), (short)(4 * p + 2), (short)(4 * p + 2),
+            (short)(4 * p + 1), (short)(4 * p + 1), (short)(4 * p + 1), (short)(4 * p + 1),
+            (short)(4 * p + 1), (short)(4 * p + 1), (short)(4 * p + 1), (short)(4 * p + 1),
+            (short)(4 * p), (short)(4 * p), (short)(4 * p), (short)(4 * p), (short)(4 * p),
+            (short)(4 * p), (short)(4 * p), (short)(4 * p));
+        sv[p] = _mm512_permutexvar_epi16(idx, s);
+    }
+}
+
+/* Shift counts per 64-bit lane: a in the low half, b in the high half. */
+static inline __m512i counts(int a, int b)
+{
+    return _mm512_set_epi64(b, b, b, b, a, a, a, a);
+}
+
+/* Unpack super-block x of kvv_kq kq (a constant after inlining) into o. */
+static inline __attribute__((always_inline)) void sb_unpack(const int kq, const uint8_t *x,
+                                                            sb512 *o)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+    __m256i sc16;
+    if (kq == KVV_KQ_Q4_K || kq == KVV_KQ_Q5_K) {
+        /* 6-bit scales and mins (quant_groups.c, scale_min_k4) */
+        const uint32_t w0 = rd32u(x + 4), w1 = rd32u(x + 8), w2 = rd32u(x + 12);
+        const uint32_t sc_lo = w0 & 0x3f3f3f3f, mn_lo = w1 & 0x3f3f3f3f;
+        const uint32_t sc_hi = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
+        const uint32_t mn_hi = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
+        o->d = fp16(x);
+        o->dmin = fp16(x + 2);
+        sc16 = dup_pairs((uint64_t)sc_lo | (uint64_t)sc_hi << 32);
+        o->coef = dup_pairs((uint64_t)mn_lo | (uint64_t)mn_hi << 32);
+        const uint8_t *qs = x + (kq == KVV_KQ_Q5_K ? 48 : 16);
+        const __m512i shift = counts(0, 4);
+        const __m512i qh = kq == KVV_KQ_Q5_K ? both(x + 16) : _mm512_setzero_si512();
+        #pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) { /* chunk 2p: low nibbles, 2p+1: high nibbles */
+            __m512i u = _mm512_and_si512(_mm512_srlv_epi64(both(qs + 32 * p), shift), m4);
+            if (kq == KVV_KQ_Q5_K) { /* bit j of qh[l]: +16 for element l of chunk j */
+                const __m512i bit = _mm512_set_epi64(
+                    0x0101010101010101ll << (2 * p + 1), 0x0101010101010101ll << (2 * p + 1),
+                    0x0101010101010101ll << (2 * p + 1), 0x0101010101010101ll << (2 * p + 1),
+                    0x0101010101010101ll << (2 * p), 0x0101010101010101ll << (2 * p),
+                    0x0101010101010101ll << (2 * p), 0x0101010101010101ll << (2 * p));
+                u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bit), u,
+                                         _mm512_set1_epi8(16));
+            }
+            o->u[p] = u;
+        }
+    } else if (kq == KVV_KQ_Q6_K) {
+        o->d = fp16(x + 208);
+        o->dmin = 0.0f;
+        sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
+        o->coef = _mm256_slli_epi16(sc16, 5); /* 32 * sc */
+        const __m512i m30 = _mm512_set1_epi8(0x30);
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) { /* halves of 128 (quant_groups.c, k_q6_k) */
+            const __m512i ql = _mm512_loadu_si512((const void *)(x + 64 * h));
+            const __m512i qh = both(x + 128 + 32 * h);
+            /* elements l, l+32: low nibbles of ql[l], ql[l+32]; bits 0-1, 2-3 of qh[l] */
+            o->u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                          _mm512_and_si512(_mm512_sllv_epi64(qh, counts(4, 2)), m30));
+            /* elements l+64, l+96: high nibbles; bits 4-5, 6-7 of qh[l] */
+            o->u[2 * h + 1] =
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                _mm512_and_si512(_mm512_srlv_epi64(qh, counts(0, 2)), m30));
+        }
+    } else if (kq == KVV_KQ_Q3_K) {
+        o->d = fp16(x + 108);
+        o->dmin = 0.0f;
+        const uint32_t a0 = rd32u(x + 96), a1 = rd32u(x + 100), h = rd32u(x + 104);
+        const __m128i lo = _mm_setr_epi32((int)(a0 & 0x0f0f0f0f), (int)(a1 & 0x0f0f0f0f),
+                                          (int)((a0 >> 4) & 0x0f0f0f0f), (int)((a1 >> 4) & 0x0f0f0f0f));
+        const __m128i hi = _mm_setr_epi32((int)(h & 0x03030303), (int)((h >> 2) & 0x03030303),
+                                          (int)((h >> 4) & 0x03030303), (int)((h >> 6) & 0x03030303));
+        sc16 = _mm256_cvtepi8_epi16(
+            _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
+        o->coef = _mm256_slli_epi16(sc16, 2); /* 4 * sc */
+        const __m512i hm = both(x);
+        #pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) { /* chunks 2p, 2p+1 = 4h + k, k = 2(p%2), +1 */
+            const int hh = p / 2, k = 2 * (p % 2);
+            const __m512i l = _mm512_and_si512(
+                _mm512_srlv_epi64(both(x + 32 + 32 * hh), counts(2 * k, 2 * k + 2)), m3);
+            const long long b0 = 0x0101010101010101ll << (4 * hh + k);
+            const __m512i bit = _mm512_set_epi64(b0 << 1, b0 << 1, b0 << 1, b0 << 1, b0, b0, b0, b0);
+            o->u[p] = _mm512_mask_add_epi8(l, _mm512_test_epi8_mask(hm, bit), l,
+                                           _mm512_set1_epi8(4));
+        }
+    } else { /* Q2_K */
+        o->d = fp16(x + 80);
+        o->dmin = fp16(x + 82);
+        const __m128i sb = _mm_loadu_si128((const __m128i *)x);
+        sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)));
+        o->coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
+        #pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            const int hh = p / 2, k = 2 * (p % 2);
+            o->u[p] = _mm512_and_si512(
+                _mm512_srlv_epi64(both(x + 16 + 32 * hh), counts(2 * k, 2 * k + 2)), m3);
+        }
+    }
+    scale_vectors(sc16, o->sv);
+}
+
+static inline int kq_mins(int kq)
+{
+    return kq == KVV_KQ_Q2_K || kq == KVV_KQ_Q4_K || kq == KVV_KQ_Q5_K;
+}
+
+static inline size_t kq_bytes(int kq)
+{
+    static const size_t B[KVV_KQ_COUNT] = {84, 110, 144, 176, 210, 20, 24};
+    return B[kq];
+}
+
+static inline int32_t hsum256_i32(__m256i a)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline int32_t hsum512_i32(__m512i a)
+{
+    return hsum256_i32(_mm256_add_epi32(_mm512_castsi512_si256(a),
+                                        _mm512_extracti64x4_epi64(a, 1)));
+}
+
+/* sum_g sc_g * sum_{i in g} u_i q_i over one super-block, as 16 int32 lanes */
+static inline __m512i sb_dot(const sb512 *o, const int8_t *q)
+{
+    __m512i acc = _mm512_setzero_si512();
+    #pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m512i x = _mm512_loadu_si512((const void *)(q + 64 * p));
+        acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(o->u[p], x), o->sv[p]));
+    }
+    return acc;
+}
+
+static inline __attribute__((always_inline)) void gemv_k(const int kq, int K, const uint8_t *W,
+                                                         size_t row_bytes, int n_rows,
+                                                         const kvv_cpu_qact *A, float *Y)
+{
+    const int nsb = K / 256;
+    const size_t bb = kq_bytes(kq);
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = W + (size_t)r * row_bytes;
+        float acc = 0.0f;
+        for (int sb = 0; sb < nsb; sb++) {
+            const uint8_t *x = row + (size_t)sb * bb;
+            _mm_prefetch((const char *)(x + PF_BYTES), _MM_HINT_T0);
+            sb512 o;
+            sb_unpack(kq, x, &o);
+            const __m512i s = sb_dot(&o, A->q + 256 * sb);
+            const __m256i t = _mm256_madd_epi16(
+                o.coef, _mm256_loadu_si256((const __m256i *)(A->bsums + 16 * sb)));
+            const float dx = A->d[sb];
+            if (kq_mins(kq)) {
+                acc = fmaf(o.d * dx, (float)hsum512_i32(s), acc);
+                acc = fmaf(-(o.dmin * dx), (float)hsum256_i32(t), acc);
+            } else {
+                acc = fmaf(o.d * dx,
+                           (float)(hsum512_i32(s) - hsum256_i32(t)), acc);
+            }
+        }
+        Y[r] = acc;
+    }
+}
+
+/* 16 vectors of 16 int32 -> one vector of their 16 sums, in order. */
+static inline __m512i reduce16(const __m512i *a)
+{
+    __m512i b[8], c[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]),
+                                _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* each 128-bit segment: partial sums of a[4i..4i+3] */
+        c[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * i], b[2 * i + 1]),
+                                _mm512_unpackhi_epi64(b[2 * i], b[2 * i + 1]));
+    const __m512i e01 = _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], 0x88),
+                                         _mm512_shuffle_i32x4(c[0], c[1], 0xDD));
+    const __m512i e23 = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2], c[3], 0x88),
+                                         _mm512_shuffle_i32x4(c[2], c[3], 0xDD));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(e01, e23, 0x88),
+                            _mm512_shuffle_i32x4(e01, e23, 0xDD));
+}
+
+static inline __m512 i32_to_f32(__m512i v)
+{
+    return _mm512_cvtepi32_ps(v);
+}
+
+/* GEMM: 4 rows x 4 tokens; lane t*4 + r of the float accumulator is
+ * output (row r0+r, token t0+t), carried in Y between groups of GSB
+ * super-blocks. A short tile repeats its first row / token (never stored). */
+static inline __attribute__((always_inline)) void gemm_k(const int kq, int K, const uint8_t *W,
+                                                         size_t row_bytes, int n_rows,
+                                                         const kvv_cpu_qact *A, int n_tok,
+                                                         float *Y, size_t ldy)
+{
+    const int nsb = K / 256;
+    const size_t bb = kq_bytes(kq);
+    sb512 buf[GSB][RT];
+    __m512i coefz[GSB][RT];            /* coef in the low half, zeros above */
+    float dv[GSB][16], nmv[GSB][16];   /* lane t*4 + r: d of row r, -dmin of row r */
+    const __m512i lane_t = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    for (int r0 = 0; r0 < n_rows; r0 += RT) {
+        const int nr = n_rows - r0 < RT ? n_rows - r0 : RT;
+        for (int g0 = 0; g0 < nsb; g0 += GSB) {
+            const int ng = nsb - g0 < GSB ? nsb - g0 : GSB;
+            for (int g = 0; g < ng; g++) {
+                for (int r = 0; r < RT; r++) {
+                    sb_unpack(kq, W + (size_t)(r0 + (r < nr ? r : 0)) * row_bytes +
+                                      (size_t)(g0 + g) * bb,
+                              &buf[g][r]);
+                    coefz[g][r] = _mm512_inserti64x4(_mm512_setzero_si512(), buf[g][r].coef, 0);
+                }
+                for (int i = 0; i < 16; i++) {
+                    dv[g][i] = buf[g][i % 4].d;
+                    nmv[g][i] = -buf[g][i % 4].dmin;
+                }
+            }
+            for (int t0 = 0; t0 < n_tok; t0 += TT) {
+                const int nt = n_tok - t0 < TT ? n_tok - t0 : TT;
+                int tk[TT];
+                for (int t = 0; t < TT; t++)
+                    tk[t] = t0 + (t < nt ? t : 0);
+                float acc[16];
+                for (int i = 0; i < 16; i++)
+                    acc[i] = g0 == 0 ? 0.0f : Y[(size_t)tk[i / 4] * ldy + r0 + (i % 4 < nr ? i % 4 : 0)];
+                __m512 vacc = _mm512_loadu_ps(acc);
+                for (int g = 0; g < ng; g++) {
+                    const int sb = g0 + g;
+                    const sb512 *o = buf[g];
+                    __m512i s[16];
+                    #pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++)
+                        s[i] = _mm512_setzero_si512();
+                    #pragma GCC unroll 4
+                    for (int p = 0; p < 4; p++) {
+                        __m512i x[TT];
+                        #pragma GCC unroll 4
+                        for (int t = 0; t < TT; t++)
+                            x[t] = _mm512_loadu_si512(
+                                (const void *)(A->q + (size_t)tk[t] * K + 256 * sb + 64 * p));
+                        #pragma GCC unroll 4
+                        for (int r = 0; r < RT; r++) {
+                            const __m512i u = o[r].u[p], sv = o[r].sv[p];
+                            #pragma GCC unroll 4
+                            for (int t = 0; t < TT; t++)
+                                s[4 * t + r] = _mm512_add_epi32(
+                                    s[4 * t + r], _mm512_madd_epi16(_mm512_maddubs_epi16(u, x[t]), sv));
+                        }
+                    }
+                    /* offsets and mins from the activations' 16-sums: the
+                     * upper half of the product is zero (coefz) */
+                    __m512i m[16];
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < TT; t++) {
+                        const __m512i bs = _mm512_castsi256_si512(_mm256_loadu_si256(
+                            (const __m256i *)(A->bsums + (size_t)tk[t] * (K / 16) + 16 * sb)));
+                        #pragma GCC unroll 4
+                        for (int r = 0; r < RT; r++) {
+                            const __m512i c = _mm512_madd_epi16(coefz[g][r], bs);
+                            if (kq_mins(kq))
+                                m[4 * t + r] = c;
+                            else
+                                s[4 * t + r] = _mm512_sub_epi32(s[4 * t + r], c);
+                        }
+                    }
+                    /* lane t*4 + r: dx of token t */
+                    const __m512 dx = _mm512_permutexvar_ps(
+                        lane_t, _mm512_castps128_ps512(_mm_setr_ps(
+                                    A->d[(size_t)tk[0] * nsb + sb], A->d[(size_t)tk[1] * nsb + sb],
+                                    A->d[(size_t)tk[2] * nsb + sb], A->d[(size_t)tk[3] * nsb + sb])));
+                    vacc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(dv[g]), dx),
+                                           i32_to_f32(reduce16(s)), vacc);
+                    if (kq_mins(kq))
+                        vacc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(nmv[g]), dx),
+                                               i32_to_f32(reduce16(m)), vacc);
+                }
+                _mm512_storeu_ps(acc, vacc);
+                for (int t = 0; t < nt; t++)
+                    for (int r = 0; r < nr; r++)
+                        Y[(size_t)(t0 + t) * ldy + r0 + r] = acc[4 * t + r];
+            }
+        }
+    }
+}
+
+#define KQ_FN(name, kq)                                                                           \
+    static void name(int K, const void *W, size_t rb, int nr, const kvv_cpu_qact *A, int nt,      \
+                     float *Y, size_t ldy)                                                        \
+    {                                                                                             \
+        if (nt == 1)                                                                              \
+            gemv_k(kq, K, (const uint8_t *)W, rb, nr, A, Y);                                      \
+        else                                                                                      \
+            gemm_k(kq, K, (const uint8_t *)W, rb, nr, A, nt, Y, ldy);                             \
+    }
+KQ_FN(gemm_q2_k, KVV_KQ_Q2_K)
+KQ_FN(gemm_q3_k, KVV_KQ_Q3_K)
+KQ_FN(gemm_q4_k, KVV_KQ_Q4_K)
+KQ_FN(gemm_q5_k, KVV_KQ_Q5_K)
+KQ_FN(gemm_q6_k, KVV_KQ_Q6_K)
+
+/* Q4_1 / Q5_1: the AVX2 kernels (32-element blocks, the same order) */
+static void gemm_q4_1(int K, const void *W, size_t rb, int nr, const kvv_cpu_qact *A, int nt,
+                      float *Y, size_t ldy)
+{
+    kvv_cpu_kq_avx2[KVV_KQ_Q4_1](K, W, rb, nr, A, nt, Y, ldy);
+}
+
+static void gemm_q5_1(int K, const void *W, size_t rb, int nr, const kvv_cpu_qact *A, int nt,
+                      float *Y, size_t ldy)
+{
+    kvv_cpu_kq_avx2[KVV_KQ_Q5_1](K, W, rb, nr, A, nt, Y, ldy);
+}
+
+const kvv_cpu_kq_fn kvv_cpu_kq_avx512[KVV_KQ_COUNT] = {
+    gemm_q2_k, gemm_q3_k, gemm_q4_k, gemm_q5_k, gemm_q6_k, gemm_q4_1, gemm_q5_1,
+};
+
+#elif defined(__x86_64__)
+#error "cpu_kquant_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq"
+#endif

@@ -1,0 +1,179 @@
+/*
+ * cpu_kquant_generic.c — the portable C K-quant and Q4_1/Q5_1 products and
+ * activation rounding: the definition of the bits every table gives
+ * (cpu_kquant.h). Written plainly, one output at a time; the weights are
+ * unpacked with the model layer's decoders (kvv_kblock_unpack, the one
+ * reader of each K layout).
+ */
+#include "engine/cpu/cpu_kquant.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+int kvv_cpu_kq_of(kvv_type t)
+{
+    switch (t) {
+    case KVV_TYPE_Q2_K: return KVV_KQ_Q2_K;
+    case KVV_TYPE_Q3_K: return KVV_KQ_Q3_K;
+    case KVV_TYPE_Q4_K: return KVV_KQ_Q4_K;
+    case KVV_TYPE_Q5_K: return KVV_KQ_Q5_K;
+    case KVV_TYPE_Q6_K: return KVV_KQ_Q6_K;
+    case KVV_TYPE_Q4_1: return KVV_KQ_Q4_1;
+    case KVV_TYPE_Q5_1: return KVV_KQ_Q5_1;
+    default:            return -1;
+    }
+}
+
+kvv_type kvv_cpu_kq_type(kvv_kq k)
+{
+    static const kvv_type T[KVV_KQ_COUNT] = {KVV_TYPE_Q2_K, KVV_TYPE_Q3_K, KVV_TYPE_Q4_K,
+                                             KVV_TYPE_Q5_K, KVV_TYPE_Q6_K, KVV_TYPE_Q4_1,
+                                             KVV_TYPE_Q5_1};
+    return T[k];
+}
+
+/* round-to-nearest-even of v into -127..127; NaN -> 0 */
+static int8_t q127(float v)
+{
+    if (v != v)
+        return 0;
+    float r = rintf(v);
+    r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+    return (int8_t)r;
+}
+
+void kvv_cpu_quantize_q8_k_generic(int K, const float *x, int8_t *q, float *d, int16_t *bsums)
+{
+    for (int b = 0; b < K / 256; b++, x += 256, q += 256) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++)
+            if (fabsf(x[j]) > amax) { /* NaN compares false: skipped */
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        if (amax == 0.0f) {
+            d[b] = 0.0f;
+            memset(q, 0, 256);
+        } else {
+            const float iscale = -127.0f / max;
+            d[b] = 1.0f / iscale;
+            for (int j = 0; j < 256; j++)
+                q[j] = q127(iscale * x[j]);
+        }
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += q[16 * g + j];
+            bsums[16 * b + g] = (int16_t)s;
+        }
+    }
+}
+
+void kvv_cpu_quantize_q8_1_generic(int K, const float *x, int8_t *q, float *d, float *s)
+{
+    for (int b = 0; b < K / 32; b++, x += 32, q += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        const float dd = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            q[j] = q127(x[j] * id);
+            sum += q[j];
+        }
+        d[b] = kvv_fp16_to_fp32(kvv_fp32_to_fp16(dd));
+        s[b] = kvv_fp16_to_fp32(kvv_fp32_to_fp16(dd * (float)sum));
+    }
+}
+
+/* One output of a K-type row: the order of cpu_kquant.h. */
+static float dot_k(kvv_type t, const uint8_t *row, int K, const int8_t *q, const float *dx,
+                   const int16_t *bs)
+{
+    float acc = 0.0f;
+    kvv_kblock b;
+    const size_t bb = kvv_type_row_size(t, 256);
+    const bool mins = t == KVV_TYPE_Q2_K || t == KVV_TYPE_Q4_K || t == KVV_TYPE_Q5_K;
+    for (int sb = 0; sb < K / 256; sb++) {
+        kvv_kblock_unpack(t, row + (size_t)sb * bb, &b);
+        int32_t S = 0, M = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t s = 0;
+            for (int i = 16 * g; i < 16 * g + 16; i++)
+                s += (int32_t)b.u[i] * q[256 * sb + i];
+            const int32_t bsum = bs[16 * sb + g];
+            S += b.sc[g] * (s - b.off * bsum);
+            M += b.mn[g] * bsum;
+        }
+        acc = fmaf(b.d * dx[sb], (float)S, acc);
+        if (mins)
+            acc = fmaf(-(b.dmin * dx[sb]), (float)M, acc);
+    }
+    return acc;
+}
+
+static float le_fp16(const uint8_t *p)
+{
+    return kvv_fp16_to_fp32((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+/* One output of a Q4_1 / Q5_1 row (y = d*u + m per 32). */
+static float dot_1(bool five, const uint8_t *row, int K, const int8_t *q, const float *dx,
+                   const float *sx)
+{
+    float acc = 0.0f;
+    const size_t bb = five ? 24 : 20;
+    for (int b = 0; b < K / 32; b++) {
+        const uint8_t *x = row + (size_t)b * bb;
+        const uint32_t qh = five ? (uint32_t)x[4] | (uint32_t)x[5] << 8 | (uint32_t)x[6] << 16 |
+                                       (uint32_t)x[7] << 24
+                                 : 0;
+        const uint8_t *qs = x + (five ? 8 : 4);
+        int32_t S = 0;
+        for (int j = 0; j < 16; j++) {
+            const int u0 = (qs[j] & 0xF) | (int)(((qh >> j) << 4) & 0x10);
+            const int u1 = (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+            S += u0 * q[32 * b + j] + u1 * q[32 * b + j + 16];
+        }
+        acc = fmaf(le_fp16(x) * dx[b], (float)S, acc);
+        acc = fmaf(le_fp16(x + 2), sx[b], acc);
+    }
+    return acc;
+}
+
+static void gemm(kvv_type t, int K, const void *W, size_t row_bytes, int n_rows,
+                 const kvv_cpu_qact *A, int n_tok, float *Y, size_t ldy)
+{
+    const int k = kvv_cpu_kq_is_k((kvv_kq)kvv_cpu_kq_of(t));
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = (const uint8_t *)W + (size_t)r * row_bytes;
+        for (int tk = 0; tk < n_tok; tk++) {
+            const int8_t *q = A->q + (size_t)tk * K;
+            Y[(size_t)tk * ldy + r] =
+                k ? dot_k(t, row, K, q, A->d + (size_t)tk * (K / 256),
+                          A->bsums + (size_t)tk * (K / 16))
+                  : dot_1(t == KVV_TYPE_Q5_1, row, K, q, A->d + (size_t)tk * (K / 32),
+                          A->s + (size_t)tk * (K / 32));
+        }
+    }
+}
+
+#define KQ_FN(name, type)                                                                         \
+    static void name(int K, const void *W, size_t rb, int nr, const kvv_cpu_qact *A, int nt,      \
+                     float *Y, size_t ldy)                                                        \
+    {                                                                                             \
+        gemm(type, K, W, rb, nr, A, nt, Y, ldy);                                                  \
+    }
+KQ_FN(gemm_q2_k, KVV_TYPE_Q2_K)
+KQ_FN(gemm_q3_k, KVV_TYPE_Q3_K)
+KQ_FN(gemm_q4_k, KVV_TYPE_Q4_K)
+KQ_FN(gemm_q5_k, KVV_TYPE_Q5_K)
+KQ_FN(gemm_q6_k, KVV_TYPE_Q6_K)
+KQ_FN(gemm_q4_1, KVV_TYPE_Q4_1)
+KQ_FN(gemm_q5_1, KVV_TYPE_Q5_1)
+
+const kvv_cpu_kq_fn kvv_cpu_kq_generic[KVV_KQ_COUNT] = {
+    gemm_q2_k, gemm_q3_k, gemm_q4_k, gemm_q5_k, gemm_q6_k, gemm_q4_1, gemm_q5_1,
+};
