@@ -115,11 +115,11 @@ static inline __attribute__((always_inline)) void sb_unpack(const int kq, const 
         for (int p = 0; p < 4; p++) { /* chunk 2p: low nibbles, 2p+1: high nibbles */
             __m512i u = _mm512_and_si512(_mm512_srlv_epi64(both(qs + 32 * p), shift), m4);
             if (kq == KVV_KQ_Q5_K) { /* bit j of qh[l]: +16 for element l of chunk j */
-                const __m512i bit = _mm512_set_epi64(
-                    0x0101010101010101ll << (2 * p + 1), 0x0101010101010101ll << (2 * p + 1),
-                    0x0101010101010101ll << (2 * p + 1), 0x0101010101010101ll << (2 * p + 1),
-                    0x0101010101010101ll << (2 * p), 0x0101010101010101ll << (2 * p),
-                    0x0101010101010101ll << (2 * p), 0x0101010101010101ll << (2 * p));
+                /* shifted unsigned: a signed shift into the sign bit is undefined */
+                const long long b_hi = (long long)(0x0101010101010101ull << (2 * p + 1));
+                const long long b_lo = (long long)(0x0101010101010101ull << (2 * p));
+                const __m512i bit =
+                    _mm512_set_epi64(b_hi, b_hi, b_hi, b_hi, b_lo, b_lo, b_lo, b_lo);
                 u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bit), u,
                                          _mm512_set1_epi8(16));
             }
@@ -160,8 +160,9 @@ static inline __attribute__((always_inline)) void sb_unpack(const int kq, const 
             const int hh = p / 2, k = 2 * (p % 2);
             const __m512i l = _mm512_and_si512(
                 _mm512_srlv_epi64(both(x + 32 + 32 * hh), counts(2 * k, 2 * k + 2)), m3);
-            const long long b0 = 0x0101010101010101ll << (4 * hh + k);
-            const __m512i bit = _mm512_set_epi64(b0 << 1, b0 << 1, b0 << 1, b0 << 1, b0, b0, b0, b0);
+            const uint64_t b0 = 0x0101010101010101ull << (4 * hh + k); /* unsigned: see Q5_K */
+            const long long b_lo = (long long)b0, b_hi = (long long)(b0 << 1);
+            const __m512i bit = _mm512_set_epi64(b_hi, b_hi, b_hi, b_hi, b_lo, b_lo, b_lo, b_lo);
             o->u[p] = _mm512_mask_add_epi8(l, _mm512_test_epi8_mask(hm, bit), l,
                                            _mm512_set1_epi8(4));
         }
