@@ -169,7 +169,10 @@ PLANT_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kernels_avx512.o,$(EMU_OBJ)) \
              $(O)/emu-plant/engine/cpu/cpu_kernels_avx512.o
 # -Wno-psabi: clang notes that vector arguments pass differently without
 # the -m flags; every function taking one is static to its file.
-EMU_FLAGS  = -DKVV_CPU_EMULATED -include tests/engine/simde_x86.h -Wno-psabi
+# -O0 last: SIMDe's portable AVX-512 bodies take minutes of CPU each to
+# optimise (cpu_kquant_avx512.c: ~150 s at -O1, ~3 s at -O0) and the
+# emulated tests run in under a second either way.
+EMU_FLAGS  = -DKVV_CPU_EMULATED -include tests/engine/simde_x86.h -Wno-psabi -O0
 $(O)/emu/%.o: %.c tests/engine/simde_x86.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(EMU_FLAGS) -c $< -o $@
