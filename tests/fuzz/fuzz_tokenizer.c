@@ -169,7 +169,7 @@ static void bpe_vocab(kvv_gguf_writer *w)
 static void wpm_vocab(kvv_gguf_writer *w)
 {
     tok_list l = {0};
-    char buf[16];
+    char buf[24]; /* "[unused" + any int + "]" */
     add_tok(&l, "[PAD]", 3);
     for (int i = 1; i < 100; i++) {
         snprintf(buf, sizeof buf, "[unused%d]", i);

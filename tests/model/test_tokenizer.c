@@ -166,7 +166,7 @@ static void run_vectors(const vocab_case *vc)
     assert_int_equal(lines, n);
     assert_int_equal(matched, n);
     assert_int_equal(round, vc->round_trip_expected);
-    assert_true(load_s < 1.0);
+    /* load time is printed, not asserted: no timed tests on shared machines */
     kvv_tokenizer_free(t);
     free(inp);
     free(outp);
@@ -301,7 +301,6 @@ static void test_other_vocabs(void **state)
         printf("vocab %-14s %d tokens, load %.1f ms, round trip %s\n", names[i], n, secs * 1e3,
                same ? "exact" : "differs");
         assert_true(same);
-        assert_true(secs < 1.0);
         free(back);
         free(ids);
         kvv_tokenizer_free(t);
