@@ -39,15 +39,6 @@
 
 #include "plugins/llama.cpp/llama_impl.h"
 
-int lp_fail(kvv_plugin_error *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static bool pass_fail(kvv_plugin_engine *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static bool pass_fail(kvv_plugin_engine *e, const char *fmt, ...)
