@@ -123,7 +123,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
                const kvv_plugin_hooks *hooks, int lm, float *logits, kvv_plugin_error *err);
 int lp_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
                         const int32_t *pos, float *k, float *v, kvv_plugin_error *err);
-/* One token through the scratch context, watching nothing: sets fa_seen
+/* One token through the engine's context (then cleared), watching nothing: sets fa_seen
  * (what flash_attn=auto chose). */
 int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err);
 

@@ -207,7 +207,13 @@ static int model_dims(kvv_plugin_engine *e, kvv_plugin_error *err)
     return KVV_PLUGIN_OK;
 }
 
-static struct llama_context *new_context(kvv_plugin_engine *e)
+/* The engine's context, or (scratch) the one kv_from_residual decodes in.
+ * Off the CPU the scratch context runs without flash attention: its K/V
+ * rows do not depend on how attention is computed (they are stored before
+ * it), and lavapipe's flash-attention shaders crash on the scratch's
+ * decodes at positions past an empty cache (kvdirect on Vulkan, SIGSEGV in
+ * libvulkan_lvp's worker thread). */
+static struct llama_context *new_context(kvv_plugin_engine *e, bool scratch)
 {
     static const enum ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
     struct llama_context_params cp = e->lib->llama_context_default_params();
@@ -219,6 +225,8 @@ static struct llama_context *new_context(kvv_plugin_engine *e)
     cp.flash_attn_type = strcmp(e->fa, "on") == 0    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                          : strcmp(e->fa, "off") == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
                                                      : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    if (scratch && !e->on_cpu)
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = cp.type_v = types[e->cache_type];
     cp.cb_eval = lp_eval_cb;
     cp.cb_eval_user_data = e;
@@ -283,8 +291,9 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->n_threads = p->n_threads > 0 ? p->n_threads : 1;
     e->n_ubatch = p->n_ubatch > 0 && p->n_ubatch < e->n_ctx ? p->n_ubatch
                   : e->n_ctx < 512 ? e->n_ctx : 512;
-    e->ctx = new_context(e);
-    e->scratch = e->ctx ? new_context(e) : NULL;
+    e->on_cpu = dev == NULL;
+    e->ctx = new_context(e, false);
+    e->scratch = e->ctx ? new_context(e, true) : NULL;
     size_t width = (size_t)e->n_embd * 2; /* a residual and its copy, or attention output */
     if ((size_t)e->n_head * e->head_dim_v > width)
         width = (size_t)e->n_head * e->head_dim_v;
