@@ -335,7 +335,12 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
             o.engine.n_ubatch = co->n_ubatch;
             o.engine.engine_opts = co->engine_opts;
             o.engine.n_engine_opts = co->n_engine_opts;
+            o.engine.isa = co->isa;
         }
+        /* the cpu engine recomputes with the table the vector was made with
+         * (tables differ by design); --isa chooses another */
+        if (!o.engine.isa && mt.isa[0] && strcmp(o.engine.name, mt.engine) == 0)
+            o.engine.isa = mt.isa;
         if (!kvv_cache_type_from_name(mt.cache_type, &o.engine.cache_type))
             st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record meta: unknown cache type '%s'",
                                vec_path, mt.cache_type);
