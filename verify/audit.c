@@ -10,6 +10,7 @@
 #include "verify/kvdirect.h"
 #include "verify/parallel.h"
 #include "verify/patch.h"
+#include "verify/tables.h"
 
 /* The audit, one line per check, in run order. */
 static const kvv_check_entry checks[] = {
@@ -19,6 +20,7 @@ static const kvv_check_entry checks[] = {
     {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit"},
     {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache"},
     {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits"},
+    {"tables", kvv_check_tables, "cpu engine: invariance with each kernel table this CPU runs; the figures between tables"},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
 
@@ -184,7 +186,7 @@ static void audit_job(void *user, int job, int worker)
 /* Rough relative cost, to start the long checks first. */
 static int cost_rank(const char *name)
 {
-    static const char *const heavy[] = {"greedy", "kvdirect", "patch", "invariance", "kv"};
+    static const char *const heavy[] = {"tables", "greedy", "kvdirect", "patch", "invariance", "kv"};
     for (int i = 0; i < (int)(sizeof heavy / sizeof heavy[0]); i++)
         if (strcmp(name, heavy[i]) == 0)
             return i;
