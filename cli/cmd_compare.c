@@ -68,8 +68,8 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--isa-a")) {
         kvv_cpu_isa t;
         if (o->value && strcmp(o->value, "auto") != 0 && !kvv_cpu_isa_from_name(o->value, &t))
-            kvv_opts_error(o, "option --isa-a: '%s' is not generic, avx2, avx512 or auto",
-                           o->value);
+            kvv_opts_error(o, "option --isa-a %s: no such kernel table (generic, avx2, avx512 "
+                              "or auto)", o->value);
         a->isa_a = o->value;
     } else if (kvv_opts_value(o, "--tol")) {
         if (o->value && kvv_opts_double(o, "--tol", o->value, &a->tol) && !(a->tol >= 0))

@@ -500,9 +500,10 @@ int kvv_cmd_numerics(int argc, char **argv)
                                    &(kvv_opt_group){own_option, own_finish, &no});
     if (code != KVV_OPTS_RUN)
         return code;
-    const char *which = c.engine.engine, *mode = c.engine.mode;
+    const char *which = c.engine.engine, *mode = c.engine.mode, *isa = c.engine.isa;
     c.engine.engine = "ref"; /* prepare() only loads the model and builds the prompt */
     c.engine.mode = NULL;
+    c.engine.isa = NULL;
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;
@@ -510,7 +511,7 @@ int kvv_cmd_numerics(int argc, char **argv)
     eo.n_ctx = run.n_prompt;
     eo.n_threads = c.engine.n_threads > 0 ? c.engine.n_threads : 1;
     eo.cache_type = KVV_CACHE_F32;
-    eo.isa = c.engine.isa; /* the cpu engine's kernel table (NULL: its choice) */
+    eo.isa = isa; /* the cpu engine's kernel table (NULL: its choice) */
     op_sets ops;
     code = open_op_sets(run.model, &eo, which, mode, no.control, &ops);
     if (!code)

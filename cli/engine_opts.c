@@ -77,7 +77,8 @@ bool kvv_engine_cli_parse(void *state, kvv_opts *o)
         kvv_cpu_isa t;
         if (o->value && !o->failed && strcmp(o->value, "auto") != 0 &&
             !kvv_cpu_isa_from_name(o->value, &t))
-            kvv_opts_error(o, "option --isa: '%s' is not generic, avx2, avx512 or auto", o->value);
+            kvv_opts_error(o, "option --isa %s: no such kernel table (generic, avx2, avx512 or "
+                              "auto)", o->value);
         e->isa = o->value;
     } else {
         return false;

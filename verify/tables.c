@@ -168,17 +168,21 @@ static kvv_status cross_tables(tables_ctx *c, uint64_t *max_ulp, double *max_nms
 static void conclude(tables_ctx *c, uint64_t lg_ulp, double lg_nmse)
 {
     char names[64] = "", bad[64] = "", ulp[24], nmse[24], fig[128];
-    int n_bad = 0, n_err = 0, off = 0, boff = 0;
-    const table_run *first_bad = NULL, *first_err = NULL;
+    int n_bad = 0, n_err = 0, n_skip = 0, off = 0, boff = 0;
+    const table_run *first_bad = NULL, *first_err = NULL, *first_skip = NULL;
     for (int i = 0; i < c->n; i++) {
         const table_run *t = &c->t[i];
         const char *nm = kvv_cpu_isa_name(t->isa);
-        off += snprintf(names + off, sizeof names - (size_t)off, "%s%s", i ? ", " : "", nm);
-        if (t->inv.verdict == KVV_VERDICT_FAIL) {
+        if (t->inv.verdict == KVV_VERDICT_PASS) {
+            off += snprintf(names + off, sizeof names - (size_t)off, "%s%s", off ? ", " : "", nm);
+        } else if (t->inv.verdict == KVV_VERDICT_FAIL) {
             boff += snprintf(bad + boff, sizeof bad - (size_t)boff, "%s%s", n_bad ? ", " : "", nm);
             first_bad = first_bad ? first_bad : t;
             n_bad++;
-        } else if (t->inv.verdict != KVV_VERDICT_PASS) {
+        } else if (t->inv.verdict == KVV_VERDICT_SKIPPED) {
+            first_skip = first_skip ? first_skip : t;
+            n_skip++;
+        } else {
             first_err = first_err ? first_err : t;
             n_err++;
         }
@@ -197,9 +201,15 @@ static void conclude(tables_ctx *c, uint64_t lg_ulp, double lg_nmse)
                               "not complete", kvv_cpu_isa_name(first_err->isa));
         kvv_check_set_message(c->r, "table %s: %s", kvv_cpu_isa_name(first_err->isa),
                               kvv_check_message(&first_err->inv));
+    } else if (n_skip == c->n) { /* nothing compared with any table: never a pass */
+        kvv_check_set_verdict(c->r, KVV_VERDICT_SKIPPED, "invariance had nothing to compare "
+                              "with any table");
+        kvv_check_set_message(c->r, "table %s: %s", kvv_cpu_isa_name(first_skip->isa),
+                              kvv_check_message(&first_skip->inv));
     } else {
         kvv_check_set_verdict(c->r, KVV_VERDICT_PASS, "%d tables each bit-exact under invariance "
-                              "(%s); %s", c->n, names, fig);
+                              "(%s)%s%s; %s", c->n - n_skip, names, n_skip ? ", skipped: " : "",
+                              n_skip ? kvv_cpu_isa_name(first_skip->isa) : "", fig);
     }
 }
 

@@ -369,7 +369,7 @@ static const struct {
     {"greedy", kvv_html_fig_greedy},   {"invariance", kvv_html_fig_invariance},
     {"compare", kvv_html_fig_compare}, {"kvdirect", kvv_html_fig_kvdirect},
     {"evict", kvv_html_fig_evict},     {"memory", kvv_html_fig_memory},
-    {"latency", kvv_html_fig_latency},
+    {"latency", kvv_html_fig_latency}, {"tables", kvv_html_fig_tables},
 };
 
 static void controls_table(kvv_sbuf *b, const json_t *controls)
