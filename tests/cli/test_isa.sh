@@ -137,6 +137,10 @@ if has avx2; then
     "$KVV" vectors check "$M" "$T/avx2.kvv" --isa generic >"$T/vc.out" 2>&1; rc=$?
     [ $rc -eq 1 ] && grep -q '^DIVERGED' "$T/vc.out" ||
         fail "an avx2 vector checked with --isa generic: exit $rc, want 1 (DIVERGED)"
+    # where the recorded table does not run: exit 2 saying so
+    KVV_CPU_MAX_ISA=generic "$KVV" vectors check "$M" "$T/avx2.kvv" >"$T/vc.out" 2>&1; rc=$?
+    [ $rc -eq 2 ] && grep -q "made with the cpu engine's avx2 kernel table, which does not run here" "$T/vc.out" ||
+        { fail "an avx2 vector where avx2 is hidden: exit $rc, want 2"; cat "$T/vc.out"; }
 fi
 # ref vectors carry no engine.isa (the shipped golden vectors stay byte-identical)
 "$KVV" vectors gen "$M" -o "$T/ref.kvv" -n 2 >/dev/null 2>&1 || fail "vectors gen (ref): exit $?"
