@@ -202,6 +202,19 @@ $(PLANT_KQ_BIN): tests/engine/test_cpu_kquant_kernels.c $(TEST_UTIL) $(PLANT_KQ_
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(PLANT_KQ_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
 
+# The planted kvverify (test-only, never ./kvverify): the AVX2 table's
+# invariant GEMM made batch-dependent (KVV_CPU_PLANT_GEMM_TILE: full
+# 3-token tiles reduce their lanes in another order). tests/cli/test_isa.sh
+# expects the audit's tables check to FAIL for avx2 with it.
+PLANT_TILE_OBJ := $(O)/plant-tile/engine/cpu/cpu_kernels_avx2.o
+$(O)/plant-tile/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_avx2) -DKVV_CPU_PLANT_GEMM_TILE -c $< -o $@
+PLANT_TILE_BIN := $(O)/tests/plant/kvverify_gemm_tile
+$(PLANT_TILE_BIN): $(call obj,$(CLI_SRC)) $(PLANT_TILE_OBJ) $(LAYERS_all)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(PLANT_TILE_OBJ) $(LAYERS_all) $(LIBS)
+
 # Fuzz targets: tests/fuzz/fuzz_*.c define LLVMFuzzerTestOneInput. The plain
 # replay driver runs a corpus without libFuzzer, inside `make test`
 # (fuzz_opts also links the command objects, all but main.o: $(L_CLI)).
@@ -211,7 +224,7 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(L_CLI) $(LAYERS_a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(L_CLI) $(LAYERS_all) $(LIBS)
 
-test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN) $(PLANT_KQ_BIN)
+test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN) $(PLANT_KQ_BIN) $(PLANT_TILE_BIN)
 	@O=$(O) sh tests/run_tests.sh
 
 test-asan:

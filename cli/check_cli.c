@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/cpu_isa.h"
 #include "model/sha256.h"
 #include "verify/audit.h"
 #include "verify/parallel.h"
@@ -323,6 +324,10 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         snprintf(d->mode, sizeof d->mode, "%s", kvv_mode_name(e->mode));
         snprintf(d->cache_type, sizeof d->cache_type, "%s", kvv_cache_type_name(e->cache_type));
         d->n_threads = e->n_threads;
+        kvv_cpu_isa isa; /* the cpu engine's kernel table: the one it will choose */
+        kvv_error ierr = {0};
+        if (strcmp(e->name, "cpu") == 0 && kvv_cpu_isa_choose(e->isa, &isa, &ierr) == KVV_OK)
+            snprintf(d->isa, sizeof d->isa, "%s", kvv_cpu_isa_name(isa));
         rep->has_engine = true;
     }
     if (!c->out.quiet && !c->out.stdout_taken) {

@@ -22,6 +22,8 @@ static void help(FILE *f)
             "negative controls, and print one table (check, verdict, key figure, time):\n\n");
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-12s %s\n", t[i].name, t[i].summary);
+    fprintf(f, "\nA check for one engine only (tables: --engine cpu) is left out of the audit\n"
+            "of another engine; named by --checks it is listed as unsupported there.\n");
     fprintf(f, "\nThe workload never drops below a floor that exercises every kernel path the\n"
             "engine describes: a prompt of at least 8 tokens and twice its largest kernel\n"
             "switch, at least 32 greedy steps, chunkings on both sides of each switch; small\n"

@@ -44,7 +44,7 @@
 #include "verify/check.h"
 
 typedef struct {
-    const char *model_path, *isa;
+    const char *model_path;
     bool dequant_all, f32_act, roofline;
     long prompt, gen, repeats;
     uint64_t seed;
@@ -80,8 +80,6 @@ static void help(FILE *f)
             "                      llama-bench's tg test (default 64; 0 skips)\n"
             "  --repeats R         repeats; the median is reported (default 3)\n"
             "  --seed S            token ids (default 1)\n"
-            "  --isa NAME          cpu: the kernel table, generic, avx2 or avx512 (default: the\n"
-            "                      widest this CPU runs; kvverify info --cpu lists them)\n"
             "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
             "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
             "                      of rounding them to Q8_0 (for comparison)\n"
@@ -146,8 +144,6 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--repeats")) {
         if (o->value)
             kvv_opts_int(o, "--repeats", o->value, 1, 1000, &a->repeats);
-    } else if (kvv_opts_value(o, "--isa")) {
-        a->isa = o->value;
     } else if (kvv_opts_value(o, "--against")) {
         a->against = o->value;
     } else if (kvv_opts_value(o, "--against-cache-type")) {
@@ -176,8 +172,8 @@ static void own_finish(void *state, kvv_opts *o)
     const bench_args *a = state;
     if (!a->model_path)
         kvv_opts_error(o, "missing MODEL");
-    else if ((a->isa || a->dequant_all || a->f32_act) && strcmp(a->engine.engine, "cpu") != 0)
-        kvv_opts_error(o, "--isa, --dequant-all and --f32-act apply to --engine cpu only");
+    else if ((a->dequant_all || a->f32_act) && strcmp(a->engine.engine, "cpu") != 0)
+        kvv_opts_error(o, "--dequant-all and --f32-act apply to --engine cpu only");
     else if (a->prompt == 0 && a->gen == 0)
         kvv_opts_error(o, "--prompt 0 and --gen 0: nothing to measure");
     else if (a->against && !a->against[0])
@@ -460,7 +456,6 @@ static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engin
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
     eo.n_ctx = (int)(a->prompt + a->gen);
-    eo.isa = a->isa;
     if (a->against) {
         eo.device = NULL;
         eo.n_ubatch = 0;
@@ -485,6 +480,7 @@ static kvv_status open_against(const bench_args *a, const kvv_model *m, kvv_engi
     eo.mode = kvv_engine_default_mode(a->against);
     eo.cache_type = a->against_cache;
     eo.n_ctx = (int)(a->prompt + a->gen);
+    eo.isa = NULL; /* --isa is the engine under test's (--engine cpu) */
     return kvv_engine_open(m, &eo, e, err);
 }
 

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/check_cli.h"
+#include "engine/cpu/cpu_isa.h"
 #include "verify/compare.h"
 
 /* compare's share of the check options: --engine is A, --mode and --threads B's. */
@@ -17,6 +18,7 @@ static void compare_cli(kvv_check_cli *c)
     kvv_check_cli_init(c, "compare");
     c->layers = true;
     c->engine.threads_elsewhere = true;
+    c->engine.isa_elsewhere = true; /* --isa is engine B's; own_finish checks it */
     c->engine.engine_help = "engine A, the reference side (default ref)";
     c->engine.mode_help = "mode of engine B, the engine under test (A: --mode-a)";
 }
@@ -33,9 +35,11 @@ static void help(FILE *f)
             "Passes when max|dlogit|/max|logit| <= --tol at every position and the top-1\n"
             "tokens agree wherever A's top-1/top-2 margin exceeds twice the error.\n\n"
             "  --against NAME      engine B, the engine under test (default cpu); --mode,\n"
-            "                      --threads, --device, --ubatch and --engine-opt apply to\n"
-            "                      B, --cache-type to both\n"
+            "                      --threads, --isa, --device, --ubatch and --engine-opt\n"
+            "                      apply to B, --cache-type to both\n"
             "  --mode-a MODE       mode of engine A (default: its own default)\n"
+            "  --isa-a NAME        kernel table of engine A when it is cpu (default: the\n"
+            "                      widest this CPU runs; --isa is engine B's)\n"
             "  --tol X             per-position relative logit tolerance (default %g)\n",
             KVV_COMPARE_REL_TOL);
     kvv_check_cli c;
@@ -45,7 +49,8 @@ static void help(FILE *f)
 
 /* compare's own options: engine B, A's mode, the tolerance. */
 typedef struct {
-    const char *against, *mode_a;
+    const char *against, *mode_a, *isa_a;
+    const kvv_engine_cli *engine; /* --engine (A) and --isa (B's) */
     double tol;
 } compare_args;
 
@@ -60,6 +65,12 @@ static bool own_option(void *state, kvv_opts *o)
         if (o->value && !kvv_mode_from_name(o->value, &m))
             kvv_opts_error(o, "option --mode-a: '%s' is not exact, fast or invariant", o->value);
         a->mode_a = o->value;
+    } else if (kvv_opts_value(o, "--isa-a")) {
+        kvv_cpu_isa t;
+        if (o->value && strcmp(o->value, "auto") != 0 && !kvv_cpu_isa_from_name(o->value, &t))
+            kvv_opts_error(o, "option --isa-a %s: no such kernel table (generic, avx2, avx512 "
+                              "or auto)", o->value);
+        a->isa_a = o->value;
     } else if (kvv_opts_value(o, "--tol")) {
         if (o->value && kvv_opts_double(o, "--tol", o->value, &a->tol) && !(a->tol >= 0))
             kvv_opts_error(o, "option --tol: %s is not a non-negative number", o->value);
@@ -72,14 +83,16 @@ static bool own_option(void *state, kvv_opts *o)
 static void own_finish(void *state, kvv_opts *o)
 {
     const compare_args *a = state;
-    kvv_engine_cli_check_name(o, "--against", a->against);
+    if (kvv_engine_cli_check_name(o, "--against", a->against))
+        kvv_engine_cli_check_isa(o, "--isa", a->engine->isa, a->against);
+    kvv_engine_cli_check_isa(o, "--isa-a", a->isa_a, a->engine->engine);
 }
 
 int kvv_cmd_compare(int argc, char **argv)
 {
     kvv_check_cli c;
     compare_cli(&c);
-    compare_args a = {.against = "cpu", .tol = KVV_COMPARE_REL_TOL};
+    compare_args a = {.against = "cpu", .tol = KVV_COMPARE_REL_TOL, .engine = &c.engine};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
                                    &(kvv_opt_group){own_option, own_finish, &a});
     if (code != KVV_OPTS_RUN)
@@ -109,6 +122,7 @@ int kvv_cmd_compare(int argc, char **argv)
     co.a.n_ubatch = 0;
     co.a.engine_opts = NULL;
     co.a.n_engine_opts = 0;
+    co.a.isa = a.isa_a; /* --isa is engine B's */
     if (a.mode_a)
         kvv_mode_from_name(a.mode_a, &co.a.mode);
     co.b = run.opts.engine;

@@ -517,13 +517,15 @@ static int info_cpu(const kvv_output_cli *out)
             int lanes, fused;
             bool built = kvv_cpu_isa_order((kvv_cpu_isa)i, &lanes, &fused);
             json_array_append_new(
-                tables, json_pack("{s:s, s:b, s:b, s:i, s:b, s:s}", "name",
+                tables, json_pack("{s:s, s:b, s:b, s:b, s:i, s:b, s:s, s:b}", "name",
                                   kvv_cpu_isa_name((kvv_cpu_isa)i), "available", ci.can_run[i],
-                                  "built", built, "lanes", lanes, "fused", fused, "needs",
-                                  kvv_cpu_isa_needs((kvv_cpu_isa)i)));
+                                  "native", ci.native[i], "built", built, "lanes", lanes,
+                                  "fused", fused, "needs", kvv_cpu_isa_needs((kvv_cpu_isa)i),
+                                  "chosen", i == (int)ci.best));
         }
-        json_t *root = json_pack("{s:s, s:o, s:s}", "cpu_features", ci.features, "tables", tables,
-                                 "default", kvv_cpu_isa_name(ci.best));
+        json_t *root = json_pack("{s:s, s:o, s:s, s:s}", "cpu_features", ci.features, "tables",
+                                 tables, "default", kvv_cpu_isa_name(ci.best), "chosen",
+                                 kvv_cpu_isa_name(ci.best));
         json_object_set_new(root, "max_isa", ci.max_isa[0] ? json_string(ci.max_isa) : json_null());
         int rc = emit_json(root, out->json_path);
         if (rc || out->stdout_taken)
@@ -531,7 +533,8 @@ static int info_cpu(const kvv_output_cli *out)
     }
     printf("cpu engine kernel tables (--engine cpu --isa NAME):\n");
     printf("  cpu features: %s\n", ci.features[0] ? ci.features : "(none detected)");
-    printf("  %-8s %-9s  %-30s %s\n", "table", "runs here", "reduction order", "needs");
+    printf("  %-8s %-9s  %-7s %-30s %s\n", "table", "runs here", "native", "reduction order",
+           "needs");
     for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
         int lanes, fused;
         bool built = kvv_cpu_isa_order((kvv_cpu_isa)i, &lanes, &fused);
@@ -539,10 +542,13 @@ static int info_cpu(const kvv_output_cli *out)
         if (built)
             snprintf(order, sizeof order, "%d lanes, %s", lanes,
                      fused ? "fused multiply-add" : "multiply then add");
-        printf("  %-8s %-9s  %-30s %s\n", kvv_cpu_isa_name((kvv_cpu_isa)i),
-               ci.can_run[i] ? "yes" : "no", order, kvv_cpu_isa_needs((kvv_cpu_isa)i));
+        printf("  %-8s %-9s  %-7s %-30s %s\n", kvv_cpu_isa_name((kvv_cpu_isa)i),
+               ci.can_run[i] ? "yes" : "no", ci.native[i] ? "yes" : "no", order,
+               kvv_cpu_isa_needs((kvv_cpu_isa)i));
     }
-    printf("  default: %s (the widest this CPU runs)\n", kvv_cpu_isa_name(ci.best));
+    printf("  default: %s (what the engine chooses: the widest this CPU runs; --isa picks "
+           "another)\n",
+           kvv_cpu_isa_name(ci.best));
     if (ci.max_isa[0])
         printf("  KVV_CPU_MAX_ISA=%s hides the wider tables\n", ci.max_isa);
     return 0;

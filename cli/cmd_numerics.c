@@ -312,7 +312,8 @@ static void numerics_cli(kvv_check_cli *c)
 {
     kvv_check_cli_init(c, "numerics");
     c->accepts = 0;
-    c->engine.accepts = KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS;
+    c->engine.accepts = KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS |
+                        KVV_ENGINE_OPT_ISA;
     c->engine.default_engine = c->engine.engine = "all";
     c->engine.allow_all = true;
     c->engine.engine_help = "ref, cpu or all (default all: ref, cpu fast, cpu invariant)";
@@ -385,7 +386,9 @@ static int open_op_sets(const kvv_model *m, const kvv_engine_opts *eo, const cha
 {
     kvv_error err = {0};
     memset(ops, 0, sizeof *ops);
-    if (kvv_ops_open_ref(m, eo, &ops->ref, &err))
+    kvv_engine_opts reo = *eo;
+    reo.isa = NULL; /* --isa is the cpu engine's */
+    if (kvv_ops_open_ref(m, &reo, &ops->ref, &err))
         return kvv_cli_fail(&err);
     if (strcmp(which, "cpu") != 0)
         ops->list[ops->n++] = ops->ref;
@@ -497,9 +500,10 @@ int kvv_cmd_numerics(int argc, char **argv)
                                    &(kvv_opt_group){own_option, own_finish, &no});
     if (code != KVV_OPTS_RUN)
         return code;
-    const char *which = c.engine.engine, *mode = c.engine.mode;
+    const char *which = c.engine.engine, *mode = c.engine.mode, *isa = c.engine.isa;
     c.engine.engine = "ref"; /* prepare() only loads the model and builds the prompt */
     c.engine.mode = NULL;
+    c.engine.isa = NULL;
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;
@@ -507,6 +511,7 @@ int kvv_cmd_numerics(int argc, char **argv)
     eo.n_ctx = run.n_prompt;
     eo.n_threads = c.engine.n_threads > 0 ? c.engine.n_threads : 1;
     eo.cache_type = KVV_CACHE_F32;
+    eo.isa = isa; /* the cpu engine's kernel table (NULL: its choice) */
     op_sets ops;
     code = open_op_sets(run.model, &eo, which, mode, no.control, &ops);
     if (!code)

@@ -100,9 +100,11 @@ static void check_engine(kvv_engine_cli *e)
 {
     kvv_engine_cli_init(e, "vectors check", NULL,
                         KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS |
-                            KVV_ENGINE_OPT_PLUGIN);
+                            KVV_ENGINE_OPT_PLUGIN | KVV_ENGINE_OPT_ISA);
     e->engine_help = "engine to certify against the vector (default: the recorded one)";
     e->mode_help = "exact (ref), fast or invariant (cpu; default: the recorded one)";
+    e->isa_help = "cpu: kernel table generic, avx2, avx512 or auto (default: the\n"
+                  "                      recorded one; tables differ by design)";
 }
 
 /* gen's own options. */
@@ -364,6 +366,7 @@ static int cmd_check(int argc, char **argv)
     co.n_ubatch = eo.n_ubatch;
     co.engine_opts = eo.engine_opts;
     co.n_engine_opts = eo.n_engine_opts;
+    co.isa = eo.isa; /* NULL: the vector's recorded table (cpu) */
     kvv_vectors_result r;
     kvv_error err = {0};
     if (kvv_vectors_check(model, vec, &co, &r, &err)) {
@@ -497,7 +500,8 @@ static int cmd_show(int argc, char **argv)
         printf("model     %s  sha256 %s\n", mt.model_file, mt.model_sha256);
         printf("          arch %s, %d layers, n_embd %d, vocab %d, kv dims %d/%d\n", mt.arch,
                mt.n_layer, mt.n_embd, mt.n_vocab, mt.kv_dim_k, mt.kv_dim_v);
-        printf("engine    %s, mode %s, cache %s\n", mt.engine, mt.mode, mt.cache_type);
+        printf("engine    %s, mode %s, cache %s%s%s\n", mt.engine, mt.mode, mt.cache_type,
+               mt.isa[0] ? ", kernel table " : "", mt.isa);
         if (mt.engine_version[0])
             printf("          %s; device %s; variant %s; flash attention %s; n_ubatch %d\n",
                    mt.engine_version, mt.device, mt.variant, mt.flash_attn, mt.n_ubatch);

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "engine/cpu/cpu_isa.h"
+
 void kvv_engine_cli_init(kvv_engine_cli *e, const char *cmd, const char *default_engine,
                          unsigned accepts)
 {
@@ -71,6 +73,13 @@ bool kvv_engine_cli_parse(void *state, kvv_opts *o)
             e->n_ubatch = (int)v;
     } else if (option(e, o, "--engine-opt", KVV_ENGINE_OPT_EOPT)) {
         engine_opt(e, o);
+    } else if (option(e, o, "--isa", KVV_ENGINE_OPT_ISA)) {
+        kvv_cpu_isa t;
+        if (o->value && !o->failed && strcmp(o->value, "auto") != 0 &&
+            !kvv_cpu_isa_from_name(o->value, &t))
+            kvv_opts_error(o, "option --isa %s: no such kernel table (generic, avx2, avx512 or "
+                              "auto)", o->value);
+        e->isa = o->value;
     } else {
         return false;
     }
@@ -86,14 +95,39 @@ bool kvv_engine_cli_check_name(kvv_opts *o, const char *option, const char *name
     return false;
 }
 
+bool kvv_engine_cli_check_isa(kvv_opts *o, const char *option, const char *isa,
+                              const char *engine)
+{
+    if (!isa || o->failed)
+        return true;
+    if (!engine || (strcmp(engine, "cpu") != 0 && strcmp(engine, "all") != 0)) {
+        kvv_opts_error(o, "option %s: %s applies to the cpu engine (engine %s has no kernel "
+                          "tables)", option, option, engine ? engine : "ref");
+        return false;
+    }
+    kvv_cpu_isa t;
+    kvv_error err = {0};
+    if (kvv_cpu_isa_choose(isa, &t, &err) == KVV_OK)
+        return true;
+    /* the message starts "--isa NAME: ..." */
+    const char *m = strncmp(err.msg, "--isa ", 6) == 0 ? err.msg + 6 : err.msg;
+    kvv_opts_error(o, "option %s %s", option, m);
+    return false;
+}
+
 /* After the last option: the engine exists (one message, before anything
  * runs), and a thread count the reference engine would not use is said. */
 static void finish(void *state, kvv_opts *o)
 {
     kvv_engine_cli *e = state;
-    if (!e->engine || (e->allow_all && strcmp(e->engine, "all") == 0))
+    if (!e->engine || (e->allow_all && strcmp(e->engine, "all") == 0)) {
+        if (e->engine && !e->isa_elsewhere)
+            kvv_engine_cli_check_isa(o, "--isa", e->isa, e->engine);
         return;
+    }
     if (!kvv_engine_cli_check_name(o, "--engine", e->engine))
+        return;
+    if (!e->isa_elsewhere && !kvv_engine_cli_check_isa(o, "--isa", e->isa, e->engine))
         return;
     if (strcmp(e->engine, "ref") == 0 && e->n_threads > 1 && !e->threads_elsewhere) {
         fprintf(stderr, "kvverify %s: note: the ref engine runs one thread (its sums have one "
@@ -139,6 +173,11 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)
     if (e->accepts & KVV_ENGINE_OPT_EOPT)
         fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (plugins: see\n"
                    "                      docs/plugins.md, plugins/llama.cpp/README.md)\n");
+    if ((e->accepts & KVV_ENGINE_OPT_ISA) && e->isa_help)
+        fprintf(f, "  --isa NAME          %s\n", e->isa_help);
+    else if (e->accepts & KVV_ENGINE_OPT_ISA)
+        fprintf(f, "  --isa NAME          cpu: kernel table generic, avx2, avx512 or auto (default:\n"
+                   "                      the widest this CPU runs; kvverify info --cpu lists them)\n");
 }
 
 kvv_mode kvv_engine_cli_mode(const kvv_engine_cli *e, const char *name)
@@ -160,5 +199,6 @@ kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e)
     eo.n_ubatch = e->n_ubatch;
     eo.engine_opts = e->n_engine_opts ? e->engine_opts : NULL;
     eo.n_engine_opts = e->n_engine_opts;
+    eo.isa = e->isa;
     return eo;
 }

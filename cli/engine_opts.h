@@ -14,6 +14,10 @@
  *   --ubatch N        micro-batch size (plugins with one; 0 = the engine's)
  *   --engine-opt K=V  an engine's own option, repeatable, passed in order
  *                     (plugins; the built-in engines take none)
+ *   --isa NAME        the cpu engine's kernel table: generic, avx2, avx512 or
+ *                     auto (default: the widest this CPU runs; cpu_isa.h);
+ *                     refused, before anything runs, with another engine or
+ *                     when this CPU cannot run the table (exit 2)
  *
  *   kvv_engine_cli e;
  *   kvv_engine_cli_init(&e, "kv", "ref", KVV_ENGINE_OPT_ALL);
@@ -51,9 +55,10 @@ enum {
     KVV_ENGINE_OPT_DEVICE = 1u << 4,   /* --device */
     KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* --ubatch */
     KVV_ENGINE_OPT_EOPT = 1u << 6,     /* --engine-opt KEY=VALUE (repeatable) */
+    KVV_ENGINE_OPT_ISA = 1u << 7,      /* --isa (the cpu engine's kernel table) */
     /* what only a plugin engine uses: --device --ubatch --engine-opt */
     KVV_ENGINE_OPT_PLUGIN = KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH | KVV_ENGINE_OPT_EOPT,
-    KVV_ENGINE_OPT_ALL = 0x7fu
+    KVV_ENGINE_OPT_ALL = 0xffu
 };
 
 /* --engine-opt may be given this many times. */
@@ -67,8 +72,11 @@ typedef struct {
     bool allow_all;              /* --engine all (numerics: every engine) */
     const char *engine_help;     /* the --engine help text; NULL: the standard one */
     const char *mode_help;       /* the --mode help text; NULL: the standard one */
+    const char *isa_help;        /* the --isa help text; NULL: the standard one */
     bool threads_elsewhere;      /* --threads is another engine's (compare: --against's),
                                     so the ref engine's one-thread note does not apply */
+    bool isa_elsewhere;          /* --isa is another engine's (compare: --against's): the
+                                    command checks it (kvv_engine_cli_check_isa) */
     /* what the command line said */
     const char *engine;          /* --engine NAME, else default_engine (borrowed from argv) */
     const char *mode;            /* --mode NAME (validated), NULL = the engine's default */
@@ -81,6 +89,7 @@ typedef struct {
      * kvv_engine_cli_opts points into this array, so e outlives the options */
     const char *engine_opts[KVV_ENGINE_CLI_MAX_EOPTS];
     int n_engine_opts;
+    const char *isa;             /* --isa NAME (validated name), NULL = not given */
 } kvv_engine_cli;
 
 /* Defaults: engine default_engine, no mode, threads and cache type not given. */
@@ -96,6 +105,14 @@ kvv_opt_group kvv_engine_cli_group(kvv_engine_cli *e);
  * --against): "option OPTION: unknown engine ..." and o->failed.
  * @return true when it exists. */
 bool kvv_engine_cli_check_name(kvv_opts *o, const char *option, const char *name);
+/* The checks of --isa (option, e.g. "--isa" or compare's "--isa-a") for
+ * engine `engine`: NULL isa passes; the engine must be cpu (or numerics'
+ * "all", which includes it), else "OPTION applies to the cpu engine"; and
+ * this CPU must run the table (kvv_cpu_isa_choose: its message names the
+ * table, what it needs and the tables this CPU has). Errors go through
+ * kvv_opts_error (exit 2). @return true when nothing was refused. */
+bool kvv_engine_cli_check_isa(kvv_opts *o, const char *option, const char *isa,
+                              const char *engine);
 /* Consume o->arg if it is an engine option; one this command does not take
  * is an error ("not used by CMD"). @return true when consumed. */
 bool kvv_engine_cli_parse(void *e, kvv_opts *o);
@@ -107,7 +124,8 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading);
 /* Engine options from what was given: kvv_engine_opts_default(), then the
  * name (engine, or "ref" when there is none), the mode given or the
  * engine's default, threads (1 when not given), cache type, device,
- * micro-batch size and engine options (pointing into e: valid while e is). */
+ * micro-batch size, engine options (pointing into e: valid while e is) and
+ * kernel table (--isa; NULL when not given: the engine's choice). */
 kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e);
 
 /* The mode given for engine `name`, or that engine's default. */

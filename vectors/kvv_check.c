@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/cpu/cpu_isa.h"
 #include "model/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"
@@ -335,6 +336,18 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
             o.engine.n_ubatch = co->n_ubatch;
             o.engine.engine_opts = co->engine_opts;
             o.engine.n_engine_opts = co->n_engine_opts;
+            o.engine.isa = co->isa;
+        }
+        /* the cpu engine recomputes with the table the vector was made with
+         * (tables differ by design); --isa chooses another */
+        if (!o.engine.isa && mt.isa[0] && strcmp(o.engine.name, mt.engine) == 0) {
+            kvv_cpu_isa isa;
+            kvv_error ierr = {0};
+            o.engine.isa = mt.isa;
+            if (!st && kvv_cpu_isa_choose(mt.isa, &isa, &ierr))
+                st = kvv_error_set(err, KVV_ERR_USAGE, "%s: made with the cpu engine's %s kernel "
+                                   "table, which does not run here (%s); --isa picks another, "
+                                   "whose bits differ by design", vec_path, mt.isa, ierr.msg);
         }
         if (!kvv_cache_type_from_name(mt.cache_type, &o.engine.cache_type))
             st = kvv_error_set(err, KVV_ERR_FORMAT, "%s: record meta: unknown cache type '%s'",

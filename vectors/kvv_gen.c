@@ -76,6 +76,7 @@ kvv_status kvv_vectors_gen(const char *model_path, const kvv_vectors_opts *o,
     snprintf(mt.variant, sizeof mt.variant, "%s", d.variant);
     snprintf(mt.flash_attn, sizeof mt.flash_attn, "%s", d.flash_attn);
     mt.n_ubatch = d.n_ubatch;
+    snprintf(mt.isa, sizeof mt.isa, "%s", d.isa); /* "" but for the cpu engine */
     mt.n_gen = o->n_gen;
     mt.full = o->full;
     mt.logits_full = o->logits_full;

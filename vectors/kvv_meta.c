@@ -40,6 +40,8 @@ kvv_status kvv_meta_to_json(const kvv_meta *m, char **out, kvv_error *err)
         json_object_set_new(engine, "flash_attn", json_string(m->flash_attn));
         json_object_set_new(engine, "n_ubatch", json_integer(m->n_ubatch));
     }
+    if (engine && m->isa[0]) /* the cpu engine's kernel table */
+        json_object_set_new(engine, "isa", json_string(m->isa));
     json_t *options = json_pack("{s:i, s:b, s:s, s:b}", "n_gen", m->n_gen, "full", m->full,
                                 "logits", m->logits_full ? "full" : "hash", "patch", m->patch);
     json_t *prompt = json_pack("{s:s, s:i}", "source", m->prompt_source, "n_tokens", m->n_prompt);
@@ -186,6 +188,12 @@ kvv_status kvv_meta_parse(const kvv_file *f, kvv_meta *m, kvv_error *err)
         str(&c, en, "engine.variant", "variant", m->variant, sizeof m->variant);
         str(&c, en, "engine.flash_attn", "flash_attn", m->flash_attn, sizeof m->flash_attn);
         m->n_ubatch = num(&c, en, "engine.n_ubatch", "n_ubatch", 0, 1 << 30);
+    }
+    if (!c.failed && en && json_object_get(en, "isa")) { /* the cpu engine's (optional) */
+        static const char *const isas[] = {"generic", "avx2", "avx512", NULL};
+        str(&c, en, "engine.isa", "isa", m->isa, sizeof m->isa);
+        if (!c.failed && !one_of(m->isa, isas))
+            bad(&c, "engine.isa", "not generic, avx2 or avx512");
     }
     static const char *const modes[] = {"exact", "fast", "invariant", "native", NULL};
     static const char *const caches[] = {"f32", "f16", "bf16", NULL};

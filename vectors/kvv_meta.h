@@ -12,7 +12,9 @@
  *
  * Deliberately absent: thread count, kernel names, host, time. In the modes
  * vectors are made for (reference "exact", cpu "invariant") none of them may
- * change a bit, so a vector must not depend on them either.
+ * change a bit, so a vector must not depend on them either. The cpu
+ * engine's kernel table is recorded (engine.isa): each table has its own
+ * reduction order, so its bits differ from another table's by design.
  */
 #ifndef KVV_META_H
 #define KVV_META_H
@@ -46,6 +48,9 @@ typedef struct {
     char variant[64];
     char flash_attn[16];
     int n_ubatch;
+    char isa[16];             /* the cpu engine's kernel table ("generic", "avx2",
+                               * "avx512"); "" for the other engines, and then not
+                               * written (their vectors stay byte-identical) */
     /* options */
     int n_gen;                /* greedy steps (>= 1) */
     bool full;                /* full K/V/residual tensors stored */

@@ -127,6 +127,8 @@ typedef struct {
     int n_ubatch;           /* plugins: --ubatch (0 = the engine's) */
     const char *const *engine_opts; /* plugins: --engine-opt KEY=VALUE, borrowed */
     int n_engine_opts;
+    const char *isa;        /* cpu: kernel table (--isa); NULL = the recorded one when
+                               the engine is the recorded cpu engine, else the best */
     unsigned control;       /* KVV_CTL_* flags */
     int perturb_layer;      /* -1 = off */
     int perturb_pos;

@@ -10,15 +10,17 @@
 #include "verify/kvdirect.h"
 #include "verify/parallel.h"
 #include "verify/patch.h"
+#include "verify/tables.h"
 
 /* The audit, one line per check, in run order. */
 static const kvv_check_entry checks[] = {
-    {"kv", kvv_check_kv, "cached K/V bit-equal to K/V recomputed from residuals"},
-    {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0"},
-    {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit"},
-    {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit"},
-    {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache"},
-    {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits"},
+    {"kv", kvv_check_kv, "cached K/V bit-equal to K/V recomputed from residuals", NULL},
+    {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0", NULL},
+    {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit", NULL},
+    {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit", NULL},
+    {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache", NULL},
+    {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits", NULL},
+    {"tables", kvv_check_tables, "cpu engine: invariance with each kernel table this CPU runs; the figures between tables", "cpu"},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
 
@@ -26,6 +28,11 @@ const kvv_check_entry *kvv_audit_checks(int *n)
 {
     *n = N_CHECKS;
     return checks;
+}
+
+bool kvv_audit_applies(const kvv_check_entry *c, const char *engine)
+{
+    return !c->engine || strcmp(c->engine, engine ? engine : "ref") == 0;
 }
 
 const kvv_check_entry *kvv_audit_find(const char *name)
@@ -184,7 +191,7 @@ static void audit_job(void *user, int job, int worker)
 /* Rough relative cost, to start the long checks first. */
 static int cost_rank(const char *name)
 {
-    static const char *const heavy[] = {"greedy", "kvdirect", "patch", "invariance", "kv"};
+    static const char *const heavy[] = {"tables", "greedy", "kvdirect", "patch", "invariance", "kv"};
     for (int i = 0; i < (int)(sizeof heavy / sizeof heavy[0]); i++)
         if (strcmp(name, heavy[i]) == 0)
             return i;
@@ -199,7 +206,8 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
     int ns = 0;
     if (!names) {
         for (int i = 0; i < N_CHECKS; i++)
-            sel[ns++] = &checks[i];
+            if (kvv_audit_applies(&checks[i], o->engine.name))
+                sel[ns++] = &checks[i];
     } else {
         for (int i = 0; i < n_names && ns < N_CHECKS * 2; i++) {
             const kvv_check_entry *c = kvv_audit_find(names[i]);

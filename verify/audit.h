@@ -28,12 +28,18 @@ typedef struct {
     const char *name;      /* "kv", "patch", ... */
     kvv_check_fn run;
     const char *summary;   /* one line */
+    const char *engine;    /* the only engine the check applies to ("cpu": the
+                              kernel tables), NULL = every engine */
 } kvv_check_entry;
 
 /* The audit's checks, in the order they run. @return the table; *n entries. */
 const kvv_check_entry *kvv_audit_checks(int *n);
 /* Entry by name, or NULL. */
 const kvv_check_entry *kvv_audit_find(const char *name);
+/* Does the audit run c for engine `engine` (NULL: ref) when no check is
+ * named? A check for one engine only (tables: cpu) is left out for the
+ * others; named (--checks), it runs and says "unsupported by this engine". */
+bool kvv_audit_applies(const kvv_check_entry *c, const char *engine);
 
 /* Multiply-accumulates of one token through the model: the projections and
  * FFN of every layer (layers), and the output head (head). Attention over
@@ -94,7 +100,8 @@ int kvv_audit_kv_chunk(const kvv_audit_plan *p, int T);
  * @return how many. */
 int kvv_audit_chunks(const kvv_audit_plan *p, int T, int *out, int max);
 
-/* Run the named checks (names NULL: every check in the table) with opts o,
+/* Run the named checks (names NULL: every check in the table that applies
+ * to o->engine.name, kvv_audit_applies) with opts o,
  * appending one result per check to rep in table order (fills rep->engine
  * and the timing). o->n_jobs > 1 runs that many checks at a time, the
  * costliest first, each on its own engines (results do not depend on it);

@@ -119,6 +119,7 @@ kvv_status kvv_cpu_isa_probe(kvv_cpu_isa_info *out, kvv_error *err)
         }
     }
     for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+        out->native[i] = has[i];
         out->can_run[i] = has[i] && i <= (int)cap && kvv_cpu_kernels_of((kvv_cpu_isa)i);
         if (out->can_run[i])
             out->best = (kvv_cpu_isa)i;

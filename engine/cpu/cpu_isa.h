@@ -47,6 +47,9 @@ typedef struct {
     bool can_run[KVV_CPU_ISA_COUNT]; /* the CPU has the instructions (and the OS saves
                                       * their registers), the build has the table, and
                                       * KVV_CPU_MAX_ISA allows it; generic always */
+    bool native[KVV_CPU_ISA_COUNT];  /* the CPU itself has the instructions (before
+                                      * KVV_CPU_MAX_ISA): a table native but not
+                                      * can_run is hidden by the cap */
     kvv_cpu_isa best;                /* what the engine runs by default: the widest of those */
     char features[128];              /* the CPU's relevant cpuid flags, space-separated
                                       * ("avx2 fma f16c avx512f avx512bw avx512dq avx512vl"),

@@ -34,6 +34,23 @@
 #define TOK_TILE 48 /* tokens per L2 tile (a multiple of TB) */
 #define PF_BYTES 4096 /* GEMV software prefetch distance */
 
+#ifdef KVV_CPU_PLANT_GEMM_TILE
+/* Test-only negative control (never in ./kvverify; Makefile PLANT_TILE_BIN,
+ * tests/cli/test_isa.sh): full 3-token register tiles reduce their lanes
+ * left to right instead of the fixed tree, so a token's bits depend on how
+ * many tokens share its call — the invariant GEMM made batch-dependent,
+ * which the tables check must report for this table. */
+static inline float plant_hsum(__m256 a)
+{
+    float l[8];
+    _mm256_storeu_ps(l, a);
+    float s = l[0];
+    for (int j = 1; j < 8; j++)
+        s += l[j];
+    return s;
+}
+#endif
+
 static inline __attribute__((always_inline)) void block(int K, const float *W, size_t ldw,
                                                         const float *X, size_t ldx, float *Y,
                                                         size_t ldy, const int nr, const int nt)
@@ -64,7 +81,11 @@ static inline __attribute__((always_inline)) void block(int K, const float *W, s
     for (int r = 0; r < nr; r++)
         #pragma GCC unroll 16
         for (int t = 0; t < nt; t++) {
+#ifdef KVV_CPU_PLANT_GEMM_TILE
+            float s = nt == TB ? plant_hsum(acc[r][t]) : kvv_avx2_hsum(acc[r][t]);
+#else
             float s = kvv_avx2_hsum(acc[r][t]);
+#endif
             for (int i = K8; i < K; i++)
                 s = fmaf(W[(size_t)r * ldw + i], X[(size_t)t * ldx + i], s);
             Y[(size_t)t * ldy + r] = s;

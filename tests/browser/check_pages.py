@@ -88,6 +88,9 @@ def check_figures(c):
                 out[kind] = 2 * sum(1 for r in d[key] if r.get("n_prompts", 0) > 0)
     elif name == "memory" and d.get("turns"):
         out["memory-turns"] = 3 * len(d["turns"])
+    elif name == "tables" and d.get("cross_table"):
+        out["tables-ulp"] = sum(1 for p in d["cross_table"] for t in ("K", "V", "logits")
+                                if p[t]["max_ulp"] is not None)
     elif name == "latency" and d.get("rows"):
         out["latency-batch"] = 2 * sum(1 for r in d["rows"] if r["layer"] == -1)
     return out

@@ -49,7 +49,7 @@ expect 2 "engines with two models" $KVV engines "$T/m.gguf" "$T/m.gguf" || true
 
 # ---- checks
 expect 0 "checks" $KVV checks --json "$T/c.json" || true
-for c in kv patch greedy invariance kvdirect compare evict memory latency numerics vectors; do
+for c in kv patch greedy invariance kvdirect compare tables evict memory latency numerics vectors; do
     grep -q "^$c" "$T/out" || fail "checks: $c not listed"
 done
 python3 - "$T/c.json" <<'PY' || fail "checks --json: a check without what it proves or its control"
@@ -58,7 +58,7 @@ cs = json.load(open(sys.argv[1]))["checks"]
 for c in cs:
     assert len(c["proves"]) > 20 and len(c["control"]) > 10, c["name"]
 audit = [c["name"] for c in cs if c["in_audit"]]
-assert audit == ["kv", "patch", "greedy", "invariance", "kvdirect", "compare"], audit
+assert audit == ["kv", "patch", "greedy", "invariance", "kvdirect", "compare", "tables"], audit
 PY
 $KVV --help | grep -q "^  engines " || fail "--help: no engines"
 $KVV --help | grep -q "^  checks " || fail "--help: no checks"

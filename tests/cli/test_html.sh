@@ -60,6 +60,9 @@ page evict 0 "$KVV" evict "$M" --n-prompts 3 --budgets 8,24,48 -n 16
 page memory 0 "$KVV" memory "$M" --turns 6 --gen 8
 page latency 0 "$KVV" latency "$M" --batches 1,16,256
 page numerics 0 "$KVV" numerics "$M" --samples 2 --math-samples 2000
+# the tables check (cpu engine), where this CPU runs two kernel tables or more
+n_tables=$("$KVV" info --cpu --json | python3 -c 'import json,sys; print(sum(t["available"] for t in json.load(sys.stdin)["tables"]))')
+[ "$n_tables" -ge 2 ] && page tables 0 "$KVV" audit "$M" --engine cpu --checks tables
 
 # a suite of synthetic models: every check, a golden vector, a skipped case
 "$KVV" synth --shape llama-tiny --seed 3 -o "$T/llama.gguf" >/dev/null &&
@@ -148,6 +151,7 @@ fetch         $T/fetch.html            $T/memory.json                           
 css-fetch     $T/css-fetch.html        $T/kv.json                                    fail=network requests
 blank         $T/blank.html            $T/latency.json                               fail=screenshot blank
 EOF
+[ "$n_tables" -ge 2 ] && echo "tables        $T/tables.html           $T/tables.json                                ok" >> "$T/pages.txt"
 python3 tests/browser/check_pages.py "$T/pages.txt" --shots "$SHOTS" --chromium "$CHROMIUM" ||
     fail "browser check (above)"
 

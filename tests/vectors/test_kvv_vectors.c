@@ -88,6 +88,18 @@ static void test_meta_round_trip(void **state)
     assert_true(back.full);
     assert_false(back.logits_full);
     assert_true(back.seed == 42);
+    assert_string_equal(back.isa, "");
+    assert_null(strstr(json, "\"isa\"")); /* not the cpu engine: no kernel table written */
+    kvv_meta_free(&back);
+    kvv_file_free(f);
+    free(json);
+    /* the cpu engine's kernel table round-trips as engine.isa */
+    snprintf(m.isa, sizeof m.isa, "avx2");
+    assert_int_equal(kvv_meta_to_json(&m, &json, &err), KVV_OK);
+    assert_non_null(strstr(json, "\"isa\":\"avx2\""));
+    assert_int_equal(meta_file(json, &f, &err), KVV_OK);
+    assert_int_equal(kvv_meta_parse(f, &back, &err), KVV_OK);
+    assert_string_equal(back.isa, "avx2");
     kvv_meta_free(&back);
     kvv_file_free(f);
     free(json);
@@ -126,6 +138,9 @@ static void test_meta_errors(void **state)
         {"\"n_layer\":3", "\"n_layer\":0", "field model.n_layer: out of range"},
         {"\"n_layer\":3", "\"n_layers\":3", "field model.n_layer: missing"},
         {"\"mode\":\"exact\"", "\"mode\":\"sloppy\"", "field engine.mode"},
+        {"\"mode\":\"exact\"", "\"isa\":\"avx9\",\"mode\":\"exact\"",
+         "field engine.isa: not generic, avx2 or avx512"},
+        {"\"mode\":\"exact\"", "\"isa\":16,\"mode\":\"exact\"", "field engine.isa: wrong JSON type"},
         {"\"cache_type\":\"bf16\"", "\"cache_type\":7", "field engine.cache_type: wrong JSON type"},
         {"\"logits\":\"hash\"", "\"logits\":\"some\"", "field options.logits"},
         {"\"seed\":42", "\"seed\":-1", "field seed: outside"},

@@ -34,7 +34,7 @@ static void test_text_manifest(void **state)
     kvv_suite *s = parse_ok("# nightly\n"
                             "\n"
                             "a model=m.gguf checks=kv,patch\n"
-                            "b\tmodel=/abs/m.gguf engine=cpu mode=fast threads=4 cache=bf16 "
+                            "b\tmodel=/abs/m.gguf engine=cpu mode=fast threads=4 cache=bf16 isa=avx2 "
                             "checks=greedy,invariance,kvdirect tokens=7 seed=9 n=3 optional=yes  # c\n"
                             "c model=m.gguf vector=v/x.kvv control=resid:2:5\n"
                             "d model=m.gguf checks=kv control=force-fail\r\n"
@@ -54,6 +54,10 @@ static void test_text_manifest(void **state)
     assert_string_equal(b->model, "/abs/m.gguf");
     assert_string_equal(b->engine, "cpu");
     assert_string_equal(b->mode, "fast");
+    assert_string_equal(b->isa, "avx2");
+    assert_string_equal(a->isa, "");
+    assert_string_equal(kvv_suite_case_engine(b).isa, "avx2");
+    assert_null(kvv_suite_case_engine(a).isa);
     assert_string_equal(b->cache, "bf16");
     assert_int_equal(b->threads, 4);
     assert_int_equal(b->checks, kvv_suite_check_bit("greedy") | kvv_suite_check_bit("invariance") |
@@ -105,6 +109,8 @@ static void test_manifest_errors(void **state)
     expect_error("a model=m checks=kv threads=0\n", "key threads: '0' is not an integer in 1..256");
     expect_error("a model=m checks=kv cache=f8\n", "key cache: 'f8' is not f32, f16 or bf16");
     expect_error("a model=m checks=kv mode=quick\n", "key mode");
+    expect_error("a model=m checks=kv engine=cpu isa=avx9\n", "key isa: 'avx9' is not generic");
+    expect_error("a model=m checks=kv isa=avx2\n", "key isa: applies to the cpu engine");
     expect_error("a model=m checks=kv seed=-1\n", "key seed");
     expect_error("a model=m checks=kv optional=maybe\n", "key optional");
     expect_error("a model=m vector=v control=resid:1\n", "key control");

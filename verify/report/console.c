@@ -15,8 +15,9 @@ static void upper(char *dst, size_t size, const char *s)
 static void print_engine(FILE *f, const kvv_engine_desc *d)
 {
     char id[400];
-    fprintf(f, "engine  %s (%s), cache %s, %d thread%s%s%s\n", d->name, d->mode, d->cache_type,
-            d->n_threads, d->n_threads == 1 ? "" : "s", d->kernels[0] ? ", " : "", d->kernels);
+    fprintf(f, "engine  %s (%s), cache %s, %d thread%s%s%s%s%s\n", d->name, d->mode,
+            d->cache_type, d->n_threads, d->n_threads == 1 ? "" : "s",
+            d->isa[0] ? ", kernel table " : "", d->isa, d->kernels[0] ? ", " : "", d->kernels);
     if (kvv_engine_desc_identity(d, id, sizeof id)[0])
         fprintf(f, "        %s\n", id);
 }

@@ -158,8 +158,10 @@ static void engine_line(char *buf, size_t size, const json_t *e)
         return;
     }
     long long th = kvv_jget_int(e, "n_threads", 1);
-    snprintf(buf, size, "%s (%s), cache %s, %lld thread%s", kvv_jget_str(e, "name"),
-             kvv_jget_str(e, "mode"), kvv_jget_str(e, "cache_type"), th, th == 1 ? "" : "s");
+    const char *isa = kvv_jget_str(e, "isa"); /* "" for engines without kernel tables */
+    snprintf(buf, size, "%s (%s), cache %s, %lld thread%s%s%s", kvv_jget_str(e, "name"),
+             kvv_jget_str(e, "mode"), kvv_jget_str(e, "cache_type"), th, th == 1 ? "" : "s",
+             *isa ? ", kernel table " : "", isa);
 }
 
 void kvv_html_report_header(kvv_sbuf *b, const json_t *doc, const char *heading)
@@ -367,7 +369,7 @@ static const struct {
     {"greedy", kvv_html_fig_greedy},   {"invariance", kvv_html_fig_invariance},
     {"compare", kvv_html_fig_compare}, {"kvdirect", kvv_html_fig_kvdirect},
     {"evict", kvv_html_fig_evict},     {"memory", kvv_html_fig_memory},
-    {"latency", kvv_html_fig_latency},
+    {"latency", kvv_html_fig_latency}, {"tables", kvv_html_fig_tables},
 };
 
 static void controls_table(kvv_sbuf *b, const json_t *controls)

@@ -6,7 +6,8 @@
  *
  * Files: html.c (page, header, check sections, dispatch), html_checks.c
  * (figures of kv, patch, greedy, invariance, compare, kvdirect),
- * html_measures.c (evict, memory, latency, numerics), html_trend.c (several
+ * html_measures.c (evict, memory, latency, numerics), html_tables.c (the
+ * tables check), html_trend.c (several
  * reports on one page; suite results).
  *
  * Every figure is drawn from the JSON document the run wrote (or would
@@ -145,6 +146,8 @@ void kvv_html_fig_kvdirect(kvv_sbuf *b, const json_t *check, const char *id_pref
 void kvv_html_fig_evict(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_memory(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_latency(kvv_sbuf *b, const json_t *check, const char *id_prefix);
+/* html_tables.c: the max ULP between kernel tables, per-table verdicts. */
+void kvv_html_fig_tables(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 
 /* The page of any kvverify document into b (KVV_ERR_USAGE when doc is not
  * one). */

@@ -542,9 +542,11 @@ void kvv_html_numerics_page(kvv_sbuf *b, const json_t *doc)
     const json_t *en;
     json_array_foreach(json_object_get(doc, "engines"), e, en) {
         const json_t *d = json_object_get(en, "engine");
-        snprintf(buf, sizeof buf, "%s (%s), cache %s, %lld thread(s); %s", kvv_jget_str(d, "name"),
-                 kvv_jget_str(d, "mode"), kvv_jget_str(d, "cache_type"),
-                 kvv_jget_int(d, "n_threads", 1), kvv_jget_str(d, "kernels"));
+        const char *isa = kvv_jget_str(d, "isa");
+        snprintf(buf, sizeof buf, "%s (%s), cache %s, %lld thread(s)%s%s; %s",
+                 kvv_jget_str(d, "name"), kvv_jget_str(d, "mode"), kvv_jget_str(d, "cache_type"),
+                 kvv_jget_int(d, "n_threads", 1), *isa ? ", kernel table " : "", isa,
+                 kvv_jget_str(d, "kernels"));
         kvv_html_meta(b, kvv_jget_str(en, "name"), buf);
     }
     kvv_sbuf_str(b, "</dl>\n</header>\n<section class=\"block\">\n");

@@ -48,6 +48,8 @@ json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d)
     json_object_set_new(o, "variant", json_string(d->variant));
     json_object_set_new(o, "flash_attn", json_string(d->flash_attn));
     json_object_set_new(o, "n_ubatch", json_integer(d->n_ubatch));
+    /* the cpu engine's kernel table ("" for an engine without tables) */
+    json_object_set_new(o, "isa", json_string(d->isa));
     return o;
 }
 

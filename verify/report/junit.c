@@ -137,7 +137,7 @@ kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_e
     kvv_junit_begin(&b, "kvverify", rep->started, &t);
     char seed[32], eng[320] = "", ub[16], work[512];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)rep->seed);
-    const char *props[24] = {"model", rep->model_path, "sha256", rep->model_sha256,
+    const char *props[32] = {"model", rep->model_path, "sha256", rep->model_sha256,
                              "kvverify_version", rep->version, "seed", seed};
     int n_props = 4;
     if (rep->has_engine) {
@@ -147,7 +147,8 @@ kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_e
         snprintf(ub, sizeof ub, "%d", d->n_ubatch);
         const char *extra[] = {"engine", eng, "engine_version", d->version, "engine_device",
                                d->device, "engine_variant", d->variant, "engine_flash_attn",
-                               d->flash_attn, "engine_n_ubatch", d->n_ubatch > 0 ? ub : ""};
+                               d->flash_attn, "engine_n_ubatch", d->n_ubatch > 0 ? ub : "",
+                               "engine_isa", d->isa};
         for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i += 2)
             if (extra[i + 1][0]) { /* the built-in engines report no version, device, ... */
                 props[2 * n_props] = extra[i];

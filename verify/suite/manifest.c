@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/cpu_isa.h"
 #include "engine/engine.h"
 #include "verify/audit.h"
 
@@ -142,6 +143,11 @@ static kvv_status set_key(pctx *p, kvv_suite_case *c, const char *key, const cha
         if (!*v || strlen(v) >= sizeof c->device)
             return perr(p, key, "'%s' is not a device name", v);
         snprintf(c->device, sizeof c->device, "%s", v);
+    } else if (strcmp(key, "isa") == 0) {
+        kvv_cpu_isa t;
+        if (strcmp(v, "auto") != 0 && !kvv_cpu_isa_from_name(v, &t))
+            return perr(p, key, "'%s' is not generic, avx2, avx512 or auto", v);
+        snprintf(c->isa, sizeof c->isa, "%s", v);
     } else if (strcmp(key, "ubatch") == 0) {
         if (!parse_long(v, 1, 1 << 20, &x))
             return perr(p, key, "'%s' is not an integer in 1..1048576", v);
@@ -273,6 +279,8 @@ static kvv_status add_case(pctx *p, kvv_suite *s, int *cap, const kvv_suite_case
         return perr(p, "model", "missing (every case names its model)");
     if (!c->checks && !c->vector[0])
         return perr(p, "checks", "a case needs checks=... or vector=...");
+    if (c->isa[0] && strcmp(c->engine, "cpu") != 0)
+        return perr(p, "isa", "applies to the cpu engine (this case's engine is %s)", c->engine);
     if (s->n_cases > 0) {
         int used = *name_slot(p, s, c->name);
         if (used)

@@ -58,6 +58,7 @@ kvv_engine_opts kvv_suite_case_engine(const kvv_suite_case *c)
     kvv_cache_type_from_name(c->cache, &e.cache_type);
     e.device = c->device[0] ? c->device : NULL;
     e.n_ubatch = c->n_ubatch;
+    e.isa = c->isa[0] ? c->isa : NULL;
     e.engine_opts = c->n_engine_opts ? c->engine_opts : NULL;
     e.n_engine_opts = c->n_engine_opts;
     return e;
@@ -72,6 +73,7 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
     co.n_threads = c->threads;
     co.device = c->device[0] ? c->device : NULL;
     co.n_ubatch = c->n_ubatch;
+    co.isa = c->isa[0] ? c->isa : NULL;
     co.engine_opts = c->n_engine_opts ? c->engine_opts : NULL;
     co.n_engine_opts = c->n_engine_opts;
     co.control = c->control;

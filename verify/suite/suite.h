@@ -21,6 +21,10 @@
  *   cache=T          f32 (default), f16, bf16
  *   device=D         where a plugin engine runs (llama.cpp: cpu, vulkan, cuda)
  *   ubatch=N         a plugin engine's micro-batch size (default: its own)
+ *   isa=NAME         the cpu engine's kernel table: generic, avx2, avx512 or
+ *                    auto (default: the widest the machine runs); only with
+ *                    engine=cpu. A table the machine cannot run is an ERROR
+ *                    outcome of the case (engine/cpu/cpu_isa.h)
  *   engine-opt=K=V   a plugin engine's option (repeatable, up to
  *                    KVV_SUITE_MAX_EOPTS, passed in order; JSON: a string or
  *                    an array of strings)
@@ -82,6 +86,7 @@ typedef struct {
     char cache[8];
     char device[64];         /* "" = the engine's default */
     int n_ubatch;            /* 0 = the engine's */
+    char isa[16];            /* cpu kernel table; "" = the engine's choice */
     const char *engine_opts[KVV_SUITE_MAX_EOPTS]; /* "KEY=VALUE", owned by the suite */
     int n_engine_opts;
     unsigned checks;         /* bit i: entry i of the audit's check table (kvv_suite_check_bit) */

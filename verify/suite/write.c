@@ -18,14 +18,17 @@ static void plugin_context(const kvv_suite_case *c, char *buf, size_t size)
         off += (size_t)snprintf(buf + off, size - off, " engine-opt=%s", c->engine_opts[i]);
 }
 
-/* The line a testcase's <system-out> starts with: where it ran. */
-static void case_context(const kvv_suite_case *c, char *buf, size_t size)
+/* The line a testcase's <system-out> starts with: where it ran, with the
+ * cpu engine's kernel table that ran (r's engine), else the one asked for. */
+static void case_context(const kvv_suite_case *c, const kvv_check_result *r, char *buf,
+                         size_t size)
 {
     char plug[1200];
     plugin_context(c, plug, sizeof plug);
-    snprintf(buf, size, "model=%s engine=%s mode=%s cache=%s threads=%d%s%s%s", c->model,
-             c->engine, kvv_mode_name(kvv_suite_case_engine(c).mode), c->cache, c->threads, plug,
-             c->vector[0] ? " vector=" : "", c->vector);
+    const char *isa = r->has_engine && r->engine.isa[0] ? r->engine.isa : c->isa;
+    snprintf(buf, size, "model=%s engine=%s mode=%s cache=%s threads=%d%s%s%s%s%s", c->model,
+             c->engine, kvv_mode_name(kvv_suite_case_engine(c).mode), c->cache, c->threads,
+             isa[0] ? " isa=" : "", isa, plug, c->vector[0] ? " vector=" : "", c->vector);
 }
 
 kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path, kvv_error *err)
@@ -43,7 +46,7 @@ kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path,
         const kvv_suite_case *c = &res->suite->cases[res->out[i].case_index];
         char classname[96], context[5200];
         snprintf(classname, sizeof classname, "kvverify.suite.%s", c->name);
-        case_context(c, context, sizeof context);
+        case_context(c, &res->out[i].r, context, sizeof context);
         kvv_junit_testcase(&b, classname, &res->out[i].r, context);
     }
     kvv_junit_end(&b);
@@ -70,6 +73,7 @@ json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
             json_object_set_new(j, "device", json_string(c->device));
             json_object_set_new(j, "ubatch", json_integer(c->n_ubatch));
             json_object_set_new(j, "engine_opts", eo);
+            json_object_set_new(j, "isa", json_string(c->isa)); /* "" = the engine's choice */
         }
         json_array_append_new(cases, j);
     }
