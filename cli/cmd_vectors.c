@@ -299,10 +299,10 @@ static bool model_of_vector(kvv_opts *o, const char *vec, char *out, size_t size
     }
     const char *slash = strrchr(vec, '/');
     int dir = slash ? (int)(slash - vec) : 0;
-    snprintf(out, size, "%.*s%s%s", dir, vec, dir ? "/" : "", mt.model_file);
-    bool found = access(out, R_OK) == 0;
-    if (!found) {
-        snprintf(out, size, "%s", mt.model_file);
+    bool found = false;
+    for (int i = 0; i < 2 && !found; i++) { /* beside the vector, then here */
+        int d = i == 0 ? dir : 0;
+        snprintf(out, size, "%.*s%s%s", d, vec, d ? "/" : "", mt.model_file);
         found = access(out, R_OK) == 0;
     }
     if (!found)

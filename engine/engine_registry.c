@@ -202,7 +202,7 @@ int kvv_engine_catalog(kvv_engine_info *out, int max)
                 seen |= strcmp(out[k].name, name) == 0;
             if (seen)
                 continue;
-            snprintf(path, sizeof path, "%.1000s/%s", dirs[d], de->d_name);
+            snprintf(path, sizeof path, "%.760s/%s", dirs[d], de->d_name);
             probe(name, path, &out[n++]);
         }
         if (dir)
