@@ -233,11 +233,88 @@ static kvv_status ubatch_variants(inv_ctx *c, kvv_engine *e, int base_ubatch, kv
     return s;
 }
 
+/* Each thread count of the options (default 1, 2) other than the
+ * baseline's, whole and one token at a time; stops at the first count the
+ * engine does not honour (an engine without threads). */
+static kvv_status thread_variants(inv_ctx *c, int base_threads, kvv_error *err)
+{
+    const kvv_check_opts *o = c->o;
+    static const int default_threads[] = {1, 2};
+    const int *tcs = o->thread_counts ? o->thread_counts : default_threads;
+    int ntc = o->thread_counts ? o->n_thread_counts : 2;
+    json_t *jt = json_array();
+    json_object_set_new(c->r->details, "thread_counts", jt);
+    bool threaded = true;
+    kvv_status s = KVV_OK;
+    for (int i = 0; i < ntc && threaded && !s; i++) {
+        if (tcs[i] == base_threads || tcs[i] < 1)
+            continue;
+        bool honoured = false;
+        kvv_engine *et = NULL;
+        if ((s = open_variant(c, tcs[i], 0, &et, &honoured, err)))
+            return s;
+        threaded = honoured;
+        if (honoured)
+            json_array_append_new(jt, json_integer(tcs[i]));
+        const int tsteps[] = {c->T, 1};
+        for (size_t k = 0; k < 2 && honoured && !s; k++) {
+            variant tv = {.step = tsteps[k], .threads = tcs[i]};
+            snprintf(tv.name, sizeof tv.name, "threads=%d %s", tcs[i], k ? "chunk=1" : "all");
+            if (!(s = run_variant(c, et, &tv, &c->cap, c->lvar, err))) {
+                compare_variant(c, tv.name, true, &s);
+                if (s == KVV_ERR_NOMEM)
+                    s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory");
+            }
+        }
+        kvv_engine_close(et);
+    }
+    if (!s)
+        json_object_set_new(c->r->details, "engine_threads",
+                            json_string(threaded ? "thread counts compared"
+                                                 : "engine has no threads (it reports 1 "
+                                                   "thread whatever is asked)"));
+    return s;
+}
+
+/* The control: the same drive (the largest chunk, big) with and without the
+ * planted flip, so the detection is the plant's even on an engine that is
+ * not invariant. */
+static kvv_status planted_control(inv_ctx *c, kvv_engine *e, int big, kvv_error *err)
+{
+    variant plain = {.step = big}, cv = {.step = big, .flip = true};
+    snprintf(plain.name, sizeof plain.name, "chunk=%d", big);
+    snprintf(cv.name, sizeof cv.name, "chunk=%d + planted flip", big);
+    kvv_status s;
+    if ((s = run_variant(c, e, &plain, &c->alt, c->lalt, err)))
+        return s;
+    if ((s = run_variant(c, e, &cv, &c->cap, c->lvar, err)))
+        return s;
+    kvv_check_result probe; /* count without touching r's first mismatch */
+    kvv_check_result *keep = c->r;
+    kvv_check_result_init(&probe, "probe");
+    c->r = &probe;
+    uint64_t n = compare_to(c, &c->alt, c->lalt, cv.name, false, &s);
+    c->r = keep;
+    char where[256] = "";
+    if (probe.has_mismatch)
+        kvv_mismatch_format(&probe.mismatch, where, sizeof where);
+    kvv_check_result_free(&probe);
+    char name[96];
+    snprintf(name, sizeof name, "flipped bit in residual[l=%d,t=%d] during chunk=%d",
+             c->L / 2, c->T / 2, big);
+    if (s || kvv_check_add_control(c->r, name, n > 0,
+                                   "%llu elements differ from the same run without the "
+                                   "flip; first %s",
+                                   (unsigned long long)n, where))
+        return kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory");
+    return KVV_OK;
+}
+
 static kvv_status run(inv_ctx *c, kvv_error *err)
 {
     const kvv_check_opts *o = c->o;
     kvv_check_result *r = c->r;
-    kvv_engine *e = NULL, *et = NULL;
+    kvv_engine *e = NULL;
     kvv_engine_opts eo = kvv_check_engine_opts(o, c->T);
     kvv_status s = kvv_check_open_engine(o->model, &eo, KVV_CHECK_INVARIANCE_NEEDS(o), "invariance",
                                          &e, err);
@@ -305,75 +382,13 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
             o->progress(o->progress_user, "invariance", i + 1, total_runs);
     }
 
-    /* thread counts, when the engine has threads */
-    static const int default_threads[] = {1, 2};
-    const int *tcs = o->thread_counts ? o->thread_counts : default_threads;
-    int ntc = o->thread_counts ? o->n_thread_counts : 2;
-    int base_threads = d.n_threads;
-    json_t *jt = json_array();
-    json_object_set_new(r->details, "thread_counts", jt);
-    bool threaded = true;
-    for (int i = 0; i < ntc && threaded; i++) {
-        if (tcs[i] == base_threads || tcs[i] < 1)
-            continue;
-        bool honoured = false;
-        if ((s = open_variant(c, tcs[i], 0, &et, &honoured, err)))
-            goto out;
-        if (!honoured) {
-            threaded = false;
-            break;
-        }
-        json_array_append_new(jt, json_integer(tcs[i]));
-        const int tsteps[] = {c->T, 1};
-        for (size_t k = 0; k < 2; k++) {
-            variant tv = {.step = tsteps[k], .threads = tcs[i]};
-            snprintf(tv.name, sizeof tv.name, "threads=%d %s", tcs[i], k ? "chunk=1" : "all");
-            if ((s = run_variant(c, et, &tv, &c->cap, c->lvar, err)))
-                goto out;
-            compare_variant(c, tv.name, true, &s);
-            if (s)
-                goto nomem;
-        }
-        kvv_engine_close(et);
-        et = NULL;
-    }
-    json_object_set_new(r->details, "engine_threads",
-                        json_string(threaded ? "thread counts compared"
-                                             : "engine has no threads (it reports 1 thread "
-                                               "whatever is asked)"));
+    if ((s = thread_variants(c, d.n_threads, err)))
+        goto out;
     if ((s = ubatch_variants(c, e, d.n_ubatch, err)))
         goto out;
 
-    if (o->controls) {
-        /* the same drive (the largest chunk) with and without the planted
-         * flip, so the detection is the plant's even on an engine that is not
-         * invariant */
-        variant plain = {.step = big}, cv = {.step = big, .flip = true};
-        snprintf(plain.name, sizeof plain.name, "chunk=%d", big);
-        snprintf(cv.name, sizeof cv.name, "chunk=%d + planted flip", big);
-        if ((s = run_variant(c, e, &plain, &c->alt, c->lalt, err)))
-            goto out;
-        if ((s = run_variant(c, e, &cv, &c->cap, c->lvar, err)))
-            goto out;
-        kvv_check_result probe; /* count without touching r's first mismatch */
-        kvv_check_result *keep = c->r;
-        kvv_check_result_init(&probe, "probe");
-        c->r = &probe;
-        uint64_t n = compare_to(c, &c->alt, c->lalt, cv.name, false, &s);
-        c->r = keep;
-        char where[256] = "";
-        if (probe.has_mismatch)
-            kvv_mismatch_format(&probe.mismatch, where, sizeof where);
-        kvv_check_result_free(&probe);
-        char name[96];
-        snprintf(name, sizeof name, "flipped bit in residual[l=%d,t=%d] during chunk=%d",
-                 c->L / 2, c->T / 2, big);
-        if (kvv_check_add_control(r, name, n > 0,
-                                  "%llu elements differ from the same run without the flip; "
-                                  "first %s",
-                                  (unsigned long long)n, where))
-            goto nomem;
-    }
+    if (o->controls && (s = planted_control(c, e, big, err)))
+        goto out;
 
     json_object_set_new(r->details, "n_tokens", json_integer(c->T));
     json_object_set_new(r->details, "variants", json_integer(nv));
@@ -391,7 +406,6 @@ static kvv_status run(inv_ctx *c, kvv_error *err)
 nomem:
     s = kvv_error_set(err, KVV_ERR_NOMEM, "invariance: out of memory");
 out:
-    kvv_engine_close(et);
     kvv_engine_close(e);
     return s;
 }
