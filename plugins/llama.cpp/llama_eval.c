@@ -558,10 +558,9 @@ int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err)
     memset(&e->pass, 0, sizeof e->pass);
     e->pass.kind = LP_PASS_PROBE;
     e->lib->last_error[0] = '\0';
-    /* the engine's own context: the scratch may run without flash attention */
-    int rc = L->llama_decode(e->ctx, e->batch);
-    L->llama_synchronize(e->ctx);
-    L->llama_memory_clear(L->llama_get_memory(e->ctx), true);
+    int rc = L->llama_decode(e->scratch, e->batch);
+    L->llama_synchronize(e->scratch);
+    L->llama_memory_clear(L->llama_get_memory(e->scratch), true);
     return rc != 0 || e->pass.status ? decode_error(e, rc, err) : KVV_PLUGIN_OK;
 }
 

@@ -123,8 +123,8 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
                const kvv_plugin_hooks *hooks, int lm, float *logits, kvv_plugin_error *err);
 int lp_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
                         const int32_t *pos, float *k, float *v, kvv_plugin_error *err);
-/* One token through the engine's context (then cleared), watching nothing: sets fa_seen
- * (what flash_attn=auto chose). */
+/* One token through the scratch context (made as the engine's), watching
+ * nothing: sets fa_seen (what flash_attn=auto chose). */
 int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err);
 
 /* The cache read back (llama_state.c): through llama_state_seq_get_data, or

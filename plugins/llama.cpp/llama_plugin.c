@@ -291,9 +291,8 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->n_threads = p->n_threads > 0 ? p->n_threads : 1;
     e->n_ubatch = p->n_ubatch > 0 && p->n_ubatch < e->n_ctx ? p->n_ubatch
                   : e->n_ctx < 512 ? e->n_ctx : 512;
-    e->on_cpu = dev == NULL;
     e->ctx = new_context(e, false);
-    e->scratch = e->ctx ? new_context(e, true) : NULL;
+    e->scratch = e->ctx ? new_context(e, false) : NULL; /* as the engine's, for the probe */
     size_t width = (size_t)e->n_embd * 2; /* a residual and its copy, or attention output */
     if ((size_t)e->n_head * e->head_dim_v > width)
         width = (size_t)e->n_head * e->head_dim_v;
@@ -329,6 +328,13 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
         e->caps |= KVV_PLUGIN_CAP_ATTN;
     e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
     e->on_cpu = dev == NULL;
+    if (!e->on_cpu) { /* the scratch without flash attention: see new_context */
+        e->lib->llama_free(e->scratch);
+        if (!(e->scratch = new_context(e, true))) {
+            lp_close(e);
+            return lp_fail(err, KVV_PLUGIN_ERR_NOMEM, "llama.cpp: cannot make the scratch context");
+        }
+    }
     info->caps = e->caps;
     info->n_layer = e->n_layer;
     info->n_embd = e->n_embd;
