@@ -80,6 +80,7 @@ static void usage(FILE *f)
     const kvv_command *commands = kvv_commands(&n);
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-12s %s\n", "help", "this list; help COMMAND: that command's help (as COMMAND --help)");
     fputc('\n', f);
     kvv_opts_global_help(f);
     fprintf(f,
@@ -95,12 +96,18 @@ int main(int argc, char **argv)
         return KVV_EXIT_BAD_INPUT;
     }
     const char *a = argv[1];
+    /* `kvverify help` and `kvverify help help` list the commands */
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
-        (strcmp(a, "help") == 0 && argc == 2)) {
+        (strcmp(a, "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0))) {
         usage(stdout);
         return 0;
     }
     if (strcmp(a, "help") == 0) { /* `kvverify help kv` is `kvverify kv --help` */
+        if (argc > 3) {
+            fprintf(stderr, "kvverify help: unexpected argument '%s' (kvverify help [COMMAND])\n",
+                    argv[3]);
+            return KVV_EXIT_BAD_INPUT;
+        }
         const kvv_command *h = kvv_command_find(argv[2]);
         if (!h) {
             const char *near = closest_command(argv[2]);
