@@ -143,6 +143,10 @@ for c in "memory --turns 2" "latency --batches 1 --repeats 1"; do
 done
 expect 2 "memory --layers" $KVV memory "$T/f.gguf" --layers && grep -q "not used by memory" "$T/err" ||
     fail "memory --layers: not refused"
+for opt in --quick --layers; do # evict sizes its own prompt set and has no per-layer table
+    expect 2 "evict $opt" $KVV evict "$T/f.gguf" $opt && grep -q -- "option $opt: not used by evict" "$T/err" ||
+        fail "evict $opt: not refused"
+done
 expect 0 "latency --layers" $KVV latency "$T/f.gguf" --batches 1 --repeats 1 --layers -q || true
 
 # ---- a suite states each case's workload everywhere, and its defaults keep
