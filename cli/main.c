@@ -54,6 +54,9 @@ static const char *closest_command(const char *name)
             best = commands[i].name;
         }
     }
+    int dh = distance(name, "help"); /* not in the table, but a command all the same */
+    if (dh < bd && 2 * dh < 4)
+        best = "help";
     return best;
 }
 
@@ -98,7 +101,8 @@ int main(int argc, char **argv)
     const char *a = argv[1];
     /* `kvverify help` and `kvverify help help` list the commands */
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
-        (strcmp(a, "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0))) {
+        (strcmp(a, "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0 ||
+                                    strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))) {
         usage(stdout);
         return 0;
     }

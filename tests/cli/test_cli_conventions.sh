@@ -71,6 +71,8 @@ for c in kv audit memory latency suite report info run vectors tokenize numerics
     sed -n '/^usage/,/^$/p' "$T/h1" | grep -o -- '--\(json\|junit\|html\)[^]]*]*' |
         grep -v -- '\[FILE|-\]\|\[OUT|-\]' | sed "s/^/FAIL: $c usage: /" | grep . && fails=$((fails+1))
 done
+expect 2 "hlep" $KVV hlep && grep -q "unknown command 'hlep' (did you mean help?)" "$T/err" ||
+    fail "hlep: no did-you-mean help: $(cat "$T/err")"
 expect 2 "help kv extra" $KVV help kv extra && grep -q "unexpected argument 'extra'" "$T/err" ||
     fail "help kv extra: not refused"
 

@@ -175,6 +175,10 @@ assert w[("fast", "invariance")]["kernel_switches"] == "4"
 PY
 grep -q 'workload prompt 16 tokens, 32 greedy steps' "$T/s.xml" || fail "suite: JUnit workload"
 grep -q 'workload prompt 16 tokens, 32 greedy steps' "$T/s.html" || fail "suite: HTML workload"
+expect 0 "report suite.json" $KVV report "$T/s.json" &&
+    grep -q '^  workload dflt: prompt 16 tokens, 32 greedy steps' "$T/out" || fail "report: a suite case's workload"
+expect 0 "report audit.json" $KVV report "$T/h.json" &&
+    grep -q '^  workload prompt [0-9]* tokens, [0-9]* greedy steps' "$T/out" || fail "report: the audit's workload"
 expect 1 "suite --quick" $KVV suite "$T/s.txt" --quick --junit "$T/q.xml" || true
 grep -q '^workload dflt: prompt 16 tokens, 16 greedy steps.*QUICK' "$T/out" ||
     fail "suite --quick: not said: $(grep '^workload dflt' "$T/out")"
