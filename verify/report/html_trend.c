@@ -349,7 +349,7 @@ static void trend_page(kvv_sbuf *b, trend *t)
     nights_table(b, t);
     kvv_sbuf_str(b, "</header>\n<section class=\"block\"><h2>Trend per check</h2>\n");
     const char **nights = calloc((size_t)t->n, sizeof *nights);
-    char (*nl)[24] = calloc((size_t)t->n, sizeof *nl);
+    char (*nl)[32] = calloc((size_t)t->n, sizeof *nl);
     if (nights && nl) {
         for (int oi = 0; oi < t->n; oi++) {
             /* "#3 12-04 01:26" from "2026-12-04T01:26:10Z" */
