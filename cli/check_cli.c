@@ -52,8 +52,8 @@ static bool parse(void *state, kvv_opts *o)
     }
     unsigned need;
     if (!(c->accepts & KVV_CHECK_OPT_PROMPT) &&
-        (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt") || kvv_opts_value(o, "--tokens") ||
-         kvv_opts_value(o, "--random"))) {
+        (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt") ||
+         kvv_opts_value(o, "--tokens") || kvv_opts_value(o, "--random"))) {
         /* a prompt the command would not use is refused, not ignored */
         need = KVV_CHECK_OPT_PROMPT;
     } else if (kvv_opts_flag(o, "--no-controls")) {

@@ -10,8 +10,9 @@
 #include "cli/check_cli.h"
 #include "verify/latency.h"
 
-/* The check options latency uses (seeded residuals, no prompt; --quick, --jobs: nothing to size or split); the others are refused
- * as "not used by latency". */
+/* The check options latency uses (seeded residuals, no prompt; --quick,
+ * --jobs: nothing to size or split); the others are refused as "not used
+ * by latency". */
 #define ACCEPTS (KVV_CHECK_OPT_CONTROLS | KVV_CHECK_OPT_LAYERS)
 
 static void help(FILE *f)
@@ -83,7 +84,7 @@ int kvv_cmd_latency(int argc, char **argv)
     }
     int32_t *batches = a.batches;
     int n_batches = a.n_batches;
-    c.prompt.n_random = 1; /* latency uses seeded residuals, not a prompt (-p and the like are refused) */
+    c.prompt.n_random = 1; /* seeded residuals, not a prompt (-p and the like are refused) */
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run))) {
         free(batches);

@@ -15,8 +15,9 @@
 #include "verify/memory.h"
 #include "verify/texts.h"
 
-/* The check options memory uses (the conversation's turns are its prompt; --quick, --jobs, --layers: nothing to size, split or print); the others are refused
- * as "not used by memory". */
+/* The check options memory uses (the conversation's turns are its prompt;
+ * --quick, --jobs, --layers: nothing to size, split or print); the others
+ * are refused as "not used by memory". */
 #define ACCEPTS (KVV_CHECK_OPT_CONTROLS)
 
 static void help(FILE *f)
@@ -163,7 +164,7 @@ int kvv_cmd_memory(int argc, char **argv)
         kvv_check_cli_free(&c);
         return code;
     }
-    c.prompt.n_random = 1; /* the conversation's turns are the prompt (-p and the like are refused) */
+    c.prompt.n_random = 1; /* the turns are the prompt (-p and the like are refused) */
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;

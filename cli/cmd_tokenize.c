@@ -31,7 +31,8 @@
 static void tokenize_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special] [--json [FILE|-]]\n"
+            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special]\n"
+            "                         [--json [FILE|-]]\n"
             "       kvverify tokenize MODEL.gguf --decode (IDS | -f FILE) [--json [FILE|-]]\n\n"
             "Tokenize TEXT (or the bytes of FILE; '-' reads stdin) with the model's\n"
             "tokenizer (tokenizer.ggml.*: SentencePiece 'llama', byte-level BPE 'gpt2' with\n"

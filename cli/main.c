@@ -83,7 +83,8 @@ static void usage(FILE *f)
     const kvv_command *commands = kvv_commands(&n);
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "  %-12s %s\n", "help", "this list; help COMMAND: that command's help (as COMMAND --help)");
+    fprintf(f, "  %-12s %s\n", "help",
+            "this list; help COMMAND: that command's help (as COMMAND --help)");
     fputc('\n', f);
     kvv_opts_global_help(f);
     fprintf(f,
@@ -101,8 +102,9 @@ int main(int argc, char **argv)
     const char *a = argv[1];
     /* `kvverify help` and `kvverify help help` list the commands */
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
-        (strcmp(a, "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0 ||
-                                    strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))) {
+        (strcmp(a, "help") == 0 &&
+         (argc == 2 || strcmp(argv[2], "help") == 0 || strcmp(argv[2], "--help") == 0 ||
+          strcmp(argv[2], "-h") == 0))) {
         usage(stdout);
         return 0;
     }

@@ -160,10 +160,9 @@ static void case_workload(const kvv_suite_case *c, const kvv_model *m, bool quic
     else
         snprintf(w->switches, sizeof w->switches, "unknown");
     *stated = *w;
-    bool kv = c->checks & kvv_suite_check_bit("kv"), inv = c->checks & kvv_suite_check_bit("invariance");
-    if (!kv)
+    if (!(c->checks & kvv_suite_check_bit("kv")))
         stated->kv_chunk = 0;
-    if (!inv) {
+    if (!(c->checks & kvv_suite_check_bit("invariance"))) {
         stated->n_chunks = 0;
         stated->n_threads = 1;
     }
