@@ -52,7 +52,12 @@ static bool parse(void *state, kvv_opts *o)
         return true;
     }
     unsigned need;
-    if (kvv_opts_flag(o, "--no-controls")) {
+    if (!(c->accepts & KVV_CHECK_OPT_PROMPT) &&
+        (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt") ||
+         kvv_opts_value(o, "--tokens") || kvv_opts_value(o, "--random"))) {
+        /* a prompt the command would not use is refused, not ignored */
+        need = KVV_CHECK_OPT_PROMPT;
+    } else if (kvv_opts_flag(o, "--no-controls")) {
         c->controls = false;
         need = KVV_CHECK_OPT_CONTROLS;
     } else if (kvv_opts_flag(o, "--force-fail")) {
@@ -71,8 +76,10 @@ static bool parse(void *state, kvv_opts *o)
     } else {
         return false;
     }
-    if (!(c->accepts & need))
-        kvv_opts_error(o, "option %s: not used by %s", o->arg, c->cmd);
+    if (!(c->accepts & need)) {
+        size_t n = strcspn(o->arg, "="); /* the option as given, without =VALUE */
+        kvv_opts_error(o, "option %.*s: not used by %s", (int)n, o->arg, c->cmd);
+    }
     return true;
 }
 
@@ -100,7 +107,12 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
         c = &def;
     }
     kvv_engine_cli_help(f, &c->engine, true);
-    kvv_prompt_cli_help(f, "random tokens sized to the model");
+    if (c->accepts & KVV_CHECK_OPT_PROMPT)
+        kvv_prompt_cli_help(f, "random tokens sized to the model");
+    else
+        fprintf(f, "seed (-p, --tokens and --random are not used by %s):\n"
+                   "  --seed N            seed of its pseudo-random data (default 1)\n",
+                c->cmd);
     fprintf(f, "%s:\n", c->accepts & KVV_CHECK_OPT_CONTROLS ? "controls and output" : "output");
     if (c->accepts & KVV_CHECK_OPT_CONTROLS)
         fprintf(f, "  --no-controls       skip the negative controls (on by default)\n"

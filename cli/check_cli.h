@@ -48,7 +48,8 @@ enum {
     KVV_CHECK_OPT_LAYERS = 1u << 1,    /* --layers */
     KVV_CHECK_OPT_QUICK = 1u << 2,     /* --quick */
     KVV_CHECK_OPT_JOBS = 1u << 3,      /* --jobs */
-    KVV_CHECK_OPT_ALL = 0xfu
+    KVV_CHECK_OPT_PROMPT = 1u << 4,    /* -p, --tokens, --random (--seed is always taken) */
+    KVV_CHECK_OPT_ALL = 0x1fu
 };
 
 typedef struct {

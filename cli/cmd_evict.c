@@ -20,6 +20,10 @@
 #define EVICT_PROMPT_TOKENS 96
 #define EVICT_GEN_TOKENS 32
 
+/* The check options evict uses; --quick (its prompt set is its own size) and
+ * --layers (it has no per-layer table) are refused as "not used by evict". */
+#define ACCEPTS (KVV_CHECK_OPT_CONTROLS | KVV_CHECK_OPT_PROMPT | KVV_CHECK_OPT_JOBS)
+
 static void help(FILE *f)
 {
     fprintf(f, "usage: kvverify evict MODEL [options]\n\n"
@@ -53,7 +57,11 @@ static void help(FILE *f)
            "                      prompt, for plotting\n",
            KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS, KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS,
            EVICT_GEN_TOKENS, KVV_TEXT_PROMPTS);
-    kvv_check_cli_help(f, NULL);
+    kvv_check_cli h;
+    kvv_check_cli_init(&h, "evict");
+    h.accepts = ACCEPTS;
+    kvv_check_cli_help(f, &h);
+    kvv_check_cli_free(&h);
 }
 
 static bool parse_policies(kvv_opts *o, const char *s, kvv_policy_kind **out, int *n)
@@ -269,6 +277,7 @@ int kvv_cmd_evict(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "evict");
+    c.accepts = ACCEPTS;
     evict_args a = {.c = &c, .n_prompts = KVV_TEXT_PROMPTS, .equal_bytes = true,
                     .figures = "cpu"};
     int code = kvv_check_cli_parse(&c, argc, argv, help,

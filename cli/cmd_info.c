@@ -2,9 +2,9 @@
  * cmd_info.c — `kvverify info`: what is in a GGUF file, and what a model
  * shape costs per token.
  *
- *   kvverify info MODEL.gguf [--json]
- *   kvverify info --shape NAME [--vocab N] [--json]
- *   kvverify info --cpu [--json]
+ *   kvverify info MODEL.gguf [--json [FILE|-]]
+ *   kvverify info --shape NAME [--vocab N] [--json [FILE|-]]
+ *   kvverify info --cpu [--json [FILE|-]]
  *
  * Prints the metadata (long arrays summarized), every tensor (name, type,
  * shape, bytes), totals per type, the architecture summary (hyperparameters
@@ -40,9 +40,9 @@
 static void info_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvverify info MODEL.gguf [--json [FILE]]\n"
-            "       kvverify info --shape NAME [--vocab N] [--json [FILE]]\n"
-            "       kvverify info --cpu [--json [FILE]]\n\n"
+            "usage: kvverify info MODEL.gguf [--json [FILE|-]]\n"
+            "       kvverify info --shape NAME [--vocab N] [--json [FILE|-]]\n"
+            "       kvverify info --cpu [--json [FILE|-]]\n\n"
             "Show a GGUF file: metadata (long arrays summarized), tensors (name, type,\n"
             "shape, bytes), totals per type, the architecture as kvverify reads it, and\n"
             "the per-token memory table: K+V bytes per token over all layers (f32, f16,\n"

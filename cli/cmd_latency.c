@@ -10,6 +10,11 @@
 #include "cli/check_cli.h"
 #include "verify/latency.h"
 
+/* The check options latency uses (seeded residuals, no prompt; --quick,
+ * --jobs: nothing to size or split); the others are refused as "not used
+ * by latency". */
+#define ACCEPTS (KVV_CHECK_OPT_CONTROLS | KVV_CHECK_OPT_LAYERS)
+
 static void help(FILE *f)
 {
     fprintf(f, "usage: kvverify latency MODEL [options]\n\n"
@@ -25,7 +30,11 @@ static void help(FILE *f)
             "  --repeats N         repeats per measurement, median reported (default 5)\n"
             "  --all-layers        measure every layer (default: first, middle, last)\n"
             "  --layers            print every layer's row, not only the means\n");
-    kvv_check_cli_help(f, NULL);
+    kvv_check_cli h;
+    kvv_check_cli_init(&h, "latency");
+    h.accepts = ACCEPTS;
+    kvv_check_cli_help(f, &h);
+    kvv_check_cli_free(&h);
 }
 
 /* latency's own options. */
@@ -42,7 +51,11 @@ static bool own_option(void *state, kvv_opts *o)
     if (kvv_opts_value(o, "--batches")) {
         free(a->batches);
         a->batches = NULL;
-        if (o->value && kvv_opts_int_list(o, "--batches", o->value, &a->batches, &a->n_batches))
+        if (o->value && kvv_opts_int_list(o, "--batches", o->value, &a->batches, &a->n_batches) &&
+            a->n_batches > KVV_WORKLOAD_MAX) /* every size is stated in the report */
+            kvv_opts_error(o, "option --batches: %d sizes, at most %d", a->n_batches,
+                           KVV_WORKLOAD_MAX);
+        else if (a->batches)
             for (int i = 0; i < a->n_batches; i++)
                 if (a->batches[i] < 1 || a->batches[i] > 65536)
                     kvv_opts_error(o, "option --batches: %d is outside 1..65536", a->batches[i]);
@@ -61,6 +74,7 @@ int kvv_cmd_latency(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "latency");
+    c.accepts = ACCEPTS;
     latency_args a = {.repeats = 5};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
                                    &(kvv_opt_group){own_option, NULL, &a});
@@ -70,8 +84,7 @@ int kvv_cmd_latency(int argc, char **argv)
     }
     int32_t *batches = a.batches;
     int n_batches = a.n_batches;
-    if (!kvv_prompt_cli_given(&c.prompt))
-        c.prompt.n_random = 1; /* latency uses seeded residuals, not a prompt */
+    c.prompt.n_random = 1; /* seeded residuals, not a prompt (-p and the like are refused) */
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run))) {
         free(batches);
@@ -86,7 +99,17 @@ int kvv_cmd_latency(int argc, char **argv)
     kvv_latency_opts lo = {.check = run.opts, .batches = b, .n_batches = n_batches,
                            .repeats = (int)a.repeats, .all_layers = a.all_layers};
     run.report.n_prompt = 0; /* seeded residuals, no prompt: no prompt line */
-    kvv_check_cli_own_workload(&run, 0, 0); /* its tables list the batch sizes */
+    kvv_check_cli_own_workload(&run, 0, 0);
+    { /* its workload: the batch sizes and repeats it measures */
+        static const int dflt[] = {1, 4, 16, 64, 256, 1024, 4096};
+        kvv_workload *w = &run.report.workload;
+        const int *bs = b ? b : dflt;
+        int nb = b ? n_batches : (int)(sizeof dflt / sizeof dflt[0]);
+        for (w->n_batches = 0; w->n_batches < nb && w->n_batches < KVV_WORKLOAD_MAX; w->n_batches++)
+            w->batches[w->n_batches] = bs[w->n_batches];
+        w->repeats = (int)a.repeats;
+        w->set = true;
+    }
     kvv_check_cli_print_header(&c, &run);
     kvv_check_result *r = kvv_check_cli_report(&run, "latency");
     kvv_latency_result res;

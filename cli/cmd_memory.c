@@ -15,10 +15,15 @@
 #include "verify/memory.h"
 #include "verify/texts.h"
 
+/* The check options memory uses (the conversation's turns are its prompt;
+ * --quick, --jobs, --layers: nothing to size, split or print); the others
+ * are refused as "not used by memory". */
+#define ACCEPTS (KVV_CHECK_OPT_CONTROLS)
+
 static void help(FILE *f)
 {
     fprintf(f, "usage: kvverify memory MODEL [options]\n"
-            "       kvverify memory --shape NAME [--paper-mb FULL,KVDIRECT] [--json FILE]\n\n"
+            "       kvverify memory --shape NAME [--paper-mb FULL,KVDIRECT] [--json [FILE|-]]\n\n"
             "A scripted multi-turn conversation (turns of real text for models with a\n"
             "tokenizer, seeded token ids otherwise): each turn prefills its text and decodes\n"
             "--gen tokens. Per turn: bytes held by the full cache and by KV-Direct (per-layer\n"
@@ -32,7 +37,11 @@ static void help(FILE *f)
             "  --budget B          KV-Direct live tokens (default a quarter of the conversation)\n"
             "  --shape NAME        arithmetic only, for a named shape (kvverify info --shape)\n"
             "  --paper-mb F,K      figures to reproduce in the arithmetic (default 103,42)\n");
-    kvv_check_cli_help(f, NULL);
+    kvv_check_cli h;
+    kvv_check_cli_init(&h, "memory");
+    h.accepts = ACCEPTS;
+    kvv_check_cli_help(f, &h);
+    kvv_check_cli_free(&h);
 }
 
 static int run_shape(const char *name, double full_mb, double kvd_mb, const kvv_output_cli *out)
@@ -132,6 +141,7 @@ int kvv_cmd_memory(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "memory");
+    c.accepts = ACCEPTS;
     memory_args a = {.turns = 20, .gen = 16, .full_mb = 103, .kvd_mb = 42};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
                                    &(kvv_opt_group){own_option, NULL, &a});
@@ -154,8 +164,7 @@ int kvv_cmd_memory(int argc, char **argv)
         kvv_check_cli_free(&c);
         return code;
     }
-    if (!kvv_prompt_cli_given(&c.prompt))
-        c.prompt.n_random = 1; /* the conversation's turns are the prompt */
+    c.prompt.n_random = 1; /* the turns are the prompt (-p and the like are refused) */
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;

@@ -311,7 +311,7 @@ static int write_outputs(const kvv_output_cli *out, const kvv_numerics_report *r
 static void numerics_cli(kvv_check_cli *c)
 {
     kvv_check_cli_init(c, "numerics");
-    c->accepts = 0;
+    c->accepts = KVV_CHECK_OPT_PROMPT;
     c->engine.accepts = KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS |
                         KVV_ENGINE_OPT_ISA;
     c->engine.default_engine = c->engine.engine = "all";

@@ -101,10 +101,21 @@ static void print_summary(const char *path, const json_t *doc)
     const char *v = json_string_value(json_object_get(doc, "verdict"));
     printf("%s: %s%s%s, %zu %s\n", path, kind, v ? " " : "", v ? v : "",
            json_array_size(items), strcmp(kind, "numerics") == 0 ? "" : "checks");
+    char line[512];
+    kvv_workload w;
+    kvv_workload_from_json(json_object_get(doc, "workload"), &w); /* a check report's */
+    if (w.set)
+        printf("  workload %s\n", kvv_workload_format(&w, line, sizeof line));
     size_t i;
     const json_t *it;
+    const char *last_case = NULL;
     json_array_foreach(items, i, it) {
         const json_t *r = json_object_get(it, "result");
+        const char *cs = json_string_value(json_object_get(it, "case"));
+        kvv_workload_from_json(json_object_get(it, "workload"), &w); /* a suite case's */
+        if (w.set && cs && (!last_case || strcmp(cs, last_case) != 0))
+            printf("  workload %s: %s\n", cs, kvv_workload_format(&w, line, sizeof line));
+        last_case = cs;
         if (!r)
             r = it;
         printf("  %-12s %-8s %s\n", json_string_value(json_object_get(r, "name")),

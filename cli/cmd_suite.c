@@ -1,7 +1,8 @@
 /*
  * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit [FILE|-]]
- * [--json [FILE|-]] [--html [FILE|-]] [--list] [--quiet]`: run a nightly manifest (verify/suite.h,
- * docs/nightly.md), or a deterministic 1/N share of it.
+ * [--json [FILE|-]] [--html [FILE|-]] [--list] [--quick] [--quiet]`: run a
+ * nightly manifest (verify/suite.h, docs/nightly.md), or a deterministic 1/N
+ * share of it.
  *
  * Exit codes: 0 every testcase of the shard passed; 1 one failed; 2 bad
  * manifest or usage, or a case could not run; 77 nothing ran (empty shard,
@@ -28,14 +29,18 @@ static void usage(FILE *f)
 {
     kvv_output_cli out;
     suite_output(&out);
-    fprintf(f, "usage: kvverify suite MANIFEST [--shard I/N] [--junit [FILE]] [--json [FILE]]\n"
-            "                      [--html [FILE]] [--list] [-q]\n\n"
+    fprintf(f, "usage: kvverify suite MANIFEST [--shard I/N] [--junit [FILE|-]] [--json [FILE|-]]\n"
+            "                      [--html [FILE|-]] [--list] [--quick] [-q]\n\n"
             "Run every case of MANIFEST (model, engine, mode, cache type, checks or a golden\n"
-            "vector; syntax in docs/nightly.md).\n\n"
+            "vector; syntax in docs/nightly.md). A case without tokens= / n= runs the audit's\n"
+            "floor for its engine (at least 16 prompt tokens and twice its largest kernel\n"
+            "switch, 32 greedy steps); every case's workload is stated in every report.\n\n"
             "  --shard I/N         run only cases whose 0-based index i has i %% N == I-1, so\n"
             "                      N machines (a CI matrix, a Slurm array) together run each\n"
             "                      case once\n"
-            "  --list              print the shard's cases and exit\n");
+            "  --list              print the shard's cases and exit\n"
+            "  --quick             cases without tokens= / n= run 16 tokens and 16 steps,\n"
+            "                      below the floor (every workload says QUICK)\n");
     kvv_output_cli_help(f, &out);
     fprintf(f, "(JUnit: one testcase per check; shards merge by concatenating their <testsuite>\n"
             "elements)\n\n"
@@ -47,7 +52,7 @@ static void usage(FILE *f)
 typedef struct {
     const char *manifest;
     int si, sn;
-    bool list;
+    bool list, quick;
 } suite_args;
 
 static bool own_option(void *state, kvv_opts *o)
@@ -58,6 +63,8 @@ static bool own_option(void *state, kvv_opts *o)
             kvv_opts_error(o, "option --shard: '%s' is not I/N with 1 <= I <= N", o->value);
     } else if (kvv_opts_flag(o, "--list")) {
         a->list = true;
+    } else if (kvv_opts_flag(o, "--quick")) {
+        a->quick = true;
     } else if (kvv_opts_positional(o) && !a->manifest) {
         a->manifest = o->arg;
     } else {
@@ -99,7 +106,7 @@ int kvv_cmd_suite(int argc, char **argv)
     }
     kvv_suite_results res;
     kvv_suite_run_opts ro = {quiet || out.stdout_taken ? NULL : stdout, kvv_output_progress,
-                             &out};
+                             &out, a.quick};
     if (kvv_suite_run(s, si, sn, &ro, &res, &err)) {
         kvv_suite_results_free(&res);
         kvv_suite_free(s);

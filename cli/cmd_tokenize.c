@@ -2,9 +2,9 @@
  * cmd_tokenize.c — `kvverify tokenize`: text to token ids (and back) with a
  * model's own tokenizer, the same ids llama.cpp's llama_tokenize gives.
  *
- *   kvverify tokenize MODEL.gguf TEXT [--raw] [--special] [--json]
+ *   kvverify tokenize MODEL.gguf TEXT [--raw] [--special] [--json [FILE|-]]
  *   kvverify tokenize MODEL.gguf -f FILE [...]        (FILE "-" = stdin)
- *   kvverify tokenize MODEL.gguf --decode "1,403,407" [--json]   (or -f FILE of ids)
+ *   kvverify tokenize MODEL.gguf --decode "1,403,407" [--json [FILE|-]]   (or -f FILE of ids)
  *
  * Text output: the ids on one line, separated by spaces. --decode prints the
  * decoded text instead, then a newline (--json's "text" has the exact
@@ -31,8 +31,9 @@
 static void tokenize_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special] [--json [FILE]]\n"
-            "       kvverify tokenize MODEL.gguf --decode (IDS | -f FILE) [--json [FILE]]\n\n"
+            "usage: kvverify tokenize MODEL.gguf (TEXT | -f FILE) [--raw] [--special]\n"
+            "                         [--json [FILE|-]]\n"
+            "       kvverify tokenize MODEL.gguf --decode (IDS | -f FILE) [--json [FILE|-]]\n\n"
             "Tokenize TEXT (or the bytes of FILE; '-' reads stdin) with the model's\n"
             "tokenizer (tokenizer.ggml.*: SentencePiece 'llama', byte-level BPE 'gpt2' with\n"
             "its pre-tokenizer, WordPiece 'bert') and print the token ids on one line,\n"

@@ -6,8 +6,8 @@
  *        [--cache-type T] [-p TEXT | --tokens LIST | --random N] [--seed S]
  *        [-n N] [--full] [--logits full|hash] [--no-patch]
  *   kvverify vectors check [MODEL] FILE [--engine E] [--mode M] [--threads N]
- *        [--perturb weight|resid:LAYER:POS] [--json]
- *   kvverify vectors show FILE [--json]
+ *        [--perturb weight|resid:LAYER:POS] [--json [FILE|-]]
+ *   kvverify vectors show FILE [--json [FILE|-]]
  *
  * Exit codes: 0 pass / written / shown; 1 check found a divergence; 2 bad
  * usage, a corrupt or mismatched file (wrong model, truncated, bad CRC,
@@ -43,7 +43,7 @@ static void usage(FILE *f)
             "       kvverify vectors check [MODEL] FILE [options] recompute and compare (MODEL:\n"
             "                                                     default the vector's own,\n"
             "                                                     beside FILE or here)\n"
-            "       kvverify vectors show FILE [--json]           metadata and records\n\n"
+            "       kvverify vectors show FILE [--json [FILE|-]] metadata and records\n\n"
             "gen options:\n"
             "  -o FILE             output .kvv (written atomically; required)\n");
     kvv_engine_cli_help(f, &ge, false);

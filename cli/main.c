@@ -54,6 +54,9 @@ static const char *closest_command(const char *name)
             best = commands[i].name;
         }
     }
+    int dh = distance(name, "help"); /* not in the table, but a command all the same */
+    if (dh < bd && 2 * dh < 4)
+        best = "help";
     return best;
 }
 
@@ -80,6 +83,8 @@ static void usage(FILE *f)
     const kvv_command *commands = kvv_commands(&n);
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-12s %s\n", "help",
+            "this list; help COMMAND: that command's help (as COMMAND --help)");
     fputc('\n', f);
     kvv_opts_global_help(f);
     fprintf(f,
@@ -95,12 +100,20 @@ int main(int argc, char **argv)
         return KVV_EXIT_BAD_INPUT;
     }
     const char *a = argv[1];
+    /* `kvverify help` and `kvverify help help` list the commands */
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
-        (strcmp(a, "help") == 0 && argc == 2)) {
+        (strcmp(a, "help") == 0 &&
+         (argc == 2 || strcmp(argv[2], "help") == 0 || strcmp(argv[2], "--help") == 0 ||
+          strcmp(argv[2], "-h") == 0))) {
         usage(stdout);
         return 0;
     }
     if (strcmp(a, "help") == 0) { /* `kvverify help kv` is `kvverify kv --help` */
+        if (argc > 3) {
+            fprintf(stderr, "kvverify help: unexpected argument '%s' (kvverify help [COMMAND])\n",
+                    argv[3]);
+            return KVV_EXIT_BAD_INPUT;
+        }
         const kvv_command *h = kvv_command_find(argv[2]);
         if (!h) {
             const char *near = closest_command(argv[2]);

@@ -56,6 +56,25 @@ expect 2 "a missing model" $KVV "$T/none.gguf" && grep -q "none.gguf" "$T/err" |
     fail "missing model: the file is not named"
 expect 0 "help kv" $KVV help kv && grep -q "^usage: kvverify kv MODEL" "$T/out" || fail "help kv: not kv's help"
 expect 2 "help inof" $KVV help inof && grep -q "did you mean info" "$T/err" || fail "help inof"
+# `help` and `help help` list every command (help among them); `help CMD` is CMD --help
+for form in "help" "help help" "--help"; do
+    # shellcheck disable=SC2086
+    expect 0 "$form" $KVV $form || continue
+    for c in audit kv memory latency suite report engines checks help; do
+        grep -q "^  $c  " "$T/out" || fail "$form: command $c not listed"
+    done
+done
+for c in kv audit memory latency suite report info run vectors tokenize numerics; do
+    $KVV help $c >"$T/h1" 2>&1 && $KVV $c --help >"$T/h2" 2>&1 && cmp -s "$T/h1" "$T/h2" ||
+        fail "help $c is not $c --help"
+    # every usage line naming an output takes FILE or - (stdout)
+    sed -n '/^usage/,/^$/p' "$T/h1" | grep -o -- '--\(json\|junit\|html\)[^]]*]*' |
+        grep -v -- '\[FILE|-\]\|\[OUT|-\]' | sed "s/^/FAIL: $c usage: /" | grep . && fails=$((fails+1))
+done
+expect 2 "hlep" $KVV hlep && grep -q "unknown command 'hlep' (did you mean help?)" "$T/err" ||
+    fail "hlep: no did-you-mean help: $(cat "$T/err")"
+expect 2 "help kv extra" $KVV help kv extra && grep -q "unexpected argument 'extra'" "$T/err" ||
+    fail "help kv extra: not refused"
 
 # ---- `--` ends the options
 expect 0 "tokenize -- --x" $KVV tokenize "$M" -- --x && [ -s "$T/out" ] || fail "tokenize -- --x"

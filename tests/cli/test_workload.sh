@@ -4,7 +4,9 @@
 # exercises every kernel path the engine describes (prompt twice its largest
 # switch, at least 32 greedy steps, chunkings on both sides of each switch);
 # --quick says so; sizes given below the floor are marked; --jobs never
-# changes a result. The models are tiny synth ones whose cpu-engine switches
+# changes a result; latency states its batch sizes and repeats; memory and
+# latency refuse the prompt options they do not use; the HTML page and a
+# suite's reports state it too. The models are tiny synth ones whose cpu-engine switches
 # are known: F32 fast: 4 (sgemm); Q8_0 invariant: 2 (the one-token X4 GEMV).
 if [ -z "$KVV" ]; then
     if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
@@ -93,6 +95,96 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 strip = lambda r: [{k: v for k, v in c.items() if k != "seconds"} for c in r["checks"]]
 assert strip(a) == strip(b)
 PY
+
+# ---- -q keeps the workload line (the certificate's sizes, even quiet)
+expect 0 "kv -q" $KVV kv "$T/f.gguf" -q || true
+grep -q '^workload prompt 32 tokens, kv chunk' "$T/out" || fail "kv -q: no workload line: $(head -2 "$T/out")"
+
+# ---- the HTML page states it: written by the command, and rendered later
+# from the JSON alone (kvverify report reads the workload back)
+expect 0 "audit --html" $KVV audit "$T/f.gguf" --quick --json "$T/h.json" --html "$T/h.html" -q || true
+grep -q '<dt>workload</dt><dd>prompt [0-9]* tokens, [0-9]* greedy steps.*QUICK' "$T/h.html" ||
+    fail "audit --html: no workload line"
+expect 0 "report FILE.json --html -" $KVV report "$T/h.json" --html - || true
+grep -q '<dt>workload</dt><dd>prompt [0-9]* tokens, [0-9]* greedy steps.*QUICK' "$T/out" ||
+    fail "report --html: the workload is not drawn from the JSON"
+
+# ---- latency states its own workload: batch sizes and repeats, in the
+# header (printed first), JSON, JUnit and HTML
+expect 0 "latency" $KVV latency "$T/f.gguf" --batches 1,4,16 --repeats 2 --json "$T/l.json" \
+    --junit "$T/l.xml" --html "$T/l.html" || true
+sed -n 3p "$T/out" | grep -q '^workload batches 1,4,16 tokens, 2 repeats each (median), threads 1' ||
+    fail "latency: the header's third line is not its workload: $(head -4 "$T/out")"
+wl "$T/l.json" 'w["batches"] == [1, 4, 16] and w["repeats"] == 2 and w["n_prompt"] == 0' ||
+    fail "latency: JSON workload"
+grep -q '<property name="workload" value="batches 1,4,16 tokens, 2 repeats' "$T/l.xml" ||
+    fail "latency: no JUnit workload property"
+grep -q '<dt>workload</dt><dd>batches 1,4,16 tokens, 2 repeats' "$T/l.html" || fail "latency: HTML workload"
+expect 0 "latency default batches" $KVV latency "$T/f.gguf" --repeats 1 -q --json "$T/l2.json" || true
+wl "$T/l2.json" 'w["batches"] == [1, 4, 16, 64, 256, 1024, 4096] and w["repeats"] == 1' ||
+    fail "latency: default batch sizes not stated"
+expect 2 "latency: more sizes than a report states" $KVV latency "$T/f.gguf" \
+    --batches 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 || true
+
+# ---- memory and latency refuse the options they do not use (never ignored)
+for c in "memory --turns 2" "latency --batches 1 --repeats 1"; do
+    name=${c%% *}
+    for opt in "-p hello" "--prompt=hello" "--tokens 1,2,3" "--random 4" "--quick" "--jobs 2"; do
+        # shellcheck disable=SC2086
+        expect 2 "$name $opt" $KVV $c "$T/f.gguf" $opt &&
+            grep -q -- "option ${opt%%[ =]*}: not used by $name" "$T/err" ||
+            fail "$name $opt: not refused as 'not used by $name': $(cat "$T/err")"
+    done
+    # shellcheck disable=SC2086
+    expect 0 "$name --seed 3" $KVV $c "$T/f.gguf" --seed 3 -q || true
+    $KVV $name --help >"$T/h" || fail "$name --help"
+    grep -q -- '--random N' "$T/h" && fail "$name --help lists --random"
+    grep -q -- '--seed N' "$T/h" || fail "$name --help lacks --seed"
+done
+expect 2 "memory --layers" $KVV memory "$T/f.gguf" --layers && grep -q "not used by memory" "$T/err" ||
+    fail "memory --layers: not refused"
+for opt in --quick --layers; do # evict sizes its own prompt set and has no per-layer table
+    expect 2 "evict $opt" $KVV evict "$T/f.gguf" $opt && grep -q -- "option $opt: not used by evict" "$T/err" ||
+        fail "evict $opt: not refused"
+done
+expect 0 "latency --layers" $KVV latency "$T/f.gguf" --batches 1 --repeats 1 --layers -q || true
+
+# ---- a suite states each case's workload everywhere, and its defaults keep
+# the floor: at least 32 greedy steps and twice the engine's switch (the
+# F32 fast engine switches at 4: 8 tokens, raised to the suite's 16);
+# --quick goes lower and says so; sizes given below it are marked
+printf '%s\n' "dflt model=f.gguf checks=kv,greedy,invariance" \
+    "fast model=f.gguf engine=cpu mode=fast checks=invariance" \
+    "small model=f.gguf checks=greedy tokens=4 n=4" >"$T/s.txt"
+expect 1 "suite" $KVV suite "$T/s.txt" --json "$T/s.json" --junit "$T/s.xml" --html "$T/s.html" || true
+grep -q '^workload dflt: prompt 16 tokens, 32 greedy steps, kv chunk 5, chunks 1,2,7, threads 1,2; kernel switches unknown; floor prompt 16, 32 steps$' "$T/out" ||
+    fail "suite: console workload of dflt: $(grep '^workload' "$T/out")"
+grep -q '^workload fast: prompt 16 tokens, chunks 1,2,3,4,7, threads 1,2; kernel switches at 4 tokens' "$T/out" ||
+    fail "suite: the chunkings do not straddle the fast engine's switch"
+grep -q '^workload small: prompt 4 tokens, 4 greedy steps.*below the floor' "$T/out" ||
+    fail "suite: given sizes below the floor not marked"
+python3 - "$T/s.json" <<'PY' || fail "suite: JSON workloads"
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+w = {(r["case"], r["result"]["name"]): r["workload"] for r in res}
+assert len(w) == 5, list(w)
+g = w[("dflt", "greedy")]
+assert g["n_gen"] >= 32 and g["n_prompt"] >= 16 and not g["quick"] and not g["below_floor"], g
+assert w[("small", "greedy")]["below_floor"] and w[("small", "greedy")]["n_gen"] == 4
+assert w[("fast", "invariance")]["kernel_switches"] == "4"
+PY
+grep -q 'workload prompt 16 tokens, 32 greedy steps' "$T/s.xml" || fail "suite: JUnit workload"
+grep -q 'workload prompt 16 tokens, 32 greedy steps' "$T/s.html" || fail "suite: HTML workload"
+expect 0 "report suite.json" $KVV report "$T/s.json" &&
+    grep -q '^  workload dflt: prompt 16 tokens, 32 greedy steps' "$T/out" || fail "report: a suite case's workload"
+expect 0 "report audit.json" $KVV report "$T/h.json" &&
+    grep -q '^  workload prompt [0-9]* tokens, [0-9]* greedy steps' "$T/out" || fail "report: the audit's workload"
+expect 1 "suite --quick" $KVV suite "$T/s.txt" --quick --junit "$T/q.xml" || true
+grep -q '^workload dflt: prompt 16 tokens, 16 greedy steps.*QUICK' "$T/out" ||
+    fail "suite --quick: not said: $(grep '^workload dflt' "$T/out")"
+grep -q '16 greedy steps.*QUICK' "$T/q.xml" || fail "suite --quick: not in the JUnit"
+expect 1 "suite -q" $KVV suite "$T/s.txt" --quick -q && grep -q '^workload' "$T/out" &&
+    fail "suite -q: per-case lines printed"
 
 [ $fails -eq 0 ] && echo "workload: all cases passed"
 [ $fails -eq 0 ]

@@ -58,8 +58,8 @@ static void check_case(const kvv_suite *s, int i)
     check(c->model[0] == '/' || strncmp(c->model, "base/", 5) == 0);
     check(c->checks != 0 || c->vector[0] != '\0');
     check(c->threads >= 1 && c->threads <= KVV_ENGINE_MAX_THREADS);
-    check(c->n_tokens >= 1 && c->n_tokens <= 65536);
-    check(c->n_gen >= 1 && c->n_gen <= 65536);
+    check(c->n_tokens >= 0 && c->n_tokens <= 65536); /* 0: not given, the floor */
+    check(c->n_gen >= 0 && c->n_gen <= 65536);
     check(c->perturb_layer >= -1 && (c->perturb_layer < 0) == (c->perturb_pos < 0));
     kvv_cache_type ct;
     check(kvv_cache_type_from_name(c->cache, &ct));

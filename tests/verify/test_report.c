@@ -319,6 +319,40 @@ static void test_mismatch_format(void **state)
     assert_non_null(strstr(buf, "logits[t=4,i=7]:"));
 }
 
+/* A workload read back from its JSON (what the HTML page and `kvverify
+ * report` draw from) formats to the run's own line; a latency workload too;
+ * a document without one reads as unset. */
+static void test_workload_roundtrip(void **state)
+{
+    (void)state;
+    kvv_workload w = {.set = true, .n_prompt = 32, .n_gen = 48, .kv_chunk = 5,
+                      .chunks = {1, 2, 3, 4, 7}, .n_chunks = 5, .threads = {1, 2}, .n_threads = 2,
+                      .floor_prompt = 8, .floor_gen = 32};
+    snprintf(w.switches, sizeof w.switches, "4");
+    kvv_workload l = {.set = true, .threads = {1}, .n_threads = 1, .batches = {1, 4, 16},
+                      .n_batches = 3, .repeats = 2};
+    snprintf(l.switches, sizeof l.switches, "unknown");
+    const kvv_workload *cases[] = {&w, &l};
+    for (int i = 0; i < 2; i++) {
+        char a[512], b[512];
+        json_t *j = kvv_workload_to_json(cases[i]);
+        assert_non_null(j);
+        kvv_workload back;
+        kvv_workload_from_json(j, &back);
+        json_decref(j);
+        assert_true(back.set);
+        assert_string_equal(kvv_workload_format(&back, b, sizeof b),
+                            kvv_workload_format(cases[i], a, sizeof a));
+    }
+    char a[512];
+    assert_string_equal(kvv_workload_format(&l, a, sizeof a),
+                        "batches 1,4,16 tokens, 2 repeats each (median), threads 1; kernel "
+                        "switches unknown");
+    kvv_workload none;
+    kvv_workload_from_json(NULL, &none);
+    assert_false(none.set);
+}
+
 /* A figure too long for its field is cut at a word boundary with "…",
  * never inside a number; the whole text stays for JSON and JUnit. */
 static void test_text_fit(void **state)
@@ -403,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_junit),        cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_mismatch_format), cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_sha256),       cmocka_unit_test(test_text_fit),
+        cmocka_unit_test(test_workload_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

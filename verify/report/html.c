@@ -191,6 +191,11 @@ void kvv_html_report_header(kvv_sbuf *b, const json_t *doc, const char *heading)
                  kvv_jget_int(doc, "n_prompt", 0), kvv_jget_str(doc, "seed_hex"));
         kvv_html_meta(b, "prompt", buf);
     }
+    if (json_is_object(json_object_get(doc, "workload"))) { /* the certificate's sizes */
+        kvv_workload w;
+        kvv_workload_from_json(json_object_get(doc, "workload"), &w);
+        kvv_html_meta(b, "workload", kvv_workload_format(&w, buf, sizeof buf));
+    }
     snprintf(buf, sizeof buf, "%s, %.3g s, exit code %lld", kvv_jget_str(doc, "started"),
              kvv_jget_num(doc, "seconds"), kvv_jget_int(doc, "exit_code", -1));
     kvv_html_meta(b, "run", buf);

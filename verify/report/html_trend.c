@@ -30,11 +30,19 @@ static const char *suite_verdict(const json_t *doc)
 
 static void case_context(const json_t *res, char *buf, size_t size)
 {
-    snprintf(buf, size, "case %s: model %s, engine %s (%s), cache %s, %lld thread(s)%s%s",
-             kvv_jget_str(res, "case"), kvv_jget_str(res, "model"), kvv_jget_str(res, "engine"),
-             kvv_jget_str(res, "mode"), kvv_jget_str(res, "cache_type"),
-             kvv_jget_int(res, "threads", 1), *kvv_jget_str(res, "vector") ? ", vector " : "",
-             kvv_jget_str(res, "vector"));
+    int n = snprintf(buf, size, "case %s: model %s, engine %s (%s), cache %s, %lld thread(s)%s%s",
+                     kvv_jget_str(res, "case"), kvv_jget_str(res, "model"),
+                     kvv_jget_str(res, "engine"), kvv_jget_str(res, "mode"),
+                     kvv_jget_str(res, "cache_type"), kvv_jget_int(res, "threads", 1),
+                     *kvv_jget_str(res, "vector") ? ", vector " : "", kvv_jget_str(res, "vector"));
+    const json_t *wj = json_object_get(res, "workload");
+    if (json_is_object(wj) && n > 0 && (size_t)n < size) { /* the case's sizes */
+        kvv_workload w;
+        char line[512];
+        kvv_workload_from_json(wj, &w);
+        snprintf(buf + n, size - (size_t)n, "; workload %s",
+                 kvv_workload_format(&w, line, sizeof line));
+    }
 }
 
 void kvv_html_suite_body(kvv_sbuf *b, const json_t *doc, const char *id_prefix)

@@ -130,12 +130,51 @@ static json_t *int_array(const int *v, int n)
 
 json_t *kvv_workload_to_json(const kvv_workload *w)
 {
-    return json_pack("{s:i, s:i, s:i, s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:b}", "n_prompt",
-                     w->n_prompt, "n_gen", w->n_gen, "kv_chunk", w->kv_chunk, "chunks",
-                     int_array(w->chunks, w->n_chunks), "threads",
-                     int_array(w->threads, w->n_threads), "kernel_switches", w->switches,
-                     "floor", "n_prompt", w->floor_prompt, "n_gen", w->floor_gen, "quick",
-                     w->quick, "below_floor", w->below_floor);
+    json_t *j = json_pack("{s:i, s:i, s:i, s:o, s:o, s:s, s:{s:i, s:i}, s:b, s:b}", "n_prompt",
+                          w->n_prompt, "n_gen", w->n_gen, "kv_chunk", w->kv_chunk, "chunks",
+                          int_array(w->chunks, w->n_chunks), "threads",
+                          int_array(w->threads, w->n_threads), "kernel_switches", w->switches,
+                          "floor", "n_prompt", w->floor_prompt, "n_gen", w->floor_gen, "quick",
+                          w->quick, "below_floor", w->below_floor);
+    if (j && w->n_batches) { /* latency's own sizes */
+        json_object_set_new(j, "batches", int_array(w->batches, w->n_batches));
+        json_object_set_new(j, "repeats", json_integer(w->repeats));
+    }
+    return j;
+}
+
+/* Up to max integers of JSON array a into out. @return how many. */
+static int int_array_read(const json_t *a, int *out, int max)
+{
+    int n = 0;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v)
+        if (json_is_integer(v) && n < max)
+            out[n++] = (int)json_integer_value(v);
+    return n;
+}
+
+void kvv_workload_from_json(const json_t *j, kvv_workload *w)
+{
+    memset(w, 0, sizeof *w);
+    if (!json_is_object(j))
+        return;
+    w->set = true;
+    w->n_prompt = (int)json_integer_value(json_object_get(j, "n_prompt"));
+    w->n_gen = (int)json_integer_value(json_object_get(j, "n_gen"));
+    w->kv_chunk = (int)json_integer_value(json_object_get(j, "kv_chunk"));
+    w->n_chunks = int_array_read(json_object_get(j, "chunks"), w->chunks, KVV_WORKLOAD_MAX);
+    w->n_threads = int_array_read(json_object_get(j, "threads"), w->threads, KVV_WORKLOAD_MAX);
+    const char *sw = json_string_value(json_object_get(j, "kernel_switches"));
+    snprintf(w->switches, sizeof w->switches, "%s", sw ? sw : "unknown");
+    const json_t *fl = json_object_get(j, "floor");
+    w->floor_prompt = (int)json_integer_value(json_object_get(fl, "n_prompt"));
+    w->floor_gen = (int)json_integer_value(json_object_get(fl, "n_gen"));
+    w->quick = json_is_true(json_object_get(j, "quick"));
+    w->below_floor = json_is_true(json_object_get(j, "below_floor"));
+    w->n_batches = int_array_read(json_object_get(j, "batches"), w->batches, KVV_WORKLOAD_MAX);
+    w->repeats = (int)json_integer_value(json_object_get(j, "repeats"));
 }
 
 json_t *kvv_report_to_json(const kvv_report *rep)

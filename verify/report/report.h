@@ -191,6 +191,9 @@ typedef struct {
     int floor_gen;
     bool quick;                /* --quick: sized by the time budget alone */
     bool below_floor;          /* the prompt or the steps are below the floor */
+    int batches[KVV_WORKLOAD_MAX]; /* latency: the batch sizes measured (n_batches 0: none) */
+    int n_batches;
+    int repeats;               /* latency: repeats per measurement (0: none) */
 } kvv_workload;
 
 /* Set w->below_floor: a prompt below floor_prompt, or steps (when the run
@@ -202,6 +205,11 @@ void kvv_workload_check_floor(kvv_workload *w);
  * 1,2; kernel switches at 4 tokens; floor prompt 8, 32 steps" (and "QUICK" /
  * "below the floor" when so) into buf. @return buf. */
 char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size);
+/* The workload back from its JSON object (kvv_workload_to_json), for the
+ * writers that draw from a saved document (the HTML page, `kvverify
+ * report`): w->set is false when j is not an object; fields it lacks are 0.
+ * The same w formats to the same line as the run's own. */
+void kvv_workload_from_json(const json_t *j, kvv_workload *w);
 
 typedef struct {
     char version[16];          /* KVV_REPORT_VERSION of the writer ("0.1.0") */

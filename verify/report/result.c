@@ -55,7 +55,15 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
         }                                                                    \
     } while (0)
     buf[0] = '\0';
-    PUT("prompt %d tokens", w->n_prompt);
+    if (w->n_batches) { /* latency: batch sizes of seeded residuals, no prompt */
+        PUT("batches ");
+        int_list(buf, size, &off, w->batches, w->n_batches);
+        PUT(" tokens");
+        if (w->repeats > 0)
+            PUT(", %d repeat%s each (median)", w->repeats, w->repeats == 1 ? "" : "s");
+    } else {
+        PUT("prompt %d tokens", w->n_prompt);
+    }
     if (w->n_gen > 0)
         PUT(", %d %s steps", w->n_gen, w->floor_prompt ? "greedy" : "decode");
     if (w->kv_chunk > 0)

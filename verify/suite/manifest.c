@@ -234,9 +234,9 @@ static void case_defaults(kvv_suite_case *c)
     snprintf(c->engine, sizeof c->engine, "ref");
     snprintf(c->cache, sizeof c->cache, "f32");
     c->threads = 1;
-    c->n_tokens = 16;
+    c->n_tokens = 0; /* 0: the floor for the case's engine (kvv_suite_case_workload) */
     c->seed = 1;
-    c->n_gen = 16;
+    c->n_gen = 0;
     c->perturb_layer = -1;
     c->perturb_pos = -1;
 }

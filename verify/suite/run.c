@@ -34,6 +34,7 @@ static kvv_check_result *new_outcome(kvv_suite_results *res, int ci, const char 
         res->cap_out = nc;
     }
     kvv_suite_outcome *o = &res->out[res->n_out++];
+    memset(o, 0, sizeof *o);
     o->case_index = ci;
     kvv_check_result_init(&o->r, name);
     return &o->r;
@@ -125,6 +126,53 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
     return KVV_OK;
 }
 
+/* The sizes a case's checks run with on model m, as a workload: the
+ * prompt and steps the case gives, else the floor of the audit for the
+ * case's engine (verify/audit.h: at least SUITE_MIN_PROMPT tokens and twice
+ * the engine's largest kernel switch, KVV_AUDIT_MIN_STEPS steps) or, quick,
+ * SUITE_QUICK tokens and steps, marked; kv's chunk and invariance's
+ * chunkings straddle the switches as the audit's do. n_gen, kv_chunk and
+ * chunks are what the checks use (filled whatever checks= says); what the
+ * case's checks= leave out is trimmed into *stated, the workload reported. */
+enum { SUITE_MIN_PROMPT = 16, SUITE_QUICK = 16 };
+static void case_workload(const kvv_suite_case *c, const kvv_model *m, bool quick,
+                          kvv_workload *w, kvv_workload *stated)
+{
+    kvv_engine_opts eo = kvv_suite_case_engine(c);
+    kvv_audit_plan plan;
+    kvv_error err = {0};
+    bool known = kvv_audit_plan_engine(m, &eo, quick, &plan, &err) == KVV_OK;
+    if (!known) /* the checks report why the engine did not open */
+        kvv_audit_plan_for(&m->hp, 0, NULL, quick, &plan);
+    memset(w, 0, sizeof *w);
+    w->set = true;
+    w->floor_prompt = plan.floor_prompt > SUITE_MIN_PROMPT ? plan.floor_prompt : SUITE_MIN_PROMPT;
+    w->floor_gen = plan.floor_gen;
+    w->quick = quick;
+    w->n_prompt = c->n_tokens ? c->n_tokens : quick ? SUITE_QUICK : w->floor_prompt;
+    w->n_gen = c->n_gen ? c->n_gen : quick ? SUITE_QUICK : w->floor_gen;
+    w->kv_chunk = kvv_audit_kv_chunk(&plan, w->n_prompt);
+    w->n_chunks = kvv_audit_chunks(&plan, w->n_prompt, w->chunks, KVV_WORKLOAD_MAX);
+    w->threads[w->n_threads++] = c->threads;
+    for (int t = 1; t <= 2; t++) /* invariance's thread counts (its default) */
+        if (t != c->threads)
+            w->threads[w->n_threads++] = t;
+    if (known)
+        kvv_batch_paths_list(&plan.paths, w->switches, sizeof w->switches);
+    else
+        snprintf(w->switches, sizeof w->switches, "unknown");
+    *stated = *w;
+    if (!(c->checks & kvv_suite_check_bit("kv")))
+        stated->kv_chunk = 0;
+    if (!(c->checks & kvv_suite_check_bit("invariance"))) {
+        stated->n_chunks = 0;
+        stated->n_threads = 1;
+    }
+    if (!(c->checks & (kvv_suite_check_bit("greedy") | kvv_suite_check_bit("kvdirect"))))
+        stated->n_gen = 0;
+    kvv_workload_check_floor(stated);
+}
+
 /* The checks= part of a case, on one opened model. */
 static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_run_opts *ro,
                              kvv_suite_results *res)
@@ -133,12 +181,21 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
     kvv_error err = {0};
     kvv_status st = kvv_model_open(c->model, &m, &err);
     int32_t *toks = NULL;
+    kvv_workload w, stated;
+    memset(&w, 0, sizeof w);
+    memset(&stated, 0, sizeof stated);
     if (!st) {
-        toks = malloc(sizeof(int32_t) * (size_t)c->n_tokens);
+        case_workload(c, m, ro && ro->quick, &w, &stated);
+        toks = malloc(sizeof(int32_t) * (size_t)w.n_prompt);
         if (!toks)
             st = kvv_error_set(&err, KVV_ERR_NOMEM, "out of memory");
         else
-            kvv_prompt_random(c->seed, m->hp.n_vocab, -1, toks, c->n_tokens);
+            kvv_prompt_random(c->seed, m->hp.n_vocab, -1, toks, w.n_prompt);
+        if (ro && ro->log) {
+            char line[512];
+            fprintf(ro->log, "workload %s: %s\n", c->name,
+                    kvv_workload_format(&stated, line, sizeof line));
+        }
     }
     int n_table;
     const kvv_check_entry *table = kvv_audit_checks(&n_table);
@@ -150,6 +207,7 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             st = KVV_ERR_NOMEM;
             break;
         }
+        res->out[res->n_out - 1].workload = stated; /* not set when the model did not open */
         if (st) {
             /* the model did not open: every requested check reports why */
             kvv_check_set_error(r, &err);
@@ -158,8 +216,11 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             o.model = m;
             o.engine = kvv_suite_case_engine(c);
             o.tokens = toks;
-            o.n_tokens = c->n_tokens;
-            o.n_gen = c->n_gen;
+            o.n_tokens = w.n_prompt;
+            o.n_gen = w.n_gen;
+            o.chunk = w.kv_chunk;
+            o.chunks = w.n_chunks ? w.chunks : NULL;
+            o.n_chunks = w.n_chunks;
             o.seed = c->seed;
             o.force_fail = c->force_fail;
             if (ro) {

@@ -31,9 +31,12 @@
  *   checks=LIST      comma list of the audit's checks (verify/audit.h: kv,
  *                    patch, greedy, invariance, kvdirect, compare)
  *   vector=PATH      a .kvv golden vector to check the engine against
- *   tokens=N         prompt length for checks (random ids, default 16)
+ *   tokens=N         prompt length for checks (random ids; default the audit's
+ *                    floor for the case's engine: at least 16 and twice its
+ *                    largest kernel switch, verify/audit.h)
  *   seed=S           prompt seed (default 1)
- *   n=N              greedy/kvdirect decode steps (default 16)
+ *   n=N              greedy/kvdirect decode steps (default the floor,
+ *                    KVV_AUDIT_MIN_STEPS = 32; 16 with --quick, which says so)
  *   optional=yes     a missing model file skips the case instead of an error
  *   control=C        a negative control case: `force-fail` (the checks plant
  *                    their control in the real comparison), `weight` or
@@ -91,9 +94,9 @@ typedef struct {
     int n_engine_opts;
     unsigned checks;         /* bit i: entry i of the audit's check table (kvv_suite_check_bit) */
     char vector[1024];       /* resolved path, "" = none */
-    int n_tokens;
+    int n_tokens;            /* 0 = the floor (see tokens= above) */
     uint64_t seed;
-    int n_gen;
+    int n_gen;               /* 0 = the floor (see n= above) */
     bool optional;
     bool force_fail;         /* control=force-fail */
     unsigned control;        /* control=weight: KVV_CTL_PERTURB_WEIGHT */
@@ -138,6 +141,7 @@ bool kvv_suite_parse_shard(const char *s, int *shard_i, int *shard_n);
 typedef struct {
     int case_index;          /* index into the suite's cases */
     kvv_check_result r;      /* verdict, figures, first mismatch (owned) */
+    kvv_workload workload;   /* what the case's checks ran (set false for a vector) */
 } kvv_suite_outcome;
 
 typedef struct {
@@ -156,7 +160,10 @@ typedef struct {
     FILE *log;
     kvv_progress_fn progress;
     void *progress_user;
+    bool quick;              /* --quick: default sizes below the floor (16 tokens, 16
+                              * steps), and every workload says QUICK */
 } kvv_suite_run_opts;
+
 
 /* Run the shard's cases. A case that cannot run (missing non-optional
  * model, engine error, corrupt vector) gives ERROR outcomes, not a failed

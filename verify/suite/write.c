@@ -4,6 +4,7 @@
 #include "verify/suite/suite.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* " device=D ubatch=N engine-opt=K=V ..." of a case (what only plugins take). */
 static void plugin_context(const kvv_suite_case *c, char *buf, size_t size)
@@ -47,6 +48,12 @@ kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path,
         char classname[96], context[5200];
         snprintf(classname, sizeof classname, "kvverify.suite.%s", c->name);
         case_context(c, &res->out[i].r, context, sizeof context);
+        if (res->out[i].workload.set) { /* the case's sizes, on the line after */
+            char wl[512];
+            size_t n = strlen(context);
+            snprintf(context + n, sizeof context - n, "\nworkload %s",
+                     kvv_workload_format(&res->out[i].workload, wl, sizeof wl));
+        }
         kvv_junit_testcase(&b, classname, &res->out[i].r, context);
     }
     kvv_junit_end(&b);
@@ -74,6 +81,8 @@ json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
             json_object_set_new(j, "ubatch", json_integer(c->n_ubatch));
             json_object_set_new(j, "engine_opts", eo);
             json_object_set_new(j, "isa", json_string(c->isa)); /* "" = the engine's choice */
+            if (res->out[i].workload.set) /* what the case's checks ran */
+                json_object_set_new(j, "workload", kvv_workload_to_json(&res->out[i].workload));
         }
         json_array_append_new(cases, j);
     }
