@@ -57,6 +57,10 @@ typedef struct {
     uint64_t seed;               /* for derived prompts */
     kvv_progress_fn progress;    /* optional */
     void *progress_user;
+    int isolate;                 /* kvv_isolate_mode (verify/isolate.h): run each check in
+                                    a child process; 0 = off (default) */
+    double timeout;              /* isolated checks: seconds before the child is killed;
+                                    0 = kvv_isolate_default_timeout */
 } kvv_check_opts;
 
 kvv_check_opts kvv_check_opts_default(void);

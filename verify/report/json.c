@@ -86,6 +86,8 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     if (!o)
         return NULL;
     json_object_set_new(o, "unsupported", json_boolean(r->unsupported));
+    /* how the engine broke ("crash", "timeout", "contract"), null when it did not */
+    json_object_set_new(o, "fault", r->fault[0] ? json_string(r->fault) : json_null());
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
                                                    : json_null());
     json_object_set_new(o, "first_mismatch",
