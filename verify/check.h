@@ -27,6 +27,7 @@
 #ifndef KVV_CHECK_H
 #define KVV_CHECK_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -61,6 +62,9 @@ typedef struct {
                                     a child process; 0 = off (default) */
     double timeout;              /* isolated checks: seconds before the child is killed;
                                     0 = kvv_isolate_default_timeout */
+    volatile sig_atomic_t *stop; /* isolated checks: when *stop turns nonzero (a signal
+                                    handler's flag) the child is killed and the check
+                                    ends at once; NULL = never */
 } kvv_check_opts;
 
 kvv_check_opts kvv_check_opts_default(void);

@@ -238,21 +238,25 @@ static void child(int fd, kvv_breadcrumb *crumb, kvv_isolate_fn fn, void *ctx,
 /* ---------------------------------------------------------- the parent */
 
 /* Read fd until end of file or the deadline. @return 1 EOF, 0 timeout, -1
- * out of memory. */
-static int read_until(int fd, double deadline, wbuf *in)
+ * out of memory, -2 stopped (*stop). */
+static int read_until(int fd, double deadline, volatile sig_atomic_t *stop, wbuf *in)
 {
     unsigned char chunk[65536];
     for (;;) {
         double left = deadline - kvv_now_seconds();
+        if (stop && *stop)
+            return -2;
         if (left <= 0)
             return 0;
+        if (stop && left > 0.2)
+            left = 0.2; /* look at the flag now and then (a signal may not interrupt poll) */
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
         int k = poll(&p, 1, ms);
         if (k < 0 && errno == EINTR)
             continue;
         if (k == 0)
-            continue; /* the loop re-checks the deadline */
+            continue; /* the loop re-checks the deadline and the flag */
         ssize_t n = read(fd, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR)
             continue;
@@ -304,7 +308,7 @@ kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *
     close(fds[1]);
     double limit = io && io->timeout > 0 ? io->timeout : 120.0;
     wbuf in = {0};
-    int got = read_until(fds[0], t0 + limit, &in);
+    int got = read_until(fds[0], t0 + limit, io ? io->stop : NULL, &in);
     if (got <= 0)
         kill(pid, SIGKILL);
     close(fds[0]);
@@ -317,6 +321,9 @@ kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *
         snprintf(detail, sizeof detail, "no result after %.0f s (killed; last stage: %s)", limit,
                  stage);
         kvv_check_set_fault(r, "timeout", detail);
+    } else if (got == -2) {
+        kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
+        kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
     } else if (got < 0) {
         st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading the child's result",
                            r->name);
@@ -370,7 +377,8 @@ kvv_status kvv_isolate_check(const kvv_check_opts *o, kvv_check_fn fn, kvv_check
 {
     if (!kvv_isolate_wanted(o))
         return fn(o, r, err);
-    kvv_isolate_opts io = {.timeout = o->timeout > 0 ? o->timeout : kvv_isolate_default_timeout(o)};
+    kvv_isolate_opts io = {.timeout = o->timeout > 0 ? o->timeout : kvv_isolate_default_timeout(o),
+                           .stop = o->stop};
     check_ctx c = {o, fn};
     return kvv_isolate_run(&io, run_check, &c, r, err);
 }

@@ -27,6 +27,7 @@
 #ifndef KVV_ISOLATE_H
 #define KVV_ISOLATE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -43,6 +44,8 @@ typedef enum {
 
 typedef struct {
     double timeout;           /* seconds before the child is killed; > 0 */
+    volatile sig_atomic_t *stop; /* nonzero: kill the child now (NULL: never); r then
+                                    holds ERROR "interrupted" */
 } kvv_isolate_opts;
 
 /* The work done in the child: fill r (a check function's contract,
