@@ -128,7 +128,8 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
         fprintf(f, "  --jobs N            independent runs at a time: checks, cache-free steps,\n"
                    "                      evict's decodes (default: processors online / --threads;\n"
                    "                      results never depend on it)\n");
-    fprintf(f, "isolation (docs/isolation.md):\n"
+    fprintf(f, "isolation (docs/isolation.md; audit, kv, patch, greedy, invariance — the other\n"
+               "check commands refuse these options):\n"
                "  --isolate           run each check in a child process: a crash or hang of the\n"
                "                      engine fails that check (fault crash/timeout) and the run\n"
                "                      goes on (default for plugin engines)\n"
@@ -246,7 +247,14 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     }
     const kvv_model *m = run->model;
     kvv_audit_plan plan; /* the floor needs the engine's kernel switches: ask it */
-    if (kvv_audit_plan_engine(m, &eo, c->quick, &plan, &err))
+    /* isolated checks: the engine is opened in a child here too (an engine
+     * initialised in this process would be inherited half-alive by every
+     * check's child: device threads do not survive fork) */
+    bool isolated = c->isolate != 2 && (c->isolate == 1 || c->timeout > 0 ||
+                                         !kvv_engine_name_concurrent(eo.name));
+    if (isolated ? kvv_isolate_plan_engine(m, &eo, c->quick, c->timeout > 0 ? c->timeout : 300,
+                                           &plan, &err)
+                 : kvv_audit_plan_engine(m, &eo, c->quick, &plan, &err))
         return kvv_cli_fail(&err);
     run->n_default_prompt = plan.n_prompt;
     run->n_default_gen = plan.n_gen;

@@ -217,22 +217,31 @@ static bool write_all(int fd, const unsigned char *p, size_t n)
     return true;
 }
 
-static void child(int fd, kvv_breadcrumb *crumb, kvv_isolate_fn fn, void *ctx,
-                  kvv_check_result *r)
+/* The child's start: the parent's handlers (suite's SIGINT) are not the
+ * child's, and a crash must reach the parent as the signal it is. */
+static void child_start(kvv_breadcrumb *crumb)
 {
-    /* the parent's handlers (suite's SIGINT) are not the child's; a crash
-     * must reach the parent as the signal it is */
     static const int sigs[] = {SIGINT, SIGTERM, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         signal(sigs[i], sigs[i] == SIGINT ? SIG_IGN : SIG_DFL); /* ^C: the parent decides */
     kvv_breadcrumb_attach(crumb);
+}
+
+/* A check in the child: its result, packed, to fd. */
+typedef struct {
+    kvv_isolate_fn fn;
+    void *ctx;
+    kvv_check_result *r;
+} check_body;
+
+static bool check_child(void *u, int fd)
+{
+    check_body *b = u;
     kvv_error err = {0};
-    kvv_status st = fn(ctx, r, &err);
+    kvv_status st = b->fn(b->ctx, b->r, &err);
     unsigned char *buf = NULL;
     size_t len = 0;
-    if (pack_all(r, st, &err, &buf, &len) || !write_all(fd, buf, len))
-        _exit(3);
-    _exit(0);
+    return pack_all(b->r, st, &err, &buf, &len) == KVV_OK && write_all(fd, buf, len);
 }
 
 /* ---------------------------------------------------------- the parent */
@@ -276,19 +285,34 @@ static int wait_child(pid_t pid)
     return status;
 }
 
-kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *ctx,
-                           kvv_check_result *r, kvv_error *err)
+/* What a child run gave: got (1 EOF, 0 timeout, -1 out of memory, -2
+ * stopped), its wait status, the bytes it wrote and its last stage. */
+typedef struct {
+    int got;
+    int status;
+    wbuf in;
+    char stage[160];
+    double seconds;
+} child_run;
+
+/* Fork; in the child body(u, fd) and _exit (0 when it returned true);
+ * in the parent read its bytes until EOF, the limit or *stop, kill it if
+ * need be, and reap it. KVV_ERR_INTERNAL (naming `what`) when the
+ * breadcrumb, the pipe or the fork could not be made. */
+static kvv_status fork_run(double limit, volatile sig_atomic_t *stop, bool (*body)(void *, int),
+                           void *u, const char *what, child_run *cr, kvv_error *err)
 {
+    memset(cr, 0, sizeof *cr);
     kvv_breadcrumb *crumb = mmap(NULL, sizeof *crumb, PROT_READ | PROT_WRITE,
                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (crumb == MAP_FAILED)
         return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: cannot map the breadcrumb: %s",
-                             r->name, strerror(errno));
+                             what, strerror(errno));
     memset(crumb, 0, sizeof *crumb);
     int fds[2];
     if (pipe(fds) != 0) {
         munmap(crumb, sizeof *crumb);
-        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: pipe: %s", r->name,
+        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: pipe: %s", what,
                              strerror(errno));
     }
     fflush(NULL); /* nothing buffered is written twice */
@@ -298,52 +322,119 @@ kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *
         close(fds[0]);
         close(fds[1]);
         munmap(crumb, sizeof *crumb);
-        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: fork: %s", r->name,
+        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: fork: %s", what,
                              strerror(errno));
     }
     if (pid == 0) {
         close(fds[0]);
-        child(fds[1], crumb, fn, ctx, r); /* never returns */
+        child_start(crumb);
+        _exit(body(u, fds[1]) ? 0 : 3);
     }
     close(fds[1]);
-    double limit = io && io->timeout > 0 ? io->timeout : 120.0;
-    wbuf in = {0};
-    int got = read_until(fds[0], t0 + limit, io ? io->stop : NULL, &in);
-    if (got <= 0)
+    cr->got = read_until(fds[0], t0 + limit, stop, &cr->in);
+    if (cr->got <= 0)
         kill(pid, SIGKILL);
     close(fds[0]);
-    int status = wait_child(pid);
-    double secs = kvv_now_seconds() - t0;
-    char stage[160], sig[32], detail[400];
-    kvv_breadcrumb_format(crumb, stage, sizeof stage);
-    kvv_status st = KVV_OK;
-    if (got == 0) {
+    cr->status = wait_child(pid);
+    cr->seconds = kvv_now_seconds() - t0;
+    kvv_breadcrumb_format(crumb, cr->stage, sizeof cr->stage);
+    munmap(crumb, sizeof *crumb);
+    return KVV_OK;
+}
+
+kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *ctx,
+                           kvv_check_result *r, kvv_error *err)
+{
+    double limit = io && io->timeout > 0 ? io->timeout : 120.0;
+    check_body body = {fn, ctx, r};
+    child_run cr;
+    kvv_status st = fork_run(limit, io ? io->stop : NULL, check_child, &body, r->name, &cr, err);
+    if (st)
+        return st;
+    char sig[32], detail[400];
+    if (cr.got == 0) {
         snprintf(detail, sizeof detail, "no result after %.0f s (killed; last stage: %s)", limit,
-                 stage);
+                 cr.stage);
         kvv_check_set_fault(r, "timeout", detail);
-    } else if (got == -2) {
+    } else if (cr.got == -2) {
         kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
         kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
-    } else if (got < 0) {
+    } else if (cr.got < 0) {
         st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading the child's result",
                            r->name);
         kvv_check_set_error(r, err);
-    } else if (WIFSIGNALED(status)) {
+    } else if (WIFSIGNALED(cr.status)) {
         snprintf(detail, sizeof detail, "%s in %s",
-                 kvv_signal_name(WTERMSIG(status), sig, sizeof sig), stage);
+                 kvv_signal_name(WTERMSIG(cr.status), sig, sizeof sig), cr.stage);
         kvv_check_set_fault(r, "crash", detail);
-    } else if (WEXITSTATUS(status) != 0 ||
-               unpack_all(r, in.p, in.n, &st, err) != KVV_OK) {
+    } else if (WEXITSTATUS(cr.status) != 0 ||
+               unpack_all(r, cr.in.p, cr.in.n, &st, err) != KVV_OK) {
         snprintf(detail, sizeof detail, "the check's process exited with status %d without a "
-                 "whole result (last stage: %s)", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                 stage);
+                 "whole result (last stage: %s)", WIFEXITED(cr.status) ? WEXITSTATUS(cr.status) : -1,
+                 cr.stage);
         kvv_check_set_fault(r, "crash", detail);
         st = KVV_OK;
     }
     if (r->fault[0])
-        r->seconds = secs;
-    free(in.p);
-    munmap(crumb, sizeof *crumb);
+        r->seconds = cr.seconds;
+    free(cr.in.p);
+    return st;
+}
+
+/* ---------------------------------------------------------- the plan */
+
+typedef struct {
+    const kvv_model *m;
+    const kvv_engine_opts *eo;
+    bool quick;
+} plan_body;
+
+/* In the child: the plan, its status and message, raw. */
+static bool plan_child(void *u, int fd)
+{
+    const plan_body *b = u;
+    kvv_audit_plan plan;
+    memset(&plan, 0, sizeof plan);
+    kvv_error e = {0};
+    int32_t st = (int32_t)kvv_audit_plan_engine(b->m, b->eo, b->quick, &plan, &e);
+    return write_all(fd, (const unsigned char *)&st, sizeof st) &&
+           write_all(fd, (const unsigned char *)e.msg, sizeof e.msg) &&
+           write_all(fd, (const unsigned char *)&plan, sizeof plan);
+}
+
+kvv_status kvv_isolate_plan_engine(const kvv_model *m, const kvv_engine_opts *eo, bool quick,
+                                   double timeout, kvv_audit_plan *out, kvv_error *err)
+{
+    plan_body body = {m, eo, quick};
+    child_run cr;
+    double limit = timeout > 0 ? timeout : 120.0;
+    const char *name = eo && eo->name ? eo->name : "ref";
+    kvv_status st = fork_run(limit, NULL, plan_child, &body, name, &cr, err);
+    if (st)
+        return st;
+    int32_t s32;
+    char msg[KVV_ERROR_MSG_MAX];
+    char sig[32];
+    size_t need = sizeof s32 + sizeof msg + sizeof *out;
+    if (cr.got == 1 && !WIFSIGNALED(cr.status) && WEXITSTATUS(cr.status) == 0 && cr.in.n == need) {
+        memcpy(&s32, cr.in.p, sizeof s32);
+        memcpy(msg, cr.in.p + sizeof s32, sizeof msg);
+        memcpy(out, cr.in.p + sizeof s32 + sizeof msg, sizeof *out);
+        msg[sizeof msg - 1] = '\0';
+        st = s32 ? kvv_error_set(err, (kvv_status)s32, "%s", msg) : KVV_OK;
+    } else if (cr.got == 0) {
+        st = kvv_error_set(err, KVV_ERR_ENGINE, "engine %s: opening it to plan the workload gave "
+                           "no answer in %.0f s (killed; last stage: %s)", name, limit, cr.stage);
+    } else if (cr.got == 1 && WIFSIGNALED(cr.status)) {
+        st = kvv_error_set(err, KVV_ERR_ENGINE, "engine %s: opening it to plan the workload "
+                           "crashed: %s in %s", name,
+                           kvv_signal_name(WTERMSIG(cr.status), sig, sizeof sig), cr.stage);
+    } else {
+        st = kvv_error_set(err, cr.got < 0 ? KVV_ERR_NOMEM : KVV_ERR_ENGINE,
+                           "engine %s: opening it to plan the workload: the process ended "
+                           "without an answer (last stage: %s)", name, cr.stage);
+    }
+    free(cr.in.p);
     return st;
 }
 

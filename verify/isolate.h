@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "verify/audit.h"
 #include "verify/check.h"
 #include "verify/report/report.h"
 
@@ -75,6 +76,16 @@ double kvv_isolate_default_timeout(const kvv_check_opts *o);
  * contract as the check itself (verify/check.h). */
 kvv_status kvv_isolate_check(const kvv_check_opts *o, kvv_check_fn fn, kvv_check_result *r,
                              kvv_error *err);
+
+/* kvv_audit_plan_engine (verify/audit.h) in a child process under a time
+ * limit (<= 0: 120 s): the engine is opened only there, to ask where its
+ * kernels switch. So the parent of isolated checks never initialises the
+ * engine — a device's state (a GPU driver's threads) does not survive a
+ * fork into the checks' children — and a crash or hang while opening is
+ * KVV_ERR_ENGINE naming the signal or the limit, not the death of the
+ * command. Errors of the open itself are returned as they are. */
+kvv_status kvv_isolate_plan_engine(const kvv_model *m, const kvv_engine_opts *eo, bool quick,
+                                   double timeout, kvv_audit_plan *out, kvv_error *err);
 
 /* ---------------------------------------------------------- the wire
  * A result as bytes and back (the child's pipe): the fixed fields, rows,

@@ -127,6 +127,28 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
     return KVV_OK;
 }
 
+static kvv_status vector_body(void *ctx, kvv_check_result *r, kvv_error *err)
+{
+    kvv_status st = run_vector(ctx, r);
+    return st ? kvv_error_set(err, st, "vector: out of memory") : KVV_OK;
+}
+
+/* The vector testcase, in a child process when the case's checks would be
+ * (verify/isolate.h; default limit 600 s: a vector replays a whole run). */
+static kvv_status run_vector_maybe_isolated(const kvv_suite_case *c, const kvv_suite_run_opts *ro,
+                                            kvv_check_result *r)
+{
+    kvv_check_opts o = kvv_check_opts_default();
+    o.engine = kvv_suite_case_engine(c);
+    o.isolate = ro ? ro->isolate : KVV_ISOLATE_OFF;
+    if (!kvv_isolate_wanted(&o))
+        return run_vector(c, r);
+    kvv_isolate_opts io = {.timeout = ro->timeout > 0 ? ro->timeout : 600, .stop = ro->stop};
+    kvv_error err = {0};
+    kvv_status st = kvv_isolate_run(&io, vector_body, (void *)c, r, &err);
+    return st == KVV_ERR_NOMEM ? st : KVV_OK;
+}
+
 /* The checks= part of a case, on one opened model. */
 static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_run_opts *ro,
                              kvv_suite_results *res)
@@ -290,7 +312,7 @@ static kvv_status run_cases(const kvv_suite *s, int shard_i, int shard_n,
             return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
         if (c->vector[0] && !stopped(ro)) {
             kvv_check_result *r = new_outcome(res, i, "vector");
-            if (!r || run_vector(c, r) == KVV_ERR_NOMEM)
+            if (!r || run_vector_maybe_isolated(c, ro, r) == KVV_ERR_NOMEM)
                 return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
             log_outcome(ro, c, r);
         }
