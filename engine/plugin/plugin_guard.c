@@ -150,7 +150,7 @@ kvv_status kvv_plugin_stage_end(kvv_plugin_state *ps, kvv_plugin_stage *s, kvv_s
             }
         if (u)
             st = broke(ps, err, "%s: %s: %zu of %zu entries not written (first at %s %zu)",
-                       s->call, s->field, u, s->n, row ? "position" : "index",
+                       s->call, s->field, u, s->n, row ? "row" : "index",
                        row ? first / row : first);
     }
     if (!st && dst && s->n)
