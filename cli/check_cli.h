@@ -70,6 +70,8 @@ typedef struct {
     bool layers;                /* --layers: per-layer tables (default for single checks) */
     bool quick;                 /* --quick: the workload sized to the time budget alone */
     long jobs;                  /* --jobs N: independent runs at a time (0: default) */
+    int isolate;                /* 0: default (plugins isolated), 1: --isolate, 2: --no-isolate */
+    double timeout;             /* --timeout SECONDS (0: default, verify/isolate.h) */
 } kvv_check_cli;
 
 /* Defaults: engine ref, every option accepted, controls on. */
@@ -116,7 +118,9 @@ typedef struct {
 } kvv_check_run;
 
 /* Open the model, build the prompt, fill run. @return 0, or an exit code
- * (then c is freed and run holds nothing). */
+ * (then c is freed and run holds nothing). A command on this path runs its
+ * check in this process: --isolate or --timeout given to it is exit 2
+ * ("cannot run its check in a child process yet"), never ignored. */
 int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run);
 /* A new result slot in run->report (borrowed; NULL on OOM). */
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);

@@ -8,6 +8,7 @@
  * manifest or usage, or a case could not run; 77 nothing ran (empty shard,
  * everything skipped).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/output_opts.h"
+#include "verify/isolate.h"
 #include "verify/suite/suite.h"
 
 static void suite_output(kvv_output_cli *out)
@@ -43,9 +45,19 @@ static void usage(FILE *f)
             "                      below the floor (every workload says QUICK)\n");
     kvv_output_cli_help(f, &out);
     fprintf(f, "(JUnit: one testcase per check; shards merge by concatenating their <testsuite>\n"
-            "elements)\n\n"
-            "exit codes: 0 all passed, 1 a check failed, 2 bad manifest/usage or a case could\n"
-            "not run, 77 nothing ran.\n");
+            "elements. The reports are rewritten after every case, atomically.)\n\n"
+            "isolation and interruption (docs/isolation.md):\n"
+            "  --isolate           run every check in a child process (default for plugin\n"
+            "                      engines): a crash or hang fails that check, the suite goes on\n"
+            "  --no-isolate        run every check in this process\n"
+            "  --timeout SECONDS   an isolated check's time limit (implies --isolate; default\n"
+            "                      120 s + 1 s per 1e7 multiply-adds of the case's workload)\n"
+            "  --resume            with --json FILE: keep the results FILE already holds and run\n"
+            "                      only the cases it lacks (after an interrupted run)\n"
+            "SIGINT or SIGTERM: the finished cases' reports are written and the exit code is 130.\n\n"
+            "exit codes: 0 all passed, 1 a check failed (or an engine crashed, hung or broke its\n"
+            "contract), 2 bad manifest/usage or a case could not run, 77 nothing ran, 130\n"
+            "interrupted.\n");
 }
 
 /* suite's own options. */
@@ -53,6 +65,9 @@ typedef struct {
     const char *manifest;
     int si, sn;
     bool list, quick;
+    int isolate;       /* 0 default (plugins), 1 --isolate, 2 --no-isolate */
+    double timeout;
+    bool resume;
 } suite_args;
 
 static bool own_option(void *state, kvv_opts *o)
@@ -65,6 +80,17 @@ static bool own_option(void *state, kvv_opts *o)
         a->list = true;
     } else if (kvv_opts_flag(o, "--quick")) {
         a->quick = true;
+    } else if (kvv_opts_flag(o, "--isolate")) {
+        a->isolate = 1;
+    } else if (kvv_opts_flag(o, "--no-isolate")) {
+        a->isolate = 2;
+    } else if (kvv_opts_flag(o, "--resume")) {
+        a->resume = true;
+    } else if (kvv_opts_value(o, "--timeout")) {
+        if (o->value && kvv_opts_double(o, "--timeout", o->value, &a->timeout) &&
+            (!(a->timeout > 0) || a->timeout > 1e7))
+            kvv_opts_error(o, "option --timeout: %s is not a number of seconds in (0, 1e7]",
+                           o->value);
     } else if (kvv_opts_positional(o) && !a->manifest) {
         a->manifest = o->arg;
     } else {
@@ -75,8 +101,65 @@ static bool own_option(void *state, kvv_opts *o)
 
 static void own_finish(void *state, kvv_opts *o)
 {
-    if (!((suite_args *)state)->manifest)
+    const suite_args *a = state;
+    if (!a->manifest)
         kvv_opts_error(o, "needs a MANIFEST");
+    else if (a->isolate == 2 && a->timeout > 0)
+        kvv_opts_error(o, "option --timeout: needs isolation, and --no-isolate was given");
+}
+
+/* SIGINT / SIGTERM: finish the reports of the cases done, exit 130. The
+ * flag is the one state a handler may touch. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void catch_signals(bool on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_signal : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a waiting poll returns */
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* --junit, --json and --html of the results so far. @return 0 or the exit
+ * code of a failed write (message printed). */
+static int write_reports(const kvv_output_cli *out, const kvv_suite_results *res)
+{
+    kvv_error err = {0};
+    int rc = 0;
+    if (out->junit_path && kvv_suite_write_junit(res, out->junit_path, &err))
+        rc = kvv_cli_fail(&err);
+    if (out->json_path && kvv_suite_write_json(res, out->json_path, &err))
+        rc = kvv_cli_fail(&err);
+    if (out->html_path) { /* drawn from the same JSON document */
+        json_t *doc = kvv_suite_results_to_json(res);
+        kvv_status st = doc ? kvv_html_write(doc, out->html_path, &err)
+                            : kvv_error_set(&err, KVV_ERR_NOMEM, "suite: out of memory");
+        json_decref(doc);
+        if (st)
+            rc = kvv_cli_fail(&err);
+    }
+    return rc;
+}
+
+/* After each case: the reports so far (files only; "-" is written once, at the end). */
+static void case_done(void *user, const struct kvv_suite_results *res)
+{
+    kvv_output_cli out = *(const kvv_output_cli *)user;
+    if (out.junit_path && strcmp(out.junit_path, "-") == 0)
+        out.junit_path = NULL;
+    if (out.json_path && strcmp(out.json_path, "-") == 0)
+        out.json_path = NULL;
+    if (out.html_path && strcmp(out.html_path, "-") == 0)
+        out.html_path = NULL;
+    write_reports(&out, res);
 }
 
 int kvv_cmd_suite(int argc, char **argv)
@@ -90,7 +173,12 @@ int kvv_cmd_suite(int argc, char **argv)
     int code = kvv_opts_parse(&o, usage, g, 2);
     if (code != KVV_OPTS_RUN)
         return code;
-    const char *manifest = a.manifest, *junit = out.junit_path, *json = out.json_path;
+    if (a.resume && (!out.json_path || strcmp(out.json_path, "-") == 0)) {
+        fprintf(stderr, "kvverify suite: option --resume: needs --json FILE (the report of the "
+                        "run to resume)\n");
+        return KVV_EXIT_BAD_INPUT;
+    }
+    const char *manifest = a.manifest;
     const int si = a.si, sn = a.sn;
     const bool quiet = out.quiet, list = a.list;
     kvv_error err = {0};
@@ -105,9 +193,24 @@ int kvv_cmd_suite(int argc, char **argv)
         return 0;
     }
     kvv_suite_results res;
-    kvv_suite_run_opts ro = {quiet || out.stdout_taken ? NULL : stdout, kvv_output_progress,
-                             &out, a.quick};
-    if (kvv_suite_run(s, si, sn, &ro, &res, &err)) {
+    kvv_suite_run_opts ro = {
+        .log = quiet || out.stdout_taken ? NULL : stdout,
+        .progress = kvv_output_progress,
+        .progress_user = &out,
+        .quick = a.quick,
+        .isolate = a.isolate == 2 ? KVV_ISOLATE_OFF
+                   : a.isolate == 1 || a.timeout > 0 ? KVV_ISOLATE_ON : KVV_ISOLATE_AUTO,
+        .timeout = a.timeout,
+        .stop = &interrupted,
+        .case_done = case_done,
+        .case_done_user = &out,
+        .resume = a.resume ? out.json_path : NULL,
+    };
+    interrupted = 0;
+    catch_signals(true);
+    kvv_status st = kvv_suite_run(s, si, sn, &ro, &res, &err);
+    catch_signals(false);
+    if (st) {
         kvv_suite_results_free(&res);
         kvv_suite_free(s);
         return kvv_cli_fail(&err);
@@ -120,17 +223,23 @@ int kvv_cmd_suite(int argc, char **argv)
         printf("suite %s shard %d/%d: %d cases, %d testcases: %d passed, %d failed, %d errors, "
                "%d skipped (%.2f s)\n", manifest, si, sn, res.n_cases_run, res.n_out, n[0], n[1],
                n[2], n[3], res.seconds);
-    if (junit && kvv_suite_write_junit(&res, junit, &err))
-        rc = kvv_cli_fail(&err);
-    if (json && kvv_suite_write_json(&res, json, &err))
-        rc = kvv_cli_fail(&err);
-    if (out.html_path) { /* drawn from the same JSON document */
-        json_t *doc = kvv_suite_results_to_json(&res);
-        kvv_status st = doc ? kvv_html_write(doc, out.html_path, &err)
-                            : kvv_error_set(&err, KVV_ERR_NOMEM, "suite: out of memory");
-        json_decref(doc);
-        if (st)
-            rc = kvv_cli_fail(&err);
+    int nf[3] = {0, 0, 0};
+    for (int i = 0; i < res.n_out; i++) {
+        nf[0] += strcmp(res.out[i].r.fault, "crash") == 0;
+        nf[1] += strcmp(res.out[i].r.fault, "timeout") == 0;
+        nf[2] += strcmp(res.out[i].r.fault, "contract") == 0;
+    }
+    if (!out.stdout_taken && nf[0] + nf[1] + nf[2])
+        printf("engine faults among the failures: %d crashed, %d timed out, %d broke the "
+               "contract\n", nf[0], nf[1], nf[2]);
+    int wrc = write_reports(&out, &res);
+    if (wrc)
+        rc = wrc;
+    if (res.interrupted) {
+        fprintf(stderr, "kvverify suite: interrupted: the reports hold the %d finished "
+                        "testcases; run again with --resume --json FILE to complete them\n",
+                res.n_out);
+        rc = 130;
     }
     kvv_suite_results_free(&res);
     kvv_suite_free(s);

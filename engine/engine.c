@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/breadcrumb.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/host_control.h"
@@ -70,6 +71,9 @@ kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const
 {
     if (!e)
         return kvv_error_set(err, KVV_ERR_USAGE, "forward: no engine");
+    kvv_breadcrumb_enter(KVV_CRUMB_FORWARD); /* what a crash report names (isolation) */
+    if (n > 0 && pos)
+        kvv_breadcrumb_positions(pos[0], pos[n - 1]);
     if (e->opts.control & (KVV_CTL_HOST_RESIDUAL | KVV_CTL_HOST_REORDER))
         return kvv_host_control_forward(e, n, tokens, pos, hooks, lm, logits, err);
     return e->vt->forward(e, n, tokens, pos, hooks, lm, logits, err);
@@ -80,6 +84,8 @@ kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const fl
 {
     if (!e)
         return kvv_error_set(err, KVV_ERR_USAGE, "kv_from_residual: no engine");
+    kvv_breadcrumb_enter(KVV_CRUMB_KV_FROM_RESIDUAL);
+    kvv_breadcrumb_layer(layer, n > 0 && pos ? pos[0] : -1, n > 0 && pos ? pos[n - 1] : -1);
     kvv_status s = e->vt->kv_from_residual(e, layer, n, h, pos, k, v, err);
     if (s == KVV_OK && (e->opts.control & KVV_CTL_HOST_KV_ULP))
         kvv_host_control_kv(e->opts.cache_type, n, e->model->hp.n_head_kv * e->model->hp.head_dim,

@@ -31,6 +31,7 @@ const char *kvv_strerror(kvv_status status)
     case KVV_ERR_UNSUPPORTED: return "unsupported";
     case KVV_ERR_NOMEM:       return "out of memory";
     case KVV_ERR_INTERNAL:    return "internal error";
+    case KVV_ERR_ENGINE:      return "engine fault";
     }
     return "unknown status";
 }
@@ -40,6 +41,7 @@ int kvv_exit_code(kvv_status status)
     switch (status) {
     case KVV_OK:              return KVV_EXIT_PASS;
     case KVV_ERR_UNSUPPORTED: return KVV_EXIT_NOTHING;
+    case KVV_ERR_ENGINE:      return KVV_EXIT_FAIL;
     default:                  return KVV_EXIT_BAD_INPUT;
     }
 }

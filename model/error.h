@@ -24,7 +24,10 @@ typedef enum {
     KVV_ERR_USAGE,       /* bad option or argument                            -> exit 2  */
     KVV_ERR_UNSUPPORTED, /* valid input kvverify cannot check (arch, type)    -> exit 77 */
     KVV_ERR_NOMEM,       /* allocation failed                                 -> exit 2  */
-    KVV_ERR_INTERNAL     /* a "can't happen" check fired                      -> exit 2  */
+    KVV_ERR_INTERNAL,    /* a "can't happen" check fired                      -> exit 2  */
+    KVV_ERR_ENGINE       /* the engine under test broke its contract (wrote past a
+                            buffer, left outputs unwritten, returned NaN/Inf): a
+                            certification result, fault "contract"         -> exit 1  */
 } kvv_status;
 
 #define KVV_ERROR_MSG_MAX 512

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
 #include <zlib.h>
+
+#include "model/atomic_file.h"
 
 /* deflate never expands data by more than 1032:1 (a 258-byte match in two
  * bits), so U > (Z + slack) * 1032 cannot be a valid stream: rejecting it
@@ -517,34 +519,7 @@ kvv_status kvv_file_writer_write(const kvv_file_writer *w, const char *path, kvv
     kvv_status st = kvv_file_writer_to_buffer(w, &buf, &size, err);
     if (st)
         return st;
-    size_t tl = strlen(path) + 32;
-    char *tmp = malloc(tl);
-    if (!tmp) {
-        free(buf);
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot create the temporary file %s: %s", path,
-                           tmp, strerror(errno));
-        goto out;
-    }
-    bool ok = fwrite(buf, 1, size, fp) == size;
-    ok = (fflush(fp) == 0) && ok;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok) {
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
-out:
-    free(tmp);
+    st = kvv_write_file_atomic(path, buf, size, err); /* PATH.tmp.PID + rename */
     free(buf);
     return st;
 }

@@ -6,6 +6,7 @@
 #include "verify/compare.h"
 #include "verify/greedy.h"
 #include "verify/invariance.h"
+#include "verify/isolate.h"
 #include "verify/kv.h"
 #include "verify/kvdirect.h"
 #include "verify/parallel.h"
@@ -55,8 +56,7 @@ void kvv_model_macs_per_token(const kvv_hparams *hp, double *layers, double *hea
     *head = e * hp->n_vocab;
 }
 
-/* Estimated MACs of the four checks for prompt T and N greedy steps. */
-static double audit_cost(const kvv_hparams *hp, int T, int N)
+double kvv_audit_cost(const kvv_hparams *hp, int T, int N)
 {
     double cl, ch;
     kvv_model_macs_per_token(hp, &cl, &ch);
@@ -97,7 +97,7 @@ void kvv_audit_plan_for(const kvv_hparams *hp, double budget, const kvv_batch_pa
         budget = KVV_AUDIT_BUDGET_MACS;
     int pick = n - 1;
     for (int i = 0; i < n; i++)
-        if (audit_cost(hp, ladder[i].T, ladder[i].N) <= budget) {
+        if (kvv_audit_cost(hp, ladder[i].T, ladder[i].N) <= budget) {
             pick = i;
             break;
         }
@@ -111,7 +111,7 @@ void kvv_audit_plan_for(const kvv_hparams *hp, double budget, const kvv_batch_pa
         out->n_prompt = out->n_prompt > out->floor_prompt ? out->n_prompt : out->floor_prompt;
         out->n_gen = out->n_gen > out->floor_gen ? out->n_gen : out->floor_gen;
     }
-    out->est_macs = audit_cost(hp, out->n_prompt, out->n_gen);
+    out->est_macs = kvv_audit_cost(hp, out->n_prompt, out->n_gen);
 }
 
 kvv_status kvv_audit_plan_engine(const kvv_model *m, const kvv_engine_opts *eo, bool quick,
@@ -185,7 +185,9 @@ static void audit_job(void *user, int job, int worker)
     const audit_jobs *a = user;
     int i = a->order[job];
     kvv_error cerr = {0};
-    a->sel[i]->run(a->o, &a->results[i], &cerr); /* the result records any error */
+    /* in a child process when isolating (verify/isolate.h); the result
+     * records any error, crash or timeout */
+    kvv_isolate_check(a->o, a->sel[i]->run, &a->results[i], &cerr);
 }
 
 /* Rough relative cost, to start the long checks first. */

@@ -46,6 +46,12 @@ bool kvv_audit_applies(const kvv_check_entry *c, const char *engine);
  * the context depends on the position and is added by the audit's estimate. */
 void kvv_model_macs_per_token(const kvv_hparams *hp, double *layers, double *head);
 
+/* Estimated multiply-accumulates of the whole audit (every check, controls
+ * included) for a prompt of T tokens and N greedy steps: what the default
+ * workload is sized by, and what an isolated check's default time limit
+ * scales with (verify/isolate.h). */
+double kvv_audit_cost(const kvv_hparams *hp, int T, int N);
+
 /* THE FLOOR. The default workload never drops below one that exercises
  * every kernel path of the engine under test, whatever the model's size
  * (bigger models make it slower, not smaller; --quick may go lower and

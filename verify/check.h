@@ -27,6 +27,7 @@
 #ifndef KVV_CHECK_H
 #define KVV_CHECK_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -57,6 +58,13 @@ typedef struct {
     uint64_t seed;               /* for derived prompts */
     kvv_progress_fn progress;    /* optional */
     void *progress_user;
+    int isolate;                 /* kvv_isolate_mode (verify/isolate.h): run each check in
+                                    a child process; 0 = off (default) */
+    double timeout;              /* isolated checks: seconds before the child is killed;
+                                    0 = kvv_isolate_default_timeout */
+    volatile sig_atomic_t *stop; /* isolated checks: when *stop turns nonzero (a signal
+                                    handler's flag) the child is killed and the check
+                                    ends at once; NULL = never */
 } kvv_check_opts;
 
 kvv_check_opts kvv_check_opts_default(void);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/breadcrumb.h"
 #include "engine/engine_impl.h"
 #include "engine/hook_relay.h"
 #include "engine/plugin/plugin_impl.h"
@@ -46,12 +47,18 @@ static void state_free(kvv_plugin_state *ps)
 {
     if (!ps)
         return;
-    if (ps->pe)
+    if (ps->pe) {
+        kvv_breadcrumb_enter(KVV_CRUMB_CLOSE);
         ps->lib.t.close(ps->pe);
+    }
     kvv_plugin_lib_close(&ps->lib);
     kvv_kv_cache_free(ps->mirror);
     kvv_kv_cache_free(ps->shadow);
     free(ps->scratch);
+    kvv_plugin_stage_free(&ps->st_logits);
+    kvv_plugin_stage_free(&ps->st_k);
+    kvv_plugin_stage_free(&ps->st_v);
+    kvv_plugin_stage_free(&ps->st_present);
     free(ps);
 }
 
@@ -211,11 +218,27 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
         ph.select = hooks->select;
     }
     ps->violated_layer = -1;
+    /* logits through a stage (plugin_guard.c): the plugin never writes ours */
+    size_t V = (size_t)ps->info.n_vocab;
+    size_t n_out = !logits ? 0 : lm == KVV_LOGITS_ALL ? (size_t)n * V : lm == KVV_LOGITS_LAST ? V : 0;
+    void *stage = NULL;
+    if (n_out && (s = kvv_plugin_stage_begin(ps, &ps->st_logits, n_out * sizeof(float), "forward",
+                                             "logits", &stage, err)))
+        return s;
+    kvv_plugin_crumb crumb;
+    kvv_breadcrumb_enter(KVV_CRUMB_FORWARD); /* after the mirror's edits */
+    kvv_breadcrumb_positions(pos[0], pos[n - 1]);
     kvv_plugin_error perr;
     memset(&perr, 0, sizeof perr);
-    int code = ps->lib.t.forward(ps->pe, n, tokens, pos, hooks ? &ph : NULL, (int)lm, logits,
-                                 &perr);
-    if (code)
+    int code = ps->lib.t.forward(ps->pe, n, tokens, pos,
+                                 kvv_plugin_crumb_hooks(&crumb, hooks ? &ph : NULL), (int)lm,
+                                 n_out ? stage : logits, &perr);
+    kvv_status sg = n_out ? kvv_plugin_stage_end(ps, &ps->st_logits, KVV_STAGE_FLOATS, code == 0,
+                                                 V, logits, err)
+                          : KVV_OK;
+    if (sg)
+        s = sg;
+    else if (code)
         s = kvv_plugin_fail(ps, code, "forward", &perr, err);
     else if (ps->violated_layer >= 0)
         s = kvv_error_set(err, KVV_ERR_UNSUPPORTED,
@@ -241,9 +264,23 @@ static kvv_status p_kv_from_residual(kvv_engine *e, int layer, int n, const floa
     if (layer < 0 || layer >= ps->info.n_layer || n <= 0 || n > e->opts.n_ctx)
         return kvv_error_set(err, KVV_ERR_USAGE, "kv_from_residual: layer %d or n %d out of range",
                              layer, n);
+    size_t kn = (size_t)n * (size_t)ps->info.n_head_kv * (size_t)ps->info.head_dim;
+    size_t vn = (size_t)n * (size_t)ps->info.n_head_kv * (size_t)ps->info.head_dim_v;
+    void *sk, *sv;
+    if ((s = kvv_plugin_stage_begin(ps, &ps->st_k, kn * sizeof(float), "kv_from_residual", "k",
+                                    &sk, err)) ||
+        (s = kvv_plugin_stage_begin(ps, &ps->st_v, vn * sizeof(float), "kv_from_residual", "v",
+                                    &sv, err)))
+        return s;
     kvv_plugin_error perr;
     memset(&perr, 0, sizeof perr);
-    int code = ps->lib.t.kv_from_residual(ps->pe, layer, n, h, pos, k, v, &perr);
+    int code = ps->lib.t.kv_from_residual(ps->pe, layer, n, h, pos, sk, sv, &perr);
+    size_t kr = kn / (size_t)n, vr = vn / (size_t)n;
+    kvv_status sg = kvv_plugin_stage_end(ps, &ps->st_k, KVV_STAGE_FLOATS, code == 0, kr, k, err);
+    kvv_status sg2 = kvv_plugin_stage_end(ps, &ps->st_v, KVV_STAGE_FLOATS, code == 0 && !sg, vr,
+                                          v, sg ? NULL : err);
+    if (sg || sg2)
+        return sg ? sg : sg2;
     return code ? kvv_plugin_fail(ps, code, "kv_from_residual", &perr, err) : KVV_OK;
 }
 
@@ -401,6 +438,7 @@ static kvv_status open_state(kvv_plugin_state *ps, const kvv_model *m, const kvv
     ps->info.struct_size = sizeof ps->info;
     kvv_plugin_error perr;
     memset(&perr, 0, sizeof perr);
+    kvv_breadcrumb_enter(KVV_CRUMB_OPEN);
     int code = ps->lib.t.open(&ps->host, &p, &ps->pe, &ps->info, &perr);
     if (code) {
         ps->pe = NULL;

@@ -6,6 +6,8 @@
 #ifndef KVV_PLUGIN_IMPL_H
 #define KVV_PLUGIN_IMPL_H
 
+#include <stdbool.h>
+
 #include "engine/plugin/plugin.h"
 #include "include/kvverify/engine_plugin.h"
 
@@ -14,6 +16,34 @@ typedef struct {
     kvv_plugin_table t;        /* the plugin's table, zero-extended to the host's size */
     char path[1024];
 } kvv_plugin_lib;
+
+/* A staging buffer (plugin_guard.c): what the host hands a plugin instead
+ * of its own buffer — pre-filled with a NaN pattern, followed by
+ * KVV_PLUGIN_GUARD_FLOATS guard floats — so that after the call the host
+ * can tell what the plugin wrote, what it left unwritten and whether it
+ * wrote past the declared end. Grown as needed, reused across calls, and
+ * poisoned again after each (a later write through a kept pointer shows). */
+#define KVV_PLUGIN_GUARD_FLOATS 64
+typedef struct {
+    unsigned char *p;          /* cap bytes (owned) */
+    size_t cap;
+    size_t n;                  /* bytes declared to the last call (0: none yet) */
+    const char *call, *field;  /* the last call and field, for a later stale write */
+} kvv_plugin_stage;
+
+/* What a stage's contents must be after a successful call. */
+typedef enum {
+    KVV_STAGE_FLOATS,          /* float32 outputs: every one written and finite */
+    KVV_STAGE_FLAGS,           /* bytes, every one written (present flags) */
+    KVV_STAGE_RAW              /* raw bytes (cache dtype): guard only */
+} kvv_stage_kind;
+
+/* The breadcrumb relay of a plugin's hooks (plugin_guard.c): each hook
+ * records its layer and rows (engine/breadcrumb.h), then calls inner. */
+typedef struct {
+    kvv_plugin_hooks inner;    /* the hooks relayed to */
+    kvv_plugin_hooks out;      /* the hooks handed to the plugin (user = this) */
+} kvv_plugin_crumb;
 
 typedef struct {
     kvv_plugin_lib lib;
@@ -29,6 +59,7 @@ typedef struct {
     int violated_layer;        /* >= 0: a hook wrote a residual the plugin cannot take */
     int clear_pending;         /* kvv_engine_reset without a mirror: kv_clear before the
                                   next forward */
+    kvv_plugin_stage st_logits, st_k, st_v, st_present; /* staging (plugin_guard.c) */
 } kvv_plugin_state;
 
 /* dlopen path, check the entry and its table. Errors: KVV_ERR_IO (dlopen,
@@ -52,5 +83,30 @@ kvv_status kvv_plugin_mirror_pull(kvv_plugin_state *ps, int n, const int32_t *po
                                   kvv_error *err);
 /* Remove position p from the plugin (kv_evict) and the mirror. */
 kvv_status kvv_plugin_mirror_evict(kvv_plugin_state *ps, int p, kvv_error *err);
+
+/* ------------------------------------------------------------ plugin_guard.c
+ *
+ * Output an engine cannot corrupt: every buffer a plugin writes goes
+ * through a stage. Violations are KVV_ERR_ENGINE ("engine NAME broke the
+ * plugin contract: forward: logits: ..."), which a check reports as its
+ * fault "contract" (verify/report/report.h). */
+
+/* A poisoned stage of n bytes for call/field (checked first for writes
+ * into the previous call's stage after it returned). *out is the buffer to
+ * hand the plugin. KVV_ERR_NOMEM, or KVV_ERR_ENGINE for a stale write. */
+kvv_status kvv_plugin_stage_begin(kvv_plugin_state *ps, kvv_plugin_stage *s, size_t n,
+                                  const char *call, const char *field, void **out,
+                                  kvv_error *err);
+/* After the call: the guard must be intact (always); when the call
+ * succeeded (ok) the contents must be complete and, for FLOATS, finite.
+ * Then the n bytes go to dst (NULL: nowhere) and the stage is poisoned
+ * again. row: elements per row (for the message), 0 = none. */
+kvv_status kvv_plugin_stage_end(kvv_plugin_state *ps, kvv_plugin_stage *s, kvv_stage_kind kind,
+                                bool ok, size_t row, void *dst, kvv_error *err);
+void kvv_plugin_stage_free(kvv_plugin_stage *s);
+
+/* Hooks for the plugin that relay to inner (which may be NULL: then NULL)
+ * through c, recording layer and rows in the breadcrumb. */
+const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/breadcrumb.h"
 #include "engine/plugin/plugin_impl.h"
 
 static size_t esize(const kvv_kv_cache *c)
@@ -137,6 +138,7 @@ kvv_status kvv_plugin_mirror_push(kvv_plugin_state *ps, kvv_error *err)
     kvv_kv_cache *m = ps->mirror, *s = ps->shadow;
     if (!m)
         return KVV_OK;
+    kvv_breadcrumb_enter(KVV_CRUMB_KV_EDIT);
     kvv_plugin_error perr;
     int np = m->n_pos > s->n_pos ? m->n_pos : s->n_pos;
     int m_empty = 1;
@@ -193,11 +195,31 @@ kvv_status kvv_plugin_mirror_evict(kvv_plugin_state *ps, int p, kvv_error *err)
 static kvv_status pull_run(kvv_plugin_state *ps, kvv_kv_cache *c, int l, int p0, int n,
                            kvv_error *err)
 {
+    /* through stages (plugin_guard.c): guards on k and v, every flag written */
+    void *sk, *sv, *sp;
+    kvv_status st;
+    if ((st = kvv_plugin_stage_begin(ps, &ps->st_k, (size_t)n * krow(c), "kv_read", "k", &sk,
+                                     err)) ||
+        (st = kvv_plugin_stage_begin(ps, &ps->st_v, (size_t)n * vrow(c), "kv_read", "v", &sv,
+                                     err)) ||
+        (st = kvv_plugin_stage_begin(ps, &ps->st_present, (size_t)n * (size_t)c->n_kv_head,
+                                     "kv_read", "present", &sp, err)))
+        return st;
+    kvv_breadcrumb_enter(KVV_CRUMB_KV_READ);
+    kvv_breadcrumb_layer(l, p0, p0 + n - 1);
     kvv_plugin_error perr;
     memset(&perr, 0, sizeof perr);
-    int code = ps->lib.t.kv_read(ps->pe, l, p0, n, kvv_kv_cache_k_ptr(c, l, p0),
-                                 kvv_kv_cache_v_ptr(c, l, p0),
-                                 c->present[l] + (size_t)p0 * (size_t)c->n_kv_head, &perr);
+    int code = ps->lib.t.kv_read(ps->pe, l, p0, n, sk, sv, sp, &perr);
+    kvv_status sk_ = kvv_plugin_stage_end(ps, &ps->st_k, KVV_STAGE_RAW, code == 0, 0,
+                                          kvv_kv_cache_k_ptr(c, l, p0), err);
+    kvv_status sv_ = kvv_plugin_stage_end(ps, &ps->st_v, KVV_STAGE_RAW, code == 0, 0,
+                                          kvv_kv_cache_v_ptr(c, l, p0), sk_ ? NULL : err);
+    kvv_status sp_ = kvv_plugin_stage_end(ps, &ps->st_present, KVV_STAGE_FLAGS, code == 0,
+                                          (size_t)c->n_kv_head,
+                                          c->present[l] + (size_t)p0 * (size_t)c->n_kv_head,
+                                          sk_ || sv_ ? NULL : err);
+    if (sk_ || sv_ || sp_)
+        return sk_ ? sk_ : sv_ ? sv_ : sp_;
     if (code)
         return kvv_plugin_fail(ps, code, "kv_read", &perr, err);
     for (size_t i = 0; i < (size_t)n * (size_t)c->n_kv_head; i++) /* 0/1, whatever was sent */

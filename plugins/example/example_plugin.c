@@ -21,10 +21,24 @@
  *                         kv_from_residual's K[0] at layer 0 / of logit 0 of
  *                         every one-token forward / of the first K element
  *                         kv_read returns at layer 0
+ *   fault=segv|abort|hang|nan|short|wrong-size|leak
+ *                         break the way engines break, to prove kvverify's
+ *                         isolation and buffer guards (docs/isolation.md):
+ *                         a NULL store, abort(), an endless wait, a NaN
+ *                         output, an output left short, a write past the
+ *                         declared end, a host pointer written after its
+ *                         call returned (at the plugin's next call)
+ *   fault_at=forward|kv|kv_from_residual
+ *                         the call that breaks (default forward; kv = kv_read)
+ *   fault_layer=N         only at layer N (forward: inside the pass, after
+ *                         the residual hook of layer N — the host's
+ *                         breadcrumb then names the layer); default any
+ *   fault_pos=N           only in a call covering position N; default any
  *
  * The micro-batch size (params.n_ubatch) splits every forward into calls of
  * that many tokens, which the reference engine answers with the same bits.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,13 +49,29 @@
 #include "model/arch.h"
 #include "reference/ref.h"
 
-enum { FAULT_NONE, FAULT_RECOMPUTE, FAULT_DECODE, FAULT_KV_READ };
+#include <signal.h>
+#include <unistd.h>
+
+enum {
+    FAULT_NONE, FAULT_RECOMPUTE, FAULT_DECODE, FAULT_KV_READ, /* wrong bits */
+    FAULT_SEGV, FAULT_ABORT, FAULT_HANG, FAULT_NAN, FAULT_SHORT, FAULT_WRONG_SIZE, FAULT_LEAK,
+    N_FAULTS
+};
+static const char *const fault_names[N_FAULTS] = {
+    "none", "recompute", "decode", "kv-read", "segv", "abort", "hang", "nan", "short",
+    "wrong-size", "leak"};
+enum { AT_FORWARD, AT_KV, AT_RECOMPUTE, N_AT };
+static const char *const at_names[N_AT] = {"forward", "kv", "kv_from_residual"};
 
 struct kvv_plugin_engine {
     kvv_model *model;
     kvv_ref *ref;
     int n_ubatch;      /* 0 = whole calls */
     int fault;
+    int fault_at;      /* AT_* */
+    int fault_layer;   /* -1 = any */
+    int fault_pos;     /* -1 = any */
+    unsigned char *leaked; /* FAULT_LEAK: a host buffer kept past its call */
     uint64_t caps;
 };
 
@@ -81,6 +111,96 @@ static float flip_low_bit(float x)
     u ^= 1u;
     memcpy(&x, &u, sizeof x);
     return x;
+}
+
+/* ------------------------------------------------------------ faults */
+
+/* FAULT_LEAK: the host buffer kept from an earlier call is written now,
+ * after that call returned (what the host's staging must catch). */
+static void leak_write(kvv_plugin_engine *e)
+{
+    if (e->leaked)
+        memset(e->leaked, 0, 4);
+    e->leaked = NULL;
+}
+
+static bool crashing(int fault)
+{
+    return fault == FAULT_SEGV || fault == FAULT_ABORT || fault == FAULT_HANG;
+}
+
+/* Page 0 is never mapped; volatile, so the compiler cannot see the value
+ * (a literal NULL store is undefined behaviour it may remove). */
+static volatile uintptr_t unmapped_address = 16;
+
+/* The crashing faults, now. */
+static void crash_now(int fault)
+{
+    if (fault == FAULT_SEGV) {
+        /* a sanitizer's SIGSEGV handler would turn the crash into an exit */
+        signal(SIGSEGV, SIG_DFL);
+        *(volatile int *)unmapped_address = 1; /* a store the compiler cannot drop */
+        raise(SIGSEGV);
+    } else if (fault == FAULT_ABORT) {
+        abort();
+    } else if (fault == FAULT_HANG) {
+        for (;;)
+            pause();
+    }
+}
+
+/* Does the fault fire in a call of kind `at` at layer (-1: not known yet)
+ * covering positions p0..p1? */
+static bool fires(const kvv_plugin_engine *e, int at, int layer, int p0, int p1)
+{
+    if (e->fault < FAULT_SEGV || e->fault_at != at)
+        return false;
+    if (e->fault_layer >= 0 && layer >= 0 && layer != e->fault_layer)
+        return false;
+    return e->fault_pos < 0 || (e->fault_pos >= p0 && e->fault_pos <= p1);
+}
+
+/* Inside a forward pass: the residual hook of fault_layer (after the
+ * host's, so the host's breadcrumb holds the layer) crashes. */
+typedef struct {
+    const kvv_plugin_engine *e;
+    kvv_hooks inner;
+} fault_hook;
+
+static void fault_residual(void *u, int layer, int n, const int32_t *pos, float *h)
+{
+    const fault_hook *f = u;
+    if (f->inner.residual)
+        f->inner.residual(f->inner.user, layer, n, pos, h);
+    if (layer == f->e->fault_layer && fires(f->e, AT_FORWARD, layer, pos[0], pos[n - 1]))
+        crash_now(f->e->fault);
+}
+
+static void fault_kv(void *u, int layer, int n, const int32_t *pos, const float *k,
+                     const float *v)
+{
+    const fault_hook *f = u;
+    f->inner.kv(f->inner.user, layer, n, pos, k, v);
+}
+
+static void fault_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
+                       const int32_t *key_pos, const float *p)
+{
+    const fault_hook *f = u;
+    f->inner.attn(f->inner.user, layer, n, pos, n_keys, key_pos, p);
+}
+
+static void fault_attn_out(void *u, int layer, int n, const int32_t *pos, const float *o)
+{
+    const fault_hook *f = u;
+    f->inner.attn_out(f->inner.user, layer, n, pos, o);
+}
+
+static void fault_select(void *u, int layer, int qpos, int head, const float *q, int n_keys,
+                         const int32_t *key_pos, uint8_t *keep)
+{
+    const fault_hook *f = u;
+    f->inner.select(f->inner.user, layer, qpos, head, q, n_keys, key_pos, keep);
 }
 
 /* ------------------------------------------------------------ options */
@@ -134,13 +254,36 @@ typedef struct {
     bool native_controls;
     uint64_t without;
     int fault;
+    int fault_at, fault_layer, fault_pos;
 } options;
+
+/* index of v in names[n], or -1 */
+static int name_index(const char *const *names, int n, const char *v)
+{
+    for (int j = 0; j < n; j++)
+        if (strcmp(v, names[j]) == 0)
+            return j;
+    return -1;
+}
+
+/* A non-negative decimal option value into *out; false when it is not one. */
+static bool parse_index(const char *v, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < 0 || x > 1 << 30)
+        return false;
+    *out = (int)x;
+    return true;
+}
 
 static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_error *err)
 {
     o->native_controls = true;
     o->without = 0;
     o->fault = FAULT_NONE;
+    o->fault_at = AT_FORWARD;
+    o->fault_layer = o->fault_pos = -1;
     for (int i = 0; i < p->n_options; i++) {
         const char *kv = p->options[i], *eq = strchr(kv, '=');
         const char *v = eq ? eq + 1 : "";
@@ -152,19 +295,27 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
             if (!parse_caps(v, &o->without, err))
                 return KVV_PLUGIN_ERR_USAGE;
         } else if (klen == 5 && strncmp(kv, "fault", klen) == 0) {
-            static const char *const faults[] = {"none", "recompute", "decode", "kv-read"};
-            int f = -1;
-            for (int j = 0; j < 4; j++)
-                if (strcmp(v, faults[j]) == 0)
-                    f = j;
-            if (f < 0)
+            if ((o->fault = name_index(fault_names, N_FAULTS, v)) < 0)
                 return fail(err, KVV_PLUGIN_ERR_USAGE,
-                            "option fault: '%s' is not none, recompute, decode or kv-read", v);
-            o->fault = f;
+                            "option fault: '%s' is not none, recompute, decode, kv-read, segv, "
+                            "abort, hang, nan, short, wrong-size or leak", v);
+        } else if (klen == 8 && strncmp(kv, "fault_at", klen) == 0) {
+            if ((o->fault_at = name_index(at_names, N_AT, v)) < 0)
+                return fail(err, KVV_PLUGIN_ERR_USAGE,
+                            "option fault_at: '%s' is not forward, kv or kv_from_residual", v);
+        } else if (klen == 11 && strncmp(kv, "fault_layer", klen) == 0) {
+            if (!parse_index(v, &o->fault_layer))
+                return fail(err, KVV_PLUGIN_ERR_USAGE, "option fault_layer: '%s' is not a layer", v);
+        } else if (klen == 9 && strncmp(kv, "fault_pos", klen) == 0) {
+            if (!parse_index(v, &o->fault_pos))
+                return fail(err, KVV_PLUGIN_ERR_USAGE, "option fault_pos: '%s' is not a position",
+                            v);
         } else
             return fail(err, KVV_PLUGIN_ERR_USAGE,
                         "unknown engine option '%s' (known: native_controls=0|1, "
-                        "without=CAP[,CAP], fault=none|recompute|decode|kv-read)",
+                        "without=CAP[,CAP], fault=none|recompute|decode|kv-read|segv|abort|hang|"
+                        "nan|short|wrong-size|leak, fault_at=forward|kv|kv_from_residual, "
+                        "fault_layer=N, fault_pos=N)",
                         kv);
     }
     return KVV_PLUGIN_OK;
@@ -221,6 +372,9 @@ static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     const kvv_hparams *hp = &e->model->hp;
     e->n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : 0;
     e->fault = o.fault;
+    e->fault_at = o.fault_at;
+    e->fault_layer = o.fault_layer;
+    e->fault_pos = o.fault_pos;
     e->caps = ALL_CAPS & ~o.without;
     info->caps = e->caps;
     info->n_layer = hp->n_layer;
@@ -241,20 +395,60 @@ static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
 
 /* ------------------------------------------------------------ forward */
 
+/* The output faults of a forward on its count logits (computed into
+ * `computed`, which is the host's buffer `out` except for FAULT_SHORT). */
+static void forward_output_fault(kvv_plugin_engine *e, float *out, float *computed, size_t count)
+{
+    switch (e->fault) {
+    case FAULT_NAN:
+        out[0] = NAN;
+        break;
+    case FAULT_SHORT: /* the last half left unwritten */
+        memcpy(out, computed, (count - count / 2) * sizeof *out);
+        free(computed);
+        break;
+    case FAULT_WRONG_SIZE: /* one float past the declared end */
+        out[count] = 0.0f;
+        break;
+    case FAULT_LEAK:
+        e->leaked = (unsigned char *)out;
+        break;
+    }
+}
+
 static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                       const kvv_plugin_hooks *ph, int lm, float *logits, kvv_plugin_error *err)
 {
-    kvv_hooks h;
-    memset(&h, 0, sizeof h);
+    leak_write(e);
+    fault_hook fh = {e, {0}};
     if (ph) { /* the same signatures: the host's hooks pass straight through */
-        h.user = ph->user;
-        h.residual = ph->residual;
-        h.kv = ph->kv;
-        h.attn = ph->attn;
-        h.attn_out = ph->attn_out;
-        h.select = ph->select;
+        fh.inner.user = ph->user;
+        fh.inner.residual = ph->residual;
+        fh.inner.kv = ph->kv;
+        fh.inner.attn = ph->attn;
+        fh.inner.attn_out = ph->attn_out;
+        fh.inner.select = ph->select;
     }
+    kvv_hooks h = fh.inner;
+    const bool fire = fires(e, AT_FORWARD, -1, pos[0], pos[n - 1]);
+    if (fire && crashing(e->fault) && e->fault_layer < 0)
+        crash_now(e->fault);
+    if (fire && crashing(e->fault)) { /* at fault_layer, inside the pass */
+        h.user = &fh;
+        h.residual = fault_residual;
+        h.kv = fh.inner.kv ? fault_kv : NULL;
+        h.attn = fh.inner.attn ? fault_attn : NULL;
+        h.attn_out = fh.inner.attn_out ? fault_attn_out : NULL;
+        h.select = fh.inner.select ? fault_select : NULL;
+    }
+    const bool any_hook = h.residual || h.kv || h.attn || h.attn_out || h.select;
     const int V = e->model->hp.n_vocab;
+    const size_t count = !logits ? 0 : lm == KVV_PLUGIN_LOGITS_ALL ? (size_t)n * V
+                                     : lm == KVV_PLUGIN_LOGITS_LAST ? (size_t)V : 0;
+    const bool out_fault = fire && count && !crashing(e->fault);
+    float *host = logits;
+    if (out_fault && e->fault == FAULT_SHORT && !(logits = malloc(count * sizeof *logits)))
+        return fail(err, KVV_PLUGIN_ERR_NOMEM, "forward: out of memory");
     const int step = e->n_ubatch > 0 ? e->n_ubatch : n;
     kvv_error kerr = {0};
     for (int t0 = 0; t0 < n; t0 += step) {
@@ -266,11 +460,16 @@ static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const 
                                                                      : KVV_LOGITS_NONE;
         float *out = plm == KVV_LOGITS_ALL ? logits + (size_t)t0 * V
                      : plm == KVV_LOGITS_LAST ? logits : NULL;
-        kvv_status s = kvv_ref_forward(e->ref, m, tokens + t0, pos + t0, ph ? &h : NULL, plm,
-                                       out, &kerr);
-        if (s)
+        kvv_status s = kvv_ref_forward(e->ref, m, tokens + t0, pos + t0, any_hook ? &h : NULL,
+                                       plm, out, &kerr);
+        if (s) {
+            if (logits != host)
+                free(logits);
             return from_status(s, &kerr, err);
+        }
     }
+    if (out_fault)
+        forward_output_fault(e, host, logits, count);
     if (e->fault == FAULT_DECODE && n == 1 && logits && lm != KVV_PLUGIN_LOGITS_NONE)
         logits[0] = flip_low_bit(logits[0]);
     return KVV_PLUGIN_OK;
@@ -279,10 +478,30 @@ static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const 
 static int ex_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
                                const int32_t *pos, float *k, float *v, kvv_plugin_error *err)
 {
+    leak_write(e);
+    const bool fire = fires(e, AT_RECOMPUTE, layer, pos[0], pos[n - 1]);
+    if (fire)
+        crash_now(e->fault);
+    const kvv_hparams *hp = &e->model->hp;
+    size_t kn = (size_t)n * hp->n_head_kv * hp->head_dim;
+    size_t vn = (size_t)n * hp->n_head_kv * hp->head_dim_v;
+    float *vout = v;
+    if (fire && e->fault == FAULT_SHORT && !(vout = malloc(vn * sizeof *vout)))
+        return fail(err, KVV_PLUGIN_ERR_NOMEM, "kv_from_residual: out of memory");
     kvv_error kerr = {0};
-    kvv_status s = kvv_ref_kv_from_residual(e->ref, layer, n, h, pos, k, v, &kerr);
+    kvv_status s = kvv_ref_kv_from_residual(e->ref, layer, n, h, pos, k, vout, &kerr);
     if (!s && e->fault == FAULT_RECOMPUTE && layer == 0)
         k[0] = flip_low_bit(k[0]);
+    if (!s && fire && e->fault == FAULT_NAN)
+        k[0] = NAN;
+    if (!s && fire && e->fault == FAULT_WRONG_SIZE)
+        k[kn] = 0.0f; /* one float past the declared end */
+    if (!s && fire && e->fault == FAULT_LEAK)
+        e->leaked = (unsigned char *)k;
+    if (vout != v) { /* FAULT_SHORT: the last V element left unwritten */
+        memcpy(v, vout, (vn - 1) * sizeof *v);
+        free(vout);
+    }
     return from_status(s, &kerr, err);
 }
 
@@ -309,22 +528,39 @@ static int check_pos(const kvv_kv_cache *c, int layer, bool all_layers, int p0, 
 static int ex_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
                       uint8_t *present, kvv_plugin_error *err)
 {
+    leak_write(e);
     kvv_kv_cache *c = kvv_ref_cache(e->ref);
     int code = check_pos(c, layer, false, pos0, n, err);
     if (code)
         return code;
+    if (fires(e, AT_KV, layer, pos0, pos0 + n - 1))
+        crash_now(e->fault);
     size_t kb = (size_t)c->n_kv_head * c->head_dim_k * elem_size(c);
     size_t vb = (size_t)c->n_kv_head * c->head_dim_v * elem_size(c);
     memcpy(k, kvv_kv_cache_k_ptr(c, layer, pos0), (size_t)n * kb);
     memcpy(v, kvv_kv_cache_v_ptr(c, layer, pos0), (size_t)n * vb);
-    memcpy(present, c->present[layer] + (size_t)pos0 * c->n_kv_head, (size_t)n * c->n_kv_head);
+    const bool fire = fires(e, AT_KV, layer, pos0, pos0 + n - 1);
+    size_t np = (size_t)n * c->n_kv_head;
+    /* FAULT_SHORT: the last present flag left unwritten */
+    memcpy(present, c->present[layer] + (size_t)pos0 * c->n_kv_head,
+           fire && e->fault == FAULT_SHORT ? np - 1 : np);
     if (e->fault == FAULT_KV_READ && layer == 0 && pos0 == 0)
         ((uint8_t *)k)[0] ^= 1u;
+    if (fire && e->fault == FAULT_NAN) { /* a NaN in the cache dtype */
+        static const uint8_t nan32[4] = {0, 0, 0xc0, 0x7f}, nan16[2] = {0, 0x7e}, nanbf[2] = {0xc0, 0x7f};
+        memcpy(k, c->type == KVV_CACHE_F32 ? nan32 : c->type == KVV_CACHE_F16 ? nan16 : nanbf,
+               elem_size(c));
+    }
+    if (fire && e->fault == FAULT_WRONG_SIZE)
+        ((uint8_t *)v)[(size_t)n * vb] = 0; /* one byte past the declared end */
+    if (fire && e->fault == FAULT_LEAK)
+        e->leaked = k;
     return KVV_PLUGIN_OK;
 }
 
 static int ex_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_plugin_error *err)
 {
+    leak_write(e);
     kvv_kv_cache *c = kvv_ref_cache(e->ref);
     int code = check_pos(c, layer, true, pos, 1, err);
     if (code)
@@ -338,6 +574,7 @@ static int ex_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_p
 static int ex_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
                        kvv_plugin_error *err)
 {
+    leak_write(e);
     kvv_kv_cache *c = kvv_ref_cache(e->ref);
     int code = check_pos(c, layer, false, pos, 1, err);
     if (code)
@@ -352,6 +589,7 @@ static int ex_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, 
 
 static int ex_kv_clear(kvv_plugin_engine *e, kvv_plugin_error *err)
 {
+    leak_write(e);
     (void)err;
     kvv_kv_cache_clear(kvv_ref_cache(e->ref));
     return KVV_PLUGIN_OK;
@@ -378,7 +616,10 @@ static const kvv_plugin_table example_table = {
     .devices = "cpu",
     .options_help = "native_controls=0|1   plant the negative controls in the engine (1)\n"
                     "without=CAP[,CAP]     leave these capabilities undeclared\n"
-                    "fault=none|recompute|decode|kv-read   be wrong on purpose\n",
+                    "fault=none|recompute|decode|kv-read   be wrong on purpose\n"
+                    "fault=segv|abort|hang|nan|short|wrong-size|leak   break on purpose\n"
+                    "fault_at=forward|kv|kv_from_residual   where (default forward)\n"
+                    "fault_layer=N, fault_pos=N   only at that layer / position\n",
     .open = ex_open,
     .close = ex_close,
     .forward = ex_forward,

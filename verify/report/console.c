@@ -119,6 +119,14 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
                 : code == KVV_EXIT_NOTHING ? "nothing could be checked"
                                            : "ERROR: a check could not run",
                 rep->seconds);
+    int crash, timeout, contract;
+    if (kvv_report_count_faults(rep, &crash, &timeout, &contract)) {
+        int wrong = 0; /* wrong bits: failures the engine ran to the end */
+        for (int i = 0; i < rep->n_checks; i++)
+            wrong += rep->checks[i].verdict == KVV_VERDICT_FAIL && !rep->checks[i].fault[0];
+        fprintf(f, "engine faults: %d crashed, %d timed out, %d broke the contract; "
+                "%d failed on wrong bits\n", crash, timeout, contract, wrong);
+    }
     bool any = false;
     for (int i = 0; i < rep->n_checks; i++) {
         const kvv_check_result *r = &rep->checks[i];

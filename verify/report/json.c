@@ -88,6 +88,8 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     if (!o)
         return NULL;
     json_object_set_new(o, "unsupported", json_boolean(r->unsupported));
+    /* how the engine broke ("crash", "timeout", "contract"), null when it did not */
+    json_object_set_new(o, "fault", r->fault[0] ? json_string(r->fault) : json_null());
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
                                                    : json_null());
     json_object_set_new(o, "first_mismatch",
@@ -212,6 +214,14 @@ json_t *kvv_report_to_json(const kvv_report *rep)
     for (int i = 0; i < rep->n_checks; i++)
         json_array_append_new(checks, kvv_check_to_json(&rep->checks[i]));
     json_object_set_new(o, "checks", checks);
+    /* failures by cause: the engine crashed, hung or broke its contract
+     * (docs/isolation.md), or it ran to the end with wrong bits */
+    int crash, timeout, contract, wrong = 0;
+    kvv_report_count_faults(rep, &crash, &timeout, &contract);
+    for (int i = 0; i < rep->n_checks; i++)
+        wrong += rep->checks[i].verdict == KVV_VERDICT_FAIL && !rep->checks[i].fault[0];
+    json_object_set_new(o, "faults", json_pack("{s:i, s:i, s:i, s:i}", "crash", crash, "timeout",
+                                               timeout, "contract", contract, "wrong_bits", wrong));
     return o;
 }
 

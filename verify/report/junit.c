@@ -8,6 +8,7 @@
  *       <testcase classname="kvverify.MODEL" name="kv" time="0.01">
  *         <failure message="first mismatch: ..." type="mismatch">details</failure>   (FAIL)
  *         <error message="..." type="error"/>                                       (ERROR)
+ *         <error message="crash: SIGSEGV in ..." type="crash">detail</error>         (FAIL, fault)
  *         <skipped message="..."/>                                                  (SKIPPED)
  *         <system-out>context, key figure, controls</system-out>
  *       </testcase>
@@ -20,8 +21,9 @@
 void kvv_junit_count(kvv_junit_totals *t, const kvv_check_result *r)
 {
     t->tests++;
-    t->failures += r->verdict == KVV_VERDICT_FAIL;
-    t->errors += r->verdict == KVV_VERDICT_ERROR;
+    /* an engine fault (crash, timeout, contract) is an <error>, not wrong bits */
+    t->failures += r->verdict == KVV_VERDICT_FAIL && !r->fault[0];
+    t->errors += r->verdict == KVV_VERDICT_ERROR || (r->verdict == KVV_VERDICT_FAIL && r->fault[0]);
     t->skipped += r->verdict == KVV_VERDICT_SKIPPED;
 }
 
@@ -90,7 +92,16 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
     kvv_sbuf_str(b, "\" name=\"");
     kvv_sbuf_xml(b, r->name);
     kvv_sbuf_fmt(b, "\" time=\"%.6f\">\n", r->seconds);
-    if (r->verdict == KVV_VERDICT_FAIL) {
+    if (r->verdict == KVV_VERDICT_FAIL && r->fault[0]) {
+        /* the engine crashed, hung or broke its contract (verify/isolate.h) */
+        kvv_sbuf_str(b, "      <error message=\"");
+        kvv_sbuf_xml(b, kvv_check_key_figure(r));
+        kvv_sbuf_str(b, "\" type=\"");
+        kvv_sbuf_xml(b, r->fault);
+        kvv_sbuf_str(b, "\">");
+        kvv_sbuf_xml(b, kvv_check_message(r));
+        kvv_sbuf_str(b, "</error>\n");
+    } else if (r->verdict == KVV_VERDICT_FAIL) {
         failure(b, r);
     } else if (r->verdict == KVV_VERDICT_ERROR) {
         kvv_sbuf_str(b, "      <error message=\"");

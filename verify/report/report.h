@@ -114,6 +114,12 @@ typedef struct {
     char *key_full;            /* owned; the whole key figure when key_figure is cut, else NULL */
     char *message_full;        /* owned; the whole message when message is cut, else NULL */
     double seconds;            /* wall time of the check */
+    char fault[16];            /* "" (the engine behaved; a FAIL is wrong bits), or how the
+                                  engine under test broke: "crash" (the check's process
+                                  died by a signal), "timeout" (killed at --timeout),
+                                  "contract" (it broke the plugin contract: KVV_ERR_ENGINE).
+                                  Verdict FAIL; JUnit <error type=FAULT>; summaries count
+                                  faults apart from wrong bits (verify/isolate.h) */
     bool has_engine;
     kvv_engine_desc engine;    /* the engine the check measured */
     kvv_layer_row *rows;       /* n_rows (owned) */
@@ -157,9 +163,14 @@ const char *kvv_check_message(const kvv_check_result *r);
  * @return true when src was cut. */
 bool kvv_text_fit(char *dst, size_t size, const char *src);
 /* Mark ERROR with err's message (for a kvv_status failure inside a check);
- * KVV_ERR_UNSUPPORTED marks SKIPPED, unsupported, key figure "unsupported by
+ * KVV_ERR_ENGINE (the engine broke its contract) marks FAIL with fault
+ * "contract" (kvv_check_set_fault); KVV_ERR_UNSUPPORTED marks SKIPPED, unsupported, key figure "unsupported by
  * this engine", the message saying what is missing. */
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
+/* Mark r FAIL with fault `fault` ("crash", "timeout", "contract"): key figure
+ * "FAULT: detail" (e.g. "crash: SIGSEGV in forward, layer 3, position 17"),
+ * message detail. */
+void kvv_check_set_fault(kvv_check_result *r, const char *fault, const char *detail);
 /* Number of controls not detected. */
 int kvv_check_controls_missed(const kvv_check_result *r);
 /* Record the engine description. */
@@ -241,6 +252,10 @@ void kvv_report_free(kvv_report *rep); /* accepts NULL */
 kvv_check_result *kvv_report_add(kvv_report *rep, const char *name);
 /* Exit code per the rule at the top of this file. */
 int kvv_report_exit_code(const kvv_report *rep);
+/* Faults of rep's checks: crashes, timeouts and contract breaks (any may be
+ * NULL). @return their sum. */
+int kvv_report_count_faults(const kvv_report *rep, int *crash, int *timeout, int *contract);
+
 
 /* ------------------------------------------------------------ the writers
  *

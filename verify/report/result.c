@@ -302,8 +302,38 @@ void kvv_check_set_message(kvv_check_result *r, const char *fmt, ...)
     va_end(ap);
 }
 
+void kvv_check_set_fault(kvv_check_result *r, const char *fault, const char *detail)
+{
+    copy_str(r->fault, sizeof r->fault, fault);
+    r->unsupported = false;
+    kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s: %s", fault, detail);
+    kvv_check_set_message(r, "%s", detail);
+}
+
+int kvv_report_count_faults(const kvv_report *rep, int *crash, int *timeout, int *contract)
+{
+    int n[3] = {0, 0, 0};
+    for (int i = 0; i < rep->n_checks; i++) {
+        const char *f = rep->checks[i].fault;
+        n[0] += strcmp(f, "crash") == 0;
+        n[1] += strcmp(f, "timeout") == 0;
+        n[2] += strcmp(f, "contract") == 0;
+    }
+    if (crash)
+        *crash = n[0];
+    if (timeout)
+        *timeout = n[1];
+    if (contract)
+        *contract = n[2];
+    return n[0] + n[1] + n[2];
+}
+
 void kvv_check_set_error(kvv_check_result *r, const kvv_error *err)
 {
+    if (err && err->status == KVV_ERR_ENGINE) {
+        kvv_check_set_fault(r, "contract", err->msg);
+        return;
+    }
     r->unsupported = err && err->status == KVV_ERR_UNSUPPORTED;
     r->verdict = r->unsupported ? KVV_VERDICT_SKIPPED : KVV_VERDICT_ERROR;
     kvv_check_set_message(r, "%s", err && err->msg[0] ? err->msg : "internal error");

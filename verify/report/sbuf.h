@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "model/atomic_file.h"
 #include "model/error.h"
 
 typedef struct {
@@ -46,9 +47,7 @@ void kvv_sbuf_free(kvv_sbuf *b); /* b is empty and reusable afterwards */
  * KVV_ERR_NOMEM if an append ran out of memory, KVV_ERR_IO naming the file. */
 kvv_status kvv_sbuf_write_file(kvv_sbuf *b, const char *path, kvv_error *err);
 
-/* Write len bytes to path via path.tmp + rename ("-": to stdout).
- * KVV_ERR_IO naming the file. */
-kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len,
-                                 kvv_error *err);
+/* kvv_write_file_atomic (path.tmp.PID + rename; "-": stdout) lives in
+ * model/atomic_file.h, shared with the .kvv writer. */
 
 #endif

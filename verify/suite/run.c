@@ -11,13 +11,16 @@
 #include "vectors/kvv_vectors.h"
 #include "verify/audit.h"
 #include "verify/check.h"
+#include "verify/isolate.h"
 
 void kvv_suite_results_free(kvv_suite_results *res)
 {
     if (!res)
         return;
-    for (int i = 0; i < res->n_out; i++)
+    for (int i = 0; i < res->n_out; i++) {
         kvv_check_result_free(&res->out[i].r);
+        json_decref(res->out[i].prior);
+    }
     free(res->out);
     res->out = NULL;
     res->n_out = res->cap_out = 0;
@@ -36,6 +39,7 @@ static kvv_check_result *new_outcome(kvv_suite_results *res, int ci, const char 
     kvv_suite_outcome *o = &res->out[res->n_out++];
     memset(o, 0, sizeof *o);
     o->case_index = ci;
+    o->prior = NULL;
     kvv_check_result_init(&o->r, name);
     return &o->r;
 }
@@ -173,6 +177,28 @@ static void case_workload(const kvv_suite_case *c, const kvv_model *m, bool quic
     kvv_workload_check_floor(stated);
 }
 
+static kvv_status vector_body(void *ctx, kvv_check_result *r, kvv_error *err)
+{
+    kvv_status st = run_vector(ctx, r);
+    return st ? kvv_error_set(err, st, "vector: out of memory") : KVV_OK;
+}
+
+/* The vector testcase, in a child process when the case's checks would be
+ * (verify/isolate.h; default limit 600 s: a vector replays a whole run). */
+static kvv_status run_vector_maybe_isolated(const kvv_suite_case *c, const kvv_suite_run_opts *ro,
+                                            kvv_check_result *r)
+{
+    kvv_check_opts o = kvv_check_opts_default();
+    o.engine = kvv_suite_case_engine(c);
+    o.isolate = ro ? ro->isolate : KVV_ISOLATE_OFF;
+    if (!kvv_isolate_wanted(&o))
+        return run_vector(c, r);
+    kvv_isolate_opts io = {.timeout = ro->timeout > 0 ? ro->timeout : 600, .stop = ro->stop};
+    kvv_error err = {0};
+    kvv_status st = kvv_isolate_run(&io, vector_body, (void *)c, r, &err);
+    return st == KVV_ERR_NOMEM ? st : KVV_OK;
+}
+
 /* The checks= part of a case, on one opened model. */
 static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_run_opts *ro,
                              kvv_suite_results *res)
@@ -226,10 +252,16 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             if (ro) {
                 o.progress = ro->progress;
                 o.progress_user = ro->progress_user;
+                o.isolate = ro->isolate;
+                o.timeout = ro->timeout;
+                o.stop = ro->stop;
             }
             kvv_error e2 = {0};
             double t0 = kvv_now_seconds();
-            kvv_status cs = table[k].run(&o, r, &e2);
+            /* in a child process when isolating (verify/isolate.h) */
+            kvv_status cs = kvv_isolate_check(&o, table[k].run, r, &e2);
+            if (ro && ro->stop && *ro->stop)
+                break; /* interrupted: the caller drops this case */
             if (r->seconds <= 0)
                 r->seconds = kvv_now_seconds() - t0;
             if (cs == KVV_ERR_NOMEM) {
@@ -256,6 +288,25 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
     return st == KVV_ERR_NOMEM ? st : KVV_OK;
 }
 
+/* Drop the outcomes of case ci from the end of res (an interrupted case). */
+static void drop_case(kvv_suite_results *res, int ci)
+{
+    while (res->n_out > 0 && res->out[res->n_out - 1].case_index == ci &&
+           !res->out[res->n_out - 1].prior) {
+        res->n_out--;
+        kvv_check_result_free(&res->out[res->n_out].r);
+    }
+}
+
+static kvv_status run_cases(const kvv_suite *s, int shard_i, int shard_n,
+                            const kvv_suite_run_opts *ro, kvv_suite_results *res,
+                            const bool *done, kvv_error *err);
+
+static bool stopped(const kvv_suite_run_opts *ro)
+{
+    return ro && ro->stop && *ro->stop;
+}
+
 kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
                          const kvv_suite_run_opts *ro, kvv_suite_results *res, kvv_error *err)
 {
@@ -268,11 +319,38 @@ kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
     if (gmtime_r(&now, &tm))
         strftime(res->started, sizeof res->started, "%Y-%m-%dT%H:%M:%SZ", &tm);
     double t0 = kvv_now_seconds();
+    bool *done = calloc((size_t)s->n_cases + 1, sizeof *done);
+    if (!done)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
+    if (ro && ro->resume) {
+        kvv_status st = kvv_suite_resume_load(s, ro->resume, res, done, err);
+        if (st) {
+            free(done);
+            return st;
+        }
+    }
+    kvv_status st = run_cases(s, shard_i, shard_n, ro, res, done, err);
+    free(done);
+    res->seconds = kvv_now_seconds() - t0;
+    return st;
+}
+
+/* The shard's cases not done yet, one after another. */
+static kvv_status run_cases(const kvv_suite *s, int shard_i, int shard_n,
+                            const kvv_suite_run_opts *ro, kvv_suite_results *res,
+                            const bool *done, kvv_error *err)
+{
     for (int i = 0; i < s->n_cases; i++) {
         if (!kvv_suite_in_shard(i, shard_i, shard_n))
             continue;
-        const kvv_suite_case *c = &s->cases[i];
+        if (stopped(ro)) {
+            res->interrupted = true;
+            return KVV_OK;
+        }
         res->n_cases_run++;
+        if (done[i])
+            continue; /* reported by the run being resumed */
+        const kvv_suite_case *c = &s->cases[i];
         FILE *probe = fopen(c->model, "rb");
         if (!probe && c->optional) {
             /* an optional model that is absent (e.g. no ../shared): skipped */
@@ -295,14 +373,21 @@ kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
             fclose(probe);
         if (c->checks && run_checks(c, i, ro, res) == KVV_ERR_NOMEM)
             return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
-        if (c->vector[0]) {
+        if (c->vector[0] && !stopped(ro)) {
             kvv_check_result *r = new_outcome(res, i, "vector");
-            if (!r || run_vector(c, r) == KVV_ERR_NOMEM)
+            if (!r || run_vector_maybe_isolated(c, ro, r) == KVV_ERR_NOMEM)
                 return kvv_error_set(err, KVV_ERR_NOMEM, "suite: out of memory");
             log_outcome(ro, c, r);
         }
+        if (stopped(ro)) { /* this case did not finish: not reported */
+            drop_case(res, i);
+            res->n_cases_run--;
+            res->interrupted = true;
+            return KVV_OK;
+        }
+        if (ro && ro->case_done)
+            ro->case_done(ro->case_done_user, res);
     }
-    res->seconds = kvv_now_seconds() - t0;
     return KVV_OK;
 }
 

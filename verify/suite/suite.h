@@ -66,6 +66,7 @@
 #ifndef KVV_SUITE_H
 #define KVV_SUITE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -142,9 +143,12 @@ typedef struct {
     int case_index;          /* index into the suite's cases */
     kvv_check_result r;      /* verdict, figures, first mismatch (owned) */
     kvv_workload workload;   /* what the case's checks ran (set false for a vector) */
+    json_t *prior;           /* resumed (--resume): the result object as the earlier
+                                report wrote it, written again verbatim (owned); NULL
+                                for a result of this run */
 } kvv_suite_outcome;
 
-typedef struct {
+struct kvv_suite_results {
     const kvv_suite *suite;  /* borrowed */
     int shard_i, shard_n;
     int n_cases_run;
@@ -152,16 +156,34 @@ typedef struct {
     int n_out, cap_out;
     char started[32];        /* UTC start, ISO 8601 (orders nights in a trend) */
     double seconds;
-} kvv_suite_results;
+    int n_resumed;           /* cases taken from the --resume report */
+    bool interrupted;        /* stopped by ro->stop before the shard's end */
+};
+typedef struct kvv_suite_results kvv_suite_results;
 
 /* A line per testcase on log (NULL = silent); the checks' own progress
  * through progress (optional; verify/check.h). */
+struct kvv_suite_results;
 typedef struct {
     FILE *log;
     kvv_progress_fn progress;
     void *progress_user;
     bool quick;              /* --quick: default sizes below the floor (16 tokens, 16
                               * steps), and every workload says QUICK */
+    int isolate;             /* kvv_isolate_mode for every check (verify/isolate.h);
+                                0 = off */
+    double timeout;          /* isolated checks' limit (0: kvv_isolate_default_timeout) */
+    volatile sig_atomic_t *stop; /* nonzero: stop after (or, isolated, during) the
+                                    current check; the unfinished case's outcomes are
+                                    dropped and kvv_suite_run returns KVV_OK with
+                                    res->interrupted set */
+    /* called after each finished case (e.g. to rewrite the reports, so a
+     * killed run keeps what it finished); optional */
+    void (*case_done)(void *user, const struct kvv_suite_results *res);
+    void *case_done_user;
+    const char *resume;      /* --resume: a JSON report of an earlier run of this suite
+                                (kvv_suite_write_json): its results are kept and the
+                                cases it holds are not run again; NULL = none */
 } kvv_suite_run_opts;
 
 
@@ -172,6 +194,18 @@ typedef struct {
 kvv_status kvv_suite_run(const kvv_suite *s, int shard_i, int shard_n,
                          const kvv_suite_run_opts *ro, kvv_suite_results *res, kvv_error *err);
 void kvv_suite_results_free(kvv_suite_results *res); /* accepts NULL */
+
+/* --resume (resume.c): read the JSON report at path, written by
+ * kvv_suite_write_json for suite s, into res: each result whose "case"
+ * names a case of s becomes an outcome (prior = the object, r rebuilt from
+ * it for JUnit and the console: verdict, figures, message, fault, seconds,
+ * controls, details) and done[case index] is set. KVV_ERR_IO (unreadable)
+ * or KVV_ERR_FORMAT naming the file and the field. */
+kvv_status kvv_suite_resume_load(const kvv_suite *s, const char *path, kvv_suite_results *res,
+                                 bool *done, kvv_error *err);
+/* A check result from its JSON object (kvv_check_to_json's layout). r is
+ * initialised here. KVV_ERR_FORMAT naming the field. */
+kvv_status kvv_check_result_from_json(const json_t *j, kvv_check_result *r, kvv_error *err);
 
 /* 1 if any FAIL; else 2 if any ERROR; else 77 if nothing passed (empty
  * shard, all skipped); else 0. */

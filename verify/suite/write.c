@@ -63,11 +63,18 @@ kvv_status kvv_suite_write_junit(const kvv_suite_results *res, const char *path,
 json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
 {
     json_t *cases = json_array();
-    int n[4] = {0, 0, 0, 0};
+    int n[4] = {0, 0, 0, 0}, nf[3] = {0, 0, 0};
     for (int i = 0; i < res->n_out; i++) {
         const kvv_check_result *r = &res->out[i].r;
         const kvv_suite_case *c = &res->suite->cases[res->out[i].case_index];
         n[r->verdict]++;
+        nf[0] += strcmp(r->fault, "crash") == 0;
+        nf[1] += strcmp(r->fault, "timeout") == 0;
+        nf[2] += strcmp(r->fault, "contract") == 0;
+        if (res->out[i].prior) { /* resumed: as the earlier report wrote it */
+            json_array_append(cases, res->out[i].prior);
+            continue;
+        }
         json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:i, s:s, s:o}", "case", c->name,
                               "case_index", res->out[i].case_index, "model", c->model, "engine",
                               c->engine, "mode", kvv_mode_name(kvv_suite_case_engine(c).mode),
@@ -88,12 +95,21 @@ json_t *kvv_suite_results_to_json(const kvv_suite_results *res)
     }
     char shard[32];
     snprintf(shard, sizeof shard, "%d/%d", res->shard_i, res->shard_n);
-    return json_pack("{s:s, s:s, s:s, s:i, s:f, s:o, s:{s:i, s:i, s:i, s:i}, s:i}", "manifest",
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:f, s:o, s:{s:i, s:i, s:i, s:i}, s:i}", "manifest",
                      res->suite->path, "started", res->started, "shard", shard, "cases_run",
                      res->n_cases_run, "seconds",
                      res->seconds, "results", cases, "summary", "pass", n[KVV_VERDICT_PASS],
                      "fail", n[KVV_VERDICT_FAIL], "error", n[KVV_VERDICT_ERROR], "skipped",
                      n[KVV_VERDICT_SKIPPED], "exit_code", kvv_suite_exit_code(res));
+    json_t *sum = doc ? json_object_get(doc, "summary") : NULL;
+    if (sum) { /* engine faults, counted apart from wrong bits (docs/isolation.md) */
+        json_object_set_new(sum, "crash", json_integer(nf[0]));
+        json_object_set_new(sum, "timeout", json_integer(nf[1]));
+        json_object_set_new(sum, "contract", json_integer(nf[2]));
+        json_object_set_new(doc, "resumed_cases", json_integer(res->n_resumed));
+        json_object_set_new(doc, "interrupted", json_boolean(res->interrupted));
+    }
+    return doc;
 }
 
 kvv_status kvv_suite_write_json(const kvv_suite_results *res, const char *path, kvv_error *err)

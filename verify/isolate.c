@@ -1,0 +1,475 @@
+/* isolate.c — one check in a child process, its result through a pipe,
+ * under a time limit (see isolate.h). */
+#include "verify/isolate.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/breadcrumb.h"
+#include "verify/audit.h"
+
+/* ---------------------------------------------------------- the wire
+ *
+ *   OFFSET SIZE  DESCRIPTION
+ *   0      8     magic "KVVRES01"
+ *   8      S     the kvv_check_result struct (S = its sizeof; pointers void)
+ *   ...    R     rows[n_rows], controls[n_controls] (n_* from the struct)
+ *   ...    8+K   key_full: u64 length (UINT64_MAX: none), bytes
+ *   ...    8+M   message_full: the same
+ *   ...    8+D   details: u64 length, compact JSON text
+ *   ...    4     kvv_status the check returned
+ *   ...    512   kvv_error.msg
+ *   end    8     magic "KVVEND01" (a child killed mid-write never ends so)
+ */
+static const char magic[8] = {'K', 'V', 'V', 'R', 'E', 'S', '0', '1'};
+static const char magic_end[8] = {'K', 'V', 'V', 'E', 'N', 'D', '0', '1'};
+
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    bool oom;
+} wbuf;
+
+static void put(wbuf *b, const void *src, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->n + n)
+            nc *= 2;
+        unsigned char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void put_str(wbuf *b, const char *s)
+{
+    uint64_t len = s ? (uint64_t)strlen(s) : UINT64_MAX;
+    put(b, &len, sizeof len);
+    if (s)
+        put(b, s, (size_t)len);
+}
+
+/* The result and the check's status, framed (the layout above). */
+static kvv_status pack_all(const kvv_check_result *r, kvv_status st, const kvv_error *err,
+                           unsigned char **out, size_t *len)
+{
+    wbuf b = {0};
+    put(&b, magic, sizeof magic);
+    put(&b, r, sizeof *r);
+    if (r->n_rows)
+        put(&b, r->rows, (size_t)r->n_rows * sizeof *r->rows);
+    if (r->n_controls)
+        put(&b, r->controls, (size_t)r->n_controls * sizeof *r->controls);
+    put_str(&b, r->key_full);
+    put_str(&b, r->message_full);
+    char *d = r->details ? json_dumps(r->details, JSON_COMPACT) : NULL;
+    put_str(&b, d ? d : "{}");
+    free(d);
+    int32_t s32 = (int32_t)st;
+    put(&b, &s32, sizeof s32);
+    char msg[KVV_ERROR_MSG_MAX];
+    memset(msg, 0, sizeof msg);
+    if (err)
+        snprintf(msg, sizeof msg, "%s", err->msg);
+    put(&b, msg, sizeof msg);
+    put(&b, magic_end, sizeof magic_end);
+    if (b.oom) {
+        free(b.p);
+        return KVV_ERR_NOMEM;
+    }
+    *out = b.p;
+    *len = b.n;
+    return KVV_OK;
+}
+
+kvv_status kvv_check_result_pack(const kvv_check_result *r, unsigned char **out, size_t *len)
+{
+    return pack_all(r, KVV_OK, NULL, out, len);
+}
+
+typedef struct {
+    const unsigned char *p;
+    size_t n, at;
+} rbuf;
+
+static bool get(rbuf *b, void *dst, size_t n)
+{
+    if (n > b->n - b->at)
+        return false;
+    memcpy(dst, b->p + b->at, n);
+    b->at += n;
+    return true;
+}
+
+/* A string of put_str: *out malloc'd, or NULL for none. */
+static bool get_str(rbuf *b, char **out)
+{
+    uint64_t len;
+    *out = NULL;
+    if (!get(b, &len, sizeof len))
+        return false;
+    if (len == UINT64_MAX)
+        return true;
+    if (len > b->n - b->at || !(*out = malloc((size_t)len + 1)))
+        return false;
+    memcpy(*out, b->p + b->at, (size_t)len);
+    (*out)[len] = '\0';
+    b->at += (size_t)len;
+    return true;
+}
+
+static kvv_status unpack_all(kvv_check_result *r, const unsigned char *buf, size_t len,
+                             kvv_status *st, kvv_error *err)
+{
+    rbuf b = {buf, len, 0};
+    char m[8];
+    kvv_check_result t;
+    if (!get(&b, m, sizeof m) || memcmp(m, magic, sizeof m) || !get(&b, &t, sizeof t) ||
+        t.n_rows < 0 || t.n_controls < 0)
+        return KVV_ERR_FORMAT;
+    t.rows = NULL;
+    t.controls = NULL;
+    t.key_full = t.message_full = NULL;
+    t.details = NULL;
+    size_t rb = (size_t)t.n_rows * sizeof *t.rows, cb = (size_t)t.n_controls * sizeof *t.controls;
+    bool ok = rb <= len - b.at && (!rb || (t.rows = malloc(rb)));
+    ok = ok && (!rb || get(&b, t.rows, rb));
+    ok = ok && cb <= len - b.at && (!cb || (t.controls = malloc(cb)));
+    ok = ok && (!cb || get(&b, t.controls, cb));
+    t.cap_rows = t.n_rows;
+    t.cap_controls = t.n_controls;
+    char *details = NULL;
+    ok = ok && get_str(&b, &t.key_full) && get_str(&b, &t.message_full) && get_str(&b, &details);
+    if (ok && details)
+        ok = (t.details = json_loads(details, 0, NULL)) != NULL;
+    free(details);
+    int32_t s32 = 0;
+    char msg[KVV_ERROR_MSG_MAX];
+    ok = ok && get(&b, &s32, sizeof s32) && get(&b, msg, sizeof msg) && get(&b, m, sizeof m) &&
+         memcmp(m, magic_end, sizeof m) == 0 && b.at == len;
+    if (!ok) {
+        kvv_check_result_free(&t);
+        return KVV_ERR_FORMAT;
+    }
+    kvv_check_result_free(r);
+    *r = t;
+    msg[sizeof msg - 1] = '\0';
+    if (st)
+        *st = (kvv_status)s32;
+    if (err && s32) {
+        err->status = (kvv_status)s32;
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+    }
+    return KVV_OK;
+}
+
+kvv_status kvv_check_result_unpack(kvv_check_result *r, const unsigned char *buf, size_t len)
+{
+    return unpack_all(r, buf, len, NULL, NULL);
+}
+
+const char *kvv_signal_name(int sig, char *buf, size_t size)
+{
+    static const struct { int sig; const char *name; } names[] = {
+        {SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+        {SIGILL, "SIGILL"},   {SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"},
+        {SIGTRAP, "SIGTRAP"}, {SIGPIPE, "SIGPIPE"}, {SIGSYS, "SIGSYS"}, {SIGXCPU, "SIGXCPU"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig) {
+            snprintf(buf, size, "%s", names[i].name);
+            return buf;
+        }
+    snprintf(buf, size, "signal %d", sig);
+    return buf;
+}
+
+/* ---------------------------------------------------------- the child */
+
+static bool write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* The child's start: the parent's handlers (suite's SIGINT) are not the
+ * child's, and a crash must reach the parent as the signal it is. */
+static void child_start(kvv_breadcrumb *crumb)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], sigs[i] == SIGINT ? SIG_IGN : SIG_DFL); /* ^C: the parent decides */
+    kvv_breadcrumb_attach(crumb);
+}
+
+/* A check in the child: its result, packed, to fd. */
+typedef struct {
+    kvv_isolate_fn fn;
+    void *ctx;
+    kvv_check_result *r;
+} check_body;
+
+static bool check_child(void *u, int fd)
+{
+    check_body *b = u;
+    kvv_error err = {0};
+    kvv_status st = b->fn(b->ctx, b->r, &err);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    return pack_all(b->r, st, &err, &buf, &len) == KVV_OK && write_all(fd, buf, len);
+}
+
+/* ---------------------------------------------------------- the parent */
+
+/* Read fd until end of file or the deadline. @return 1 EOF, 0 timeout, -1
+ * out of memory, -2 stopped (*stop). */
+static int read_until(int fd, double deadline, volatile sig_atomic_t *stop, wbuf *in)
+{
+    unsigned char chunk[65536];
+    for (;;) {
+        double left = deadline - kvv_now_seconds();
+        if (stop && *stop)
+            return -2;
+        if (left <= 0)
+            return 0;
+        if (stop && left > 0.2)
+            left = 0.2; /* look at the flag now and then (a signal may not interrupt poll) */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+        int k = poll(&p, 1, ms);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k == 0)
+            continue; /* the loop re-checks the deadline and the flag */
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 1;
+        put(in, chunk, (size_t)n);
+        if (in->oom)
+            return -1;
+    }
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return status;
+}
+
+/* What a child run gave: got (1 EOF, 0 timeout, -1 out of memory, -2
+ * stopped), its wait status, the bytes it wrote and its last stage. */
+typedef struct {
+    int got;
+    int status;
+    wbuf in;
+    char stage[160];
+    double seconds;
+} child_run;
+
+/* Fork; in the child body(u, fd) and _exit (0 when it returned true);
+ * in the parent read its bytes until EOF, the limit or *stop, kill it if
+ * need be, and reap it. KVV_ERR_INTERNAL (naming `what`) when the
+ * breadcrumb, the pipe or the fork could not be made. */
+static kvv_status fork_run(double limit, volatile sig_atomic_t *stop, bool (*body)(void *, int),
+                           void *u, const char *what, child_run *cr, kvv_error *err)
+{
+    memset(cr, 0, sizeof *cr);
+    kvv_breadcrumb *crumb = mmap(NULL, sizeof *crumb, PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (crumb == MAP_FAILED)
+        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: cannot map the breadcrumb: %s",
+                             what, strerror(errno));
+    memset(crumb, 0, sizeof *crumb);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        munmap(crumb, sizeof *crumb);
+        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: pipe: %s", what,
+                             strerror(errno));
+    }
+    fflush(NULL); /* nothing buffered is written twice */
+    double t0 = kvv_now_seconds();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        munmap(crumb, sizeof *crumb);
+        return kvv_error_set(err, KVV_ERR_INTERNAL, "%s: isolation: fork: %s", what,
+                             strerror(errno));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_start(crumb);
+        _exit(body(u, fds[1]) ? 0 : 3);
+    }
+    close(fds[1]);
+    cr->got = read_until(fds[0], t0 + limit, stop, &cr->in);
+    if (cr->got <= 0)
+        kill(pid, SIGKILL);
+    close(fds[0]);
+    cr->status = wait_child(pid);
+    cr->seconds = kvv_now_seconds() - t0;
+    kvv_breadcrumb_format(crumb, cr->stage, sizeof cr->stage);
+    munmap(crumb, sizeof *crumb);
+    return KVV_OK;
+}
+
+kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *ctx,
+                           kvv_check_result *r, kvv_error *err)
+{
+    double limit = io && io->timeout > 0 ? io->timeout : 120.0;
+    check_body body = {fn, ctx, r};
+    child_run cr;
+    kvv_status st = fork_run(limit, io ? io->stop : NULL, check_child, &body, r->name, &cr, err);
+    if (st)
+        return st;
+    char sig[32], detail[400];
+    if (cr.got == 0) {
+        snprintf(detail, sizeof detail, "no result after %.0f s (killed; last stage: %s)", limit,
+                 cr.stage);
+        kvv_check_set_fault(r, "timeout", detail);
+    } else if (cr.got == -2) {
+        kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
+        kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
+    } else if (cr.got < 0) {
+        st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading the child's result",
+                           r->name);
+        kvv_check_set_error(r, err);
+    } else if (WIFSIGNALED(cr.status)) {
+        snprintf(detail, sizeof detail, "%s in %s",
+                 kvv_signal_name(WTERMSIG(cr.status), sig, sizeof sig), cr.stage);
+        kvv_check_set_fault(r, "crash", detail);
+    } else if (WEXITSTATUS(cr.status) != 0 ||
+               unpack_all(r, cr.in.p, cr.in.n, &st, err) != KVV_OK) {
+        snprintf(detail, sizeof detail, "the check's process exited with status %d without a "
+                 "whole result (last stage: %s)", WIFEXITED(cr.status) ? WEXITSTATUS(cr.status) : -1,
+                 cr.stage);
+        kvv_check_set_fault(r, "crash", detail);
+        st = KVV_OK;
+    }
+    if (r->fault[0])
+        r->seconds = cr.seconds;
+    free(cr.in.p);
+    return st;
+}
+
+/* ---------------------------------------------------------- the plan */
+
+typedef struct {
+    const kvv_model *m;
+    const kvv_engine_opts *eo;
+    bool quick;
+} plan_body;
+
+/* In the child: the plan, its status and message, raw. */
+static bool plan_child(void *u, int fd)
+{
+    const plan_body *b = u;
+    kvv_audit_plan plan;
+    memset(&plan, 0, sizeof plan);
+    kvv_error e = {0};
+    int32_t st = (int32_t)kvv_audit_plan_engine(b->m, b->eo, b->quick, &plan, &e);
+    return write_all(fd, (const unsigned char *)&st, sizeof st) &&
+           write_all(fd, (const unsigned char *)e.msg, sizeof e.msg) &&
+           write_all(fd, (const unsigned char *)&plan, sizeof plan);
+}
+
+kvv_status kvv_isolate_plan_engine(const kvv_model *m, const kvv_engine_opts *eo, bool quick,
+                                   double timeout, kvv_audit_plan *out, kvv_error *err)
+{
+    plan_body body = {m, eo, quick};
+    child_run cr;
+    double limit = timeout > 0 ? timeout : 120.0;
+    const char *name = eo && eo->name ? eo->name : "ref";
+    kvv_status st = fork_run(limit, NULL, plan_child, &body, name, &cr, err);
+    if (st)
+        return st;
+    int32_t s32;
+    char msg[KVV_ERROR_MSG_MAX];
+    char sig[32];
+    size_t need = sizeof s32 + sizeof msg + sizeof *out;
+    if (cr.got == 1 && !WIFSIGNALED(cr.status) && WEXITSTATUS(cr.status) == 0 && cr.in.n == need) {
+        memcpy(&s32, cr.in.p, sizeof s32);
+        memcpy(msg, cr.in.p + sizeof s32, sizeof msg);
+        memcpy(out, cr.in.p + sizeof s32 + sizeof msg, sizeof *out);
+        msg[sizeof msg - 1] = '\0';
+        st = s32 ? kvv_error_set(err, (kvv_status)s32, "%s", msg) : KVV_OK;
+    } else if (cr.got == 0) {
+        st = kvv_error_set(err, KVV_ERR_ENGINE, "engine %s: opening it to plan the workload gave "
+                           "no answer in %.0f s (killed; last stage: %s)", name, limit, cr.stage);
+    } else if (cr.got == 1 && WIFSIGNALED(cr.status)) {
+        st = kvv_error_set(err, KVV_ERR_ENGINE, "engine %s: opening it to plan the workload "
+                           "crashed: %s in %s", name,
+                           kvv_signal_name(WTERMSIG(cr.status), sig, sizeof sig), cr.stage);
+    } else {
+        st = kvv_error_set(err, cr.got < 0 ? KVV_ERR_NOMEM : KVV_ERR_ENGINE,
+                           "engine %s: opening it to plan the workload: the process ended "
+                           "without an answer (last stage: %s)", name, cr.stage);
+    }
+    free(cr.in.p);
+    return st;
+}
+
+/* ---------------------------------------------------------- checks */
+
+bool kvv_isolate_wanted(const kvv_check_opts *o)
+{
+    return o->isolate == KVV_ISOLATE_ON ||
+           (o->isolate == KVV_ISOLATE_AUTO && !kvv_engine_name_concurrent(o->engine.name));
+}
+
+double kvv_isolate_default_timeout(const kvv_check_opts *o)
+{
+    double macs = o->model ? kvv_audit_cost(&o->model->hp, o->n_tokens, o->n_gen) : 0;
+    return 120.0 + macs / 1e7;
+}
+
+typedef struct {
+    const kvv_check_opts *o;
+    kvv_check_fn fn;
+} check_ctx;
+
+static kvv_status run_check(void *ctx, kvv_check_result *r, kvv_error *err)
+{
+    const check_ctx *c = ctx;
+    return c->fn(c->o, r, err);
+}
+
+kvv_status kvv_isolate_check(const kvv_check_opts *o, kvv_check_fn fn, kvv_check_result *r,
+                             kvv_error *err)
+{
+    if (!kvv_isolate_wanted(o))
+        return fn(o, r, err);
+    kvv_isolate_opts io = {.timeout = o->timeout > 0 ? o->timeout : kvv_isolate_default_timeout(o),
+                           .stop = o->stop};
+    check_ctx c = {o, fn};
+    return kvv_isolate_run(&io, run_check, &c, r, err);
+}
