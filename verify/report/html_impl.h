@@ -4,7 +4,9 @@
  * pieces, and the figure frame. The public entry points are in report.h
  * (kvv_html_write, kvv_html_write_trend).
  *
- * Files: html.c (page, header, check sections, dispatch), html_checks.c
+ * Files: html_parts.c (JSON access, page pieces, tables, ranges, the
+ * figure frame), html_report.c (check sections, summaries, document kind),
+ * html.c (the pages and their dispatch), html_checks.c
  * (figures of kv, patch, greedy, invariance, compare, kvdirect),
  * html_measures.c (evict, memory, latency, numerics), html_tables.c (the
  * tables check), html_trend.c (several
@@ -61,6 +63,9 @@ void kvv_html_meta(kvv_sbuf *b, const char *term, const char *value);
 /* Every scalar field of an object as meta rows (the engine description is
  * shown whatever fields an engine or plugin adds). */
 void kvv_html_meta_object(kvv_sbuf *b, const json_t *o);
+/* An engine object as one line: "NAME (MODE), cache T, N threads[, kernel
+ * table ISA]", or "—" when absent. */
+void kvv_html_engine_line(char *buf, size_t size, const json_t *e);
 /* The header of a kvverify report document (model, engine, prompt, run). */
 void kvv_html_report_header(kvv_sbuf *b, const json_t *doc, const char *heading);
 /* One check object as a <section>: verdict, key figure, message, its
