@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "engine/breadcrumb.h"
-#include "verify/audit.h"
+#include "verify/audit_plan.h"
 
 /* ---------------------------------------------------------- the wire
  *

@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "verify/audit.h"
+#include "verify/audit_plan.h"
 #include "verify/check.h"
 #include "verify/report/report.h"
 
@@ -77,7 +77,7 @@ double kvv_isolate_default_timeout(const kvv_check_opts *o);
 kvv_status kvv_isolate_check(const kvv_check_opts *o, kvv_check_fn fn, kvv_check_result *r,
                              kvv_error *err);
 
-/* kvv_audit_plan_engine (verify/audit.h) in a child process under a time
+/* kvv_audit_plan_engine (verify/audit_plan.h) in a child process under a time
  * limit (<= 0: 120 s): the engine is opened only there, to ask where its
  * kernels switch. So the parent of isolated checks never initialises the
  * engine — a device's state (a GPU driver's threads) does not survive a
