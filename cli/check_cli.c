@@ -386,7 +386,9 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         kvv_engine_desc *d = &rep->engine;
         memset(d, 0, sizeof *d);
         snprintf(d->name, sizeof d->name, "%s", e->name);
-        snprintf(d->mode, sizeof d->mode, "%s", kvv_mode_name(e->mode));
+        /* a plugin has no kvverify modes: it runs as it is ("native") */
+        bool builtin = strcmp(e->name, "ref") == 0 || strcmp(e->name, "cpu") == 0;
+        snprintf(d->mode, sizeof d->mode, "%s", builtin ? kvv_mode_name(e->mode) : "native");
         snprintf(d->cache_type, sizeof d->cache_type, "%s", kvv_cache_type_name(e->cache_type));
         d->n_threads = e->n_threads;
         kvv_cpu_isa isa; /* the cpu engine's kernel table: the one it will choose */
@@ -394,6 +396,7 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         if (strcmp(e->name, "cpu") == 0 && kvv_cpu_isa_choose(e->isa, &isa, &ierr) == KVV_OK)
             snprintf(d->isa, sizeof d->isa, "%s", kvv_cpu_isa_name(isa));
         rep->has_engine = true;
+        run->header_from_opts = true;
     }
     if (!c->out.quiet && !c->out.stdout_taken) {
         kvv_report_print_header(stdout, rep);
@@ -422,6 +425,9 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     unsigned flags = c->out.quiet ? KVV_CONSOLE_QUIET : (c->layers ? KVV_CONSOLE_LAYERS : 0);
     if (run->header_printed)
         flags |= KVV_CONSOLE_NO_HEADER;
+    char id[400];
+    if (run->header_from_opts && !want && kvv_engine_desc_identity(&rep->engine, id, sizeof id)[0])
+        flags |= KVV_CONSOLE_ENGINE; /* what the header could not say: version, device */
     if (!c->out.stdout_taken) {
         kvv_report_print_console(stdout, rep, flags);
         fflush(stdout);

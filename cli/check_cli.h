@@ -115,6 +115,8 @@ typedef struct {
     int chunks[KVV_AUDIT_MAX_CHUNKS]; /* invariance's chunkings (run.opts.chunks) */
     int n_chunks;
     bool header_printed;       /* kvv_check_cli_print_header ran: finish skips it */
+    bool header_from_opts;     /* ... with the engine as the options name it (a plugin's
+                                  version and device are known only after the run) */
 } kvv_check_run;
 
 /* Open the model, build the prompt, fill run. @return 0, or an exit code

@@ -114,6 +114,16 @@ if [ $rc -le 1 ] && jq -e '.checks[0].details | (.kvdirect_token_unsupported | l
 else
     fail "memory on llama.cpp (exit $rc)"; sed 's/^/    /' "$T/out" | head -8
 fi
+# the console of a command that prints its header before the run (latency)
+# still names what only the run learns: llama.cpp's version, variant, device
+"$KVV" latency "$CPU_M" --engine llama.cpp --batches 1 --repeats 1 >"$T/out" 2>&1
+rc=$?
+if [ $rc -le 1 ] && grep -q '^engine  llama.cpp (native)' "$T/out" &&
+   grep -q '^        llama.cpp v.*device CPU' "$T/out" && ! grep -q 'llama.cpp (invariant)' "$T/out"; then
+    ok "latency (exit $rc) names $(grep -m1 '^        llama.cpp v' "$T/out" | cut -c9-60)..."
+else
+    fail "latency on llama.cpp: engine line"; sed 's/^/    /' "$T/out" | head -12
+fi
 
 # a split sliding-window cache (gemma2: 24 positions, window 16) reads back
 # every stored row through the command too

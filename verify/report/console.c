@@ -95,6 +95,9 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
     if (!quiet && !(flags & KVV_CONSOLE_NO_HEADER)) {
         kvv_report_print_header(f, rep);
         fprintf(f, "\n");
+    } else if (!quiet && (flags & KVV_CONSOLE_ENGINE) && rep->has_engine) {
+        print_engine(f, &rep->engine);
+        fprintf(f, "\n");
     } else if (quiet && rep->workload.set) { /* the certificate's sizes, even quiet */
         char w[512];
         fprintf(f, "workload %s\n", kvv_workload_format(&rep->workload, w, sizeof w));

@@ -269,7 +269,9 @@ int kvv_report_count_faults(const kvv_report *rep, int *crash, int *timeout, int
 enum {
     KVV_CONSOLE_LAYERS = 1u << 0,   /* also print every check's per-layer rows */
     KVV_CONSOLE_QUIET = 1u << 1,    /* only the summary table and failures */
-    KVV_CONSOLE_NO_HEADER = 1u << 2 /* the header was printed already (kvv_report_print_header) */
+    KVV_CONSOLE_NO_HEADER = 1u << 2, /* the header was printed already (kvv_report_print_header) */
+    KVV_CONSOLE_ENGINE = 1u << 3     /* with NO_HEADER: the engine line again, as the run
+                                        described it (a plugin's version, device) */
 };
 void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags);
 /* The header alone: model, engine (when known), prompt. */
