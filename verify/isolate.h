@@ -68,7 +68,9 @@ bool kvv_isolate_wanted(const kvv_check_opts *o);
 
 /* The default time limit of one check of o: 120 s plus 1 s per 1e7
  * multiply-adds of the audit's estimate for o's prompt and steps
- * (kvv_audit_cost) — a bound for any one check, generous on slow engines. */
+ * (kvv_audit_cost) — a bound for any one check, generous on slow engines;
+ * ten times that on a device other than the CPU (a software GPU such as
+ * lavapipe runs ~250x slower than llama.cpp's CPU backend). */
 double kvv_isolate_default_timeout(const kvv_check_opts *o);
 
 /* Run check fn with o into r: isolated when kvv_isolate_wanted(o) (time

@@ -206,6 +206,19 @@ static void test_signal_names(void **state)
     assert_string_equal(kvv_signal_name(63, b, sizeof b), "signal 63");
 }
 
+/* The default limit: 120 s with no model; ten times that off the CPU. */
+static void test_default_timeout(void **state)
+{
+    (void)state;
+    kvv_check_opts o = kvv_check_opts_default();
+    double cpu = kvv_isolate_default_timeout(&o);
+    assert_true(cpu == 120.0);
+    o.engine.device = "cpu";
+    assert_true(kvv_isolate_default_timeout(&o) == cpu);
+    o.engine.device = "vulkan";
+    assert_true(kvv_isolate_default_timeout(&o) == 10 * cpu);
+}
+
 static void test_atomic_write(void **state)
 {
     (void)state;
@@ -238,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_contract_error_is_fault),
         cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_default_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
