@@ -118,6 +118,9 @@ rc=$?
 xmllint --noout "$T/r.xml" && [ "$(grep -c '<testcase' "$T/r.xml")" -eq 5 ] \
     && grep -q 'type="timeout"' "$T/r.xml" && ok "suite --resume: JUnit complete" \
     || fail "suite --resume: JUnit"
+# the kept case states its workload as the first run did (read back from the JSON)
+[ "$(grep -c 'workload prompt' "$T/r.xml")" -eq 5 ] && ok "suite --resume: every testcase states its workload" \
+    || fail "suite --resume: workload lines $(grep -c 'workload prompt' "$T/r.xml") of 5"
 "$KVV" suite "$MAN" --resume >"$T/out" 2>&1; rc=$?
 [ "$rc" -eq 2 ] && ok "suite --resume without --json: exit 2" || fail "--resume without --json: exit $rc"
 

@@ -75,7 +75,11 @@ static kvv_status add_prior(kvv_suite_results *res, int ci, json_t *entry, const
         res->cap_out = nc;
     }
     kvv_suite_outcome *o = &res->out[res->n_out];
+    memset(o, 0, sizeof *o);
     o->case_index = ci;
+    const json_t *wl = json_object_get(entry, "workload"); /* the case's sizes, as written */
+    if (json_is_object(wl))
+        kvv_workload_from_json(wl, &o->workload);
     kvv_status st = kvv_check_result_from_json(result, &o->r, err);
     if (st) {
         kvv_check_result_free(&o->r);

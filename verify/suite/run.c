@@ -140,12 +140,22 @@ static kvv_status run_vector(const kvv_suite_case *c, kvv_check_result *r)
  * case's checks= leave out is trimmed into *stated, the workload reported. */
 enum { SUITE_MIN_PROMPT = 16, SUITE_QUICK = 16 };
 static void case_workload(const kvv_suite_case *c, const kvv_model *m, bool quick,
-                          kvv_workload *w, kvv_workload *stated)
+                          const kvv_suite_run_opts *ro, kvv_workload *w, kvv_workload *stated)
 {
     kvv_engine_opts eo = kvv_suite_case_engine(c);
     kvv_audit_plan plan;
     kvv_error err = {0};
-    bool known = kvv_audit_plan_engine(m, &eo, quick, &plan, &err) == KVV_OK;
+    /* isolated, the engine is opened to ask its switches in a child too: a
+     * device initialised here would be inherited half-alive by every check's
+     * child (device threads do not survive fork) */
+    kvv_check_opts io = kvv_check_opts_default();
+    io.engine = eo;
+    io.isolate = ro ? ro->isolate : 0;
+    io.timeout = ro ? ro->timeout : 0;
+    bool known = (kvv_isolate_wanted(&io)
+                      ? kvv_isolate_plan_engine(m, &eo, quick,
+                                                io.timeout > 0 ? io.timeout : 300, &plan, &err)
+                      : kvv_audit_plan_engine(m, &eo, quick, &plan, &err)) == KVV_OK;
     if (!known) /* the checks report why the engine did not open */
         kvv_audit_plan_for(&m->hp, 0, NULL, quick, &plan);
     memset(w, 0, sizeof *w);
@@ -211,7 +221,7 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
     memset(&w, 0, sizeof w);
     memset(&stated, 0, sizeof stated);
     if (!st) {
-        case_workload(c, m, ro && ro->quick, &w, &stated);
+        case_workload(c, m, ro && ro->quick, ro, &w, &stated);
         toks = malloc(sizeof(int32_t) * (size_t)w.n_prompt);
         if (!toks)
             st = kvv_error_set(&err, KVV_ERR_NOMEM, "out of memory");
