@@ -337,8 +337,10 @@ static kvv_status parse_text(pctx *p, char *text, kvv_suite *s)
                 continue;
             }
             char *eq = strchr(t, '=');
-            if (!eq)
+            if (!eq) {
+                case_free_opts(&c); /* engine-opt= values already copied (fuzz_manifest) */
                 return perr(p, t, "expected key=value");
+            }
             *eq = '\0';
             kvv_status st = set_key(p, &c, t, eq + 1);
             if (st) {
