@@ -72,10 +72,10 @@ static bool parse(void *state, kvv_opts *o)
         need = KVV_CHECK_OPT_QUICK;
     } else if (kvv_opts_flag(o, "--isolate")) {
         c->isolate = 1;
-        return true;
+        need = KVV_CHECK_OPT_ISOLATE;
     } else if (kvv_opts_flag(o, "--no-isolate")) {
         c->isolate = 2;
-        return true;
+        need = KVV_CHECK_OPT_ISOLATE;
     } else if (kvv_opts_value(o, "--timeout")) {
         double t;
         if (o->value && kvv_opts_double(o, "--timeout", o->value, &t)) {
@@ -84,7 +84,7 @@ static bool parse(void *state, kvv_opts *o)
                                o->value);
             c->timeout = t;
         }
-        return true;
+        need = KVV_CHECK_OPT_ISOLATE;
     } else if (kvv_opts_value(o, "--jobs")) {
         if (o->value)
             kvv_opts_int(o, "--jobs", o->value, 1, 256, &c->jobs);
@@ -141,8 +141,8 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
         fprintf(f, "  --jobs N            independent runs at a time: checks, cache-free steps,\n"
                    "                      evict's decodes (default: processors online / --threads;\n"
                    "                      results never depend on it)\n");
-    fprintf(f, "isolation (docs/isolation.md; audit, kv, patch, greedy, invariance — the other\n"
-               "check commands refuse these options):\n"
+    if (c->accepts & KVV_CHECK_OPT_ISOLATE)
+        fprintf(f, "isolation (docs/isolation.md):\n"
                "  --isolate           run each check in a child process: a crash or hang of the\n"
                "                      engine fails that check (fault crash/timeout) and the run\n"
                "                      goes on (default for plugin engines)\n"
@@ -332,27 +332,27 @@ static void run_free(kvv_check_run *run)
     memset(run, 0, sizeof *run);
 }
 
-/* prepare for a command whose check runs here (not through the audit's
- * table): isolation asked for is refused, not ignored. */
 int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run)
 {
-    if (c->isolate == 1 || c->timeout > 0) {
-        fprintf(stderr, "kvverify %s: option %s: %s cannot run its check in a child process yet "
-                        "(isolation covers audit, kv, patch, greedy, invariance and suite); "
-                        "use --no-isolate or leave it out\n",
-                c->cmd, c->isolate == 1 ? "--isolate" : "--timeout", c->cmd);
-        memset(run, 0, sizeof *run);
-        kvv_check_cli_free(c);
-        return KVV_EXIT_BAD_INPUT;
-    }
     int code = prepare(c, run);
-    if (!code)
-        run->opts.isolate = KVV_ISOLATE_OFF;
     if (code) {
         run_free(run);
         kvv_check_cli_free(c);
     }
     return code;
+}
+
+kvv_status kvv_check_cli_run_body(const kvv_check_run *run, double passes, kvv_isolate_fn fn,
+                                  void *ctx, kvv_check_result *r, kvv_error *err)
+{
+    const kvv_check_opts *o = &run->opts;
+    if (!kvv_isolate_wanted(o))
+        return fn(ctx, r, err);
+    kvv_isolate_opts io = {.timeout = o->timeout > 0 ? o->timeout
+                                                     : (passes > 1 ? passes : 1) *
+                                                           kvv_isolate_default_timeout(o),
+                           .stop = o->stop};
+    return kvv_isolate_run(&io, fn, ctx, r, err);
 }
 
 void kvv_check_cli_close(kvv_check_cli *c, kvv_check_run *run)
@@ -385,7 +385,11 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         const kvv_engine_opts *e = &run->opts.engine;
         kvv_engine_desc *d = &rep->engine;
         memset(d, 0, sizeof *d);
-        snprintf(d->name, sizeof d->name, "%s", e->name);
+        /* plugin:PATH is too long for the name: its file name says which
+         * (the run reports the plugin's own name after it) */
+        const char *slash = strrchr(e->name, '/');
+        snprintf(d->name, sizeof d->name, "%s",
+                 strncmp(e->name, "plugin:", 7) == 0 ? (slash ? slash + 1 : e->name + 7) : e->name);
         /* a plugin has no kvverify modes: it runs as it is ("native") */
         bool builtin = strcmp(e->name, "ref") == 0 || strcmp(e->name, "cpu") == 0;
         snprintf(d->mode, sizeof d->mode, "%s", builtin ? kvv_mode_name(e->mode) : "native");

@@ -41,6 +41,7 @@
 #include "cli/prompt_opts.h"
 #include "verify/audit.h"
 #include "verify/check.h"
+#include "verify/isolate.h"
 
 /* The check options a command takes (kvv_check_cli.accepts). */
 enum {
@@ -49,7 +50,8 @@ enum {
     KVV_CHECK_OPT_QUICK = 1u << 2,     /* --quick */
     KVV_CHECK_OPT_JOBS = 1u << 3,      /* --jobs */
     KVV_CHECK_OPT_PROMPT = 1u << 4,    /* -p, --tokens, --random (--seed is always taken) */
-    KVV_CHECK_OPT_ALL = 0x1fu
+    KVV_CHECK_OPT_ISOLATE = 1u << 5,   /* --isolate, --no-isolate, --timeout */
+    KVV_CHECK_OPT_ALL = 0x3fu
 };
 
 typedef struct {
@@ -120,10 +122,21 @@ typedef struct {
 } kvv_check_run;
 
 /* Open the model, build the prompt, fill run. @return 0, or an exit code
- * (then c is freed and run holds nothing). A command on this path runs its
- * check in this process: --isolate or --timeout given to it is exit 2
- * ("cannot run its check in a child process yet"), never ignored. */
+ * (then c is freed and run holds nothing). run->opts.isolate says whether
+ * the command's check is to run in a child (a plugin engine, --isolate,
+ * --timeout): the command then runs it through kvv_check_cli_run_body. When
+ * isolated, the engine is opened only in children (kvv_isolate_plan_engine). */
 int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run);
+/* Run the command's check body fn(ctx, r, err): in a forked child under a
+ * time limit when run->opts asks for isolation (kvv_isolate_wanted) — a
+ * crash or hang is then r's fault, not the command's death — else here.
+ * The limit is --timeout, or `passes` times the default of one check
+ * (kvv_isolate_default_timeout) for a command that runs the engine over
+ * several prompts or turns. fn runs in the child: what it prints it must
+ * fflush, what it writes (--csv) goes to a file, and only r and its status
+ * come back. @return fn's status (err filled), or kvv_isolate_run's. */
+kvv_status kvv_check_cli_run_body(const kvv_check_run *run, double passes, kvv_isolate_fn fn,
+                                  void *ctx, kvv_check_result *r, kvv_error *err);
 /* A new result slot in run->report (borrowed; NULL on OOM). */
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);
 /* Print the header (model, engine under test, prompt) now, before the

@@ -88,6 +88,12 @@ static void own_finish(void *state, kvv_opts *o)
     kvv_engine_cli_check_isa(o, "--isa-a", a->isa_a, a->engine->engine);
 }
 
+/* The check's body (kvv_check_cli_run_body): here, or in an isolated child. */
+static kvv_status compare_body(void *u, kvv_check_result *r, kvv_error *err)
+{
+    return kvv_compare_run(u, r, err);
+}
+
 int kvv_cmd_compare(int argc, char **argv)
 {
     kvv_check_cli c;
@@ -105,6 +111,9 @@ int kvv_cmd_compare(int argc, char **argv)
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;
 
+    /* an engine A from outside is isolated by default too, not only B */
+    if (run.opts.isolate == KVV_ISOLATE_AUTO && !kvv_engine_name_concurrent(engine_a))
+        run.opts.isolate = KVV_ISOLATE_ON;
     kvv_compare_opts co = kvv_compare_opts_default();
     co.model = run.opts.model;
     co.tokens = run.opts.tokens;
@@ -131,7 +140,7 @@ int kvv_cmd_compare(int argc, char **argv)
     kvv_check_result *r = kvv_check_cli_report(&run, "compare");
     if (r) {
         kvv_error err = {0};
-        if (kvv_compare_run(&co, r, &err) == KVV_ERR_USAGE)
+        if (kvv_check_cli_run_body(&run, 1, compare_body, &co, r, &err) == KVV_ERR_USAGE)
             fprintf(stderr, "kvverify compare: %s\n", err.msg);
     }
     return kvv_check_cli_finish(&c, &run);

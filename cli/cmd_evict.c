@@ -22,7 +22,8 @@
 
 /* The check options evict uses; --quick (its prompt set is its own size) and
  * --layers (it has no per-layer table) are refused as "not used by evict". */
-#define ACCEPTS (KVV_CHECK_OPT_CONTROLS | KVV_CHECK_OPT_PROMPT | KVV_CHECK_OPT_JOBS)
+#define ACCEPTS (KVV_CHECK_OPT_CONTROLS | KVV_CHECK_OPT_PROMPT | KVV_CHECK_OPT_JOBS | \
+                 KVV_CHECK_OPT_ISOLATE)
 
 static void help(FILE *f)
 {
@@ -235,6 +236,33 @@ static kvv_engine_opts figures_engine(const kvv_engine_opts *under_test, const c
     return fig;
 }
 
+/* What the evict run needs where it runs (here, or an isolated child). */
+typedef struct {
+    const kvv_evict_opts *eo;
+    const kvv_prompt_set *ps;
+    const char *csv;           /* --csv FILE or NULL */
+    bool verbose;              /* print the tables */
+} evict_job;
+
+/* The check's body (kvv_check_cli_run_body): run, print the tables, write
+ * --csv. A failed --csv is the returned status; a failed run is r's. */
+static kvv_status evict_body(void *u, kvv_check_result *r, kvv_error *err)
+{
+    const evict_job *j = u;
+    kvv_evict_result res;
+    memset(&res, 0, sizeof res);
+    kvv_status s = KVV_OK;
+    if (kvv_evict_run(j->eo, &res, r, err) == KVV_OK) {
+        if (j->verbose)
+            kvv_evict_print(stdout, &res);
+        if (j->csv)
+            s = kvv_evict_write_csv(&res, j->ps, j->csv, err);
+    }
+    kvv_evict_result_free(&res);
+    fflush(stdout); /* an isolated child _exits */
+    return s;
+}
+
 /* Run evict over the prompt set on the prepared run; print, --csv.
  * @return the exit code of a failed --csv write, else 0. */
 static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *ps,
@@ -257,16 +285,12 @@ static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *
                          .figures = &fig, .verify_prompts = (int)a->verify_prompts,
                          .n_threads = run->opts.n_jobs};
     kvv_check_result *r = kvv_check_cli_report(run, "evict");
-    kvv_evict_result res;
-    memset(&res, 0, sizeof res);
     int fail = 0;
-    if (r && kvv_evict_run(&eo, &res, r, err) == KVV_OK) {
-        if (kvv_output_cli_verbose(&c->out))
-            kvv_evict_print(stdout, &res);
-        if (a->csv && kvv_evict_write_csv(&res, ps, a->csv, err))
-            fail = kvv_cli_fail(err);
-    }
-    kvv_evict_result_free(&res);
+    evict_job job = {&eo, ps, a->csv, kvv_output_cli_verbose(&c->out)};
+    /* isolated: a time limit of four checks per prompt (each prompt runs
+     * every policy at every budget, plus the full-cache baseline) */
+    if (r && kvv_check_cli_run_body(run, 4.0 * ps->n, evict_body, &job, r, err))
+        fail = kvv_cli_fail(err);
     if (kvv_output_cli_verbose(&c->out))
         printf("\n");
     free(bud);

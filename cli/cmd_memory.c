@@ -18,7 +18,7 @@
 /* The check options memory uses (the conversation's turns are its prompt;
  * --quick, --jobs, --layers: nothing to size, split or print); the others
  * are refused as "not used by memory". */
-#define ACCEPTS (KVV_CHECK_OPT_CONTROLS)
+#define ACCEPTS (KVV_CHECK_OPT_CONTROLS | KVV_CHECK_OPT_ISOLATE)
 
 static void help(FILE *f)
 {
@@ -137,6 +137,36 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
+/* What the memory run needs where it runs (here, or an isolated child). */
+typedef struct {
+    const kvv_memory_opts *mo;
+    const kvv_hparams *hp;
+    bool verbose;              /* print the tables */
+} memory_job;
+
+/* The check's body (kvv_check_cli_run_body): run and print; a failed run is
+ * recorded in r. */
+static kvv_status memory_body(void *u, kvv_check_result *r, kvv_error *err)
+{
+    const memory_job *j = u;
+    kvv_memory_result res;
+    kvv_status s = kvv_memory_run(j->mo, &res, r, err);
+    if (s == KVV_OK) {
+        if (j->verbose) {
+            kvv_memory_print(stdout, &res);
+            kvv_token_memory tm;
+            kvv_token_memory_of(j->hp, &tm);
+            printf("per token: K+V f32 %llu B, f16/bf16 %llu B; one residual f32 %llu B; "
+                   "residuals of every layer f32 %llu B\n",
+                   (unsigned long long)tm.kv_f32, (unsigned long long)tm.kv_bf16,
+                   (unsigned long long)tm.resid_f32, (unsigned long long)tm.resid_layers_f32);
+        }
+        kvv_memory_result_free(&res);
+    }
+    fflush(stdout); /* an isolated child _exits */
+    return s;
+}
+
 int kvv_cmd_memory(int argc, char **argv)
 {
     kvv_check_cli c;
@@ -195,20 +225,10 @@ int kvv_cmd_memory(int argc, char **argv)
         fflush(stdout);
     }
     kvv_check_result *r = kvv_check_cli_report(&run, "memory");
-    kvv_memory_result res;
     kvv_error err = {0};
-    if (r && kvv_memory_run(&mo, &res, r, &err) == KVV_OK) {
-        if (kvv_output_cli_verbose(&c.out)) {
-            kvv_memory_print(stdout, &res);
-            kvv_token_memory tm;
-            kvv_token_memory_of(&run.model->hp, &tm);
-            printf("per token: K+V f32 %llu B, f16/bf16 %llu B; one residual f32 %llu B; "
-                   "residuals of every layer f32 %llu B\n",
-                   (unsigned long long)tm.kv_f32, (unsigned long long)tm.kv_bf16,
-                   (unsigned long long)tm.resid_f32, (unsigned long long)tm.resid_layers_f32);
-        }
-        kvv_memory_result_free(&res);
-    }
+    memory_job job = {&mo, &run.model->hp, kvv_output_cli_verbose(&c.out)};
+    if (r) /* isolated: a time limit of one check per turn */
+        kvv_check_cli_run_body(&run, (double)turns, memory_body, &job, r, &err);
     if (kvv_output_cli_verbose(&c.out))
         printf("\n");
     for (int t = 0; tt && t < turns; t++)

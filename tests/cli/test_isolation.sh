@@ -6,8 +6,9 @@
 #     check, and writes complete JSON (jq) and JUnit (xmllint) with
 #     <error type=FAULT>; a crash at a layer names it ("layer 2");
 #   * the fault plugin without faults still passes isolated (the control);
-#   * built-in engines isolate with --isolate; commands that cannot isolate
-#     refuse --isolate with exit 2;
+#   * built-in engines isolate with --isolate; evict, memory, latency and
+#     compare isolate a plugin as the audit does (crash, hang -> fault);
+#     numerics (built-in engines only) refuses --isolate with exit 2;
 #   * kill -INT of a running suite leaves valid JUnit/JSON of the finished
 #     cases, exit 130, and --resume completes them.
 KVV=${KVV:-./kvverify}
@@ -77,9 +78,38 @@ nc=$(jq '[.checks[] | select(.fault == "crash")] | length' "$T/p.json")
     || fail "example plugin without a fault: exit $?"
 "$KVV" audit "$M" --isolate --checks kv,greedy -q >"$T/out" 2>&1 && ok "ref --isolate: exit 0" \
     || fail "ref --isolate: exit $?"
-"$KVV" evict "$M" --isolate >"$T/out" 2>&1; rc=$?
-[ "$rc" -eq 2 ] && grep -q "cannot run its check in a child process" "$T/out" \
-    && ok "evict --isolate refused (exit 2)" || fail "evict --isolate: exit $rc"
+"$KVV" evict "$M" --policies window,kvdirect-layer --budgets 38 -n 8 --isolate -q >"$T/out" 2>&1 \
+    && ok "evict --isolate (ref): exit 0" || fail "evict --isolate: exit $?"
+"$KVV" numerics "$M" --isolate >"$T/out" 2>&1; rc=$?
+[ "$rc" -eq 2 ] && grep -q "not used by numerics" "$T/out" \
+    && ok "numerics --isolate refused (exit 2)" || fail "numerics --isolate: exit $rc"
+
+# the commands outside the audit's table isolate a plugin too: a crash or a
+# hang is their check's fault (exit 1, JSON fault), the same plugin without
+# the fault passes (the control)
+# cmd_fault CMD FAULT EXPECTED-FAULT [options...]
+cmd_fault() {
+    cmd=$1; f=$2; want=$3; shift 3
+    rm -f "$T/c.json"
+    "$KVV" "$cmd" "$M" --engine "$P" --engine-opt "fault=$f" -q --json "$T/c.json" "$@" \
+        >"$T/out" 2>&1
+    rc=$?
+    got=$(jq -r '.checks[0].fault // "none"' "$T/c.json" 2>/dev/null)
+    [ "$rc" -eq 1 ] && [ "$got" = "$want" ] && ok "$cmd fault=$f: exit 1, fault $want" \
+        || { fail "$cmd fault=$f $*: exit $rc, fault $got (expected 1, $want)"; sed 's/^/    /' "$T/out" | head -5; }
+    "$KVV" "$cmd" "$M" --engine "$P" --engine-opt fault=none -q "$@" >"$T/out" 2>&1 \
+        && ok "$cmd without the fault: exit 0" || fail "$cmd without the fault: exit $?"
+}
+cmd_fault evict segv crash --policies window,kvdirect-layer --budgets 38 -n 8
+cmd_fault evict hang timeout --policies window,kvdirect-layer --budgets 38 -n 8 --timeout 2
+cmd_fault memory abort crash --turns 2
+cmd_fault latency segv crash --batches 1,4 --engine-opt fault_at=kv_from_residual
+rm -f "$T/c.json"
+"$KVV" compare "$M" --against "$P" --engine-opt fault=segv -q --json "$T/c.json" >"$T/out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && [ "$(jq -r '.checks[0].fault' "$T/c.json")" = crash ] \
+    && ok "compare --against a crashing plugin: exit 1, fault crash" \
+    || fail "compare --against fault=segv: exit $rc"
 "$KVV" audit "$M" --no-isolate --timeout 3 >"$T/out" 2>&1; rc=$?
 [ "$rc" -eq 2 ] && ok "--no-isolate --timeout: exit 2" || fail "--no-isolate --timeout: exit $rc"
 
