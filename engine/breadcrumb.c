@@ -42,6 +42,64 @@ void kvv_breadcrumb_layer(int layer, int pos_first, int pos_last)
     crumb->pos_last = pos_last;
 }
 
+/* ------------------------------------------------------------ hook relay */
+
+static void rows(int layer, int n, const int32_t *pos)
+{
+    kvv_breadcrumb_layer(layer, n > 0 && pos ? pos[0] : -1, n > 0 && pos ? pos[n - 1] : -1);
+}
+
+static void r_residual(void *u, int layer, int n, const int32_t *pos, float *h)
+{
+    const kvv_hooks *in = &((kvv_crumb_relay *)u)->inner;
+    rows(layer, n, pos);
+    in->residual(in->user, layer, n, pos, h);
+}
+
+static void r_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
+{
+    const kvv_hooks *in = &((kvv_crumb_relay *)u)->inner;
+    rows(layer, n, pos);
+    in->kv(in->user, layer, n, pos, k, v);
+}
+
+static void r_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
+                   const int32_t *key_pos, const float *p)
+{
+    const kvv_hooks *in = &((kvv_crumb_relay *)u)->inner;
+    rows(layer, n, pos);
+    in->attn(in->user, layer, n, pos, n_keys, key_pos, p);
+}
+
+static void r_attn_out(void *u, int layer, int n, const int32_t *pos, const float *o)
+{
+    const kvv_hooks *in = &((kvv_crumb_relay *)u)->inner;
+    rows(layer, n, pos);
+    in->attn_out(in->user, layer, n, pos, o);
+}
+
+static void r_select(void *u, int layer, int qpos, int head, const float *q, int n_keys,
+                     const int32_t *key_pos, uint8_t *keep)
+{
+    const kvv_hooks *in = &((kvv_crumb_relay *)u)->inner;
+    kvv_breadcrumb_layer(layer, qpos, qpos);
+    in->select(in->user, layer, qpos, head, q, n_keys, key_pos, keep);
+}
+
+const kvv_hooks *kvv_breadcrumb_hooks(kvv_crumb_relay *r, const kvv_hooks *inner)
+{
+    if (!crumb || !inner)
+        return inner;
+    r->inner = *inner;
+    r->out = (kvv_hooks){.user = r,
+                         .residual = inner->residual ? r_residual : NULL,
+                         .kv = inner->kv ? r_kv : NULL,
+                         .attn = inner->attn ? r_attn : NULL,
+                         .attn_out = inner->attn_out ? r_attn_out : NULL,
+                         .select = inner->select ? r_select : NULL};
+    return &r->out;
+}
+
 const char *kvv_crumb_call_name(int call)
 {
     static const char *const names[KVV_CRUMB_N] = {

@@ -6,9 +6,9 @@
  * child that runs a check (mmap MAP_SHARED | MAP_ANONYMOUS before fork) and
  * attaches it in the child. From then on the engine wrappers
  * (engine/engine.c: forward, kv_from_residual) say which call is running
- * and which positions it was given, and the plugin's hook relay
- * (engine/plugin/) narrows it to the layer and position the engine's hooks
- * last reported. When the child dies by a signal the parent formats it:
+ * and which positions it was given, and a hook relay (the plugin's in
+ * engine/plugin/, kvv_breadcrumb_hooks below for every engine) narrows it to
+ * the layer and position the engine's hooks last reported. When the child dies by a signal the parent formats it:
  *
  *   "forward, layer 3, position 17"
  *
@@ -26,6 +26,8 @@
 #define KVV_BREADCRUMB_H
 
 #include <stddef.h>
+
+#include "runtime/runtime.h"
 
 /* The engine calls a breadcrumb can name (kvv_breadcrumb.call). */
 typedef enum {
@@ -56,6 +58,20 @@ void kvv_breadcrumb_enter(kvv_crumb_call call);
 void kvv_breadcrumb_positions(int first, int last);
 /* The layer (and rows) the engine's hooks last reported. */
 void kvv_breadcrumb_layer(int layer, int pos_first, int pos_last);
+
+/* The caller's hooks, relayed so that each hook first records its layer
+ * and rows (kvv_breadcrumb_layer): what lets a crash of a built-in engine
+ * name the layer, as the plugin's relay does for plugins. Only the hooks
+ * the caller set are relayed (an engine may take another route when asked
+ * for more), and only while a breadcrumb is attached. */
+typedef struct {
+    kvv_hooks inner;            /* the caller's hooks */
+    kvv_hooks out;              /* handed to the engine (user = this) */
+} kvv_crumb_relay;
+
+/* @return &r->out relaying inner, or inner itself when it is NULL or no
+ * breadcrumb is attached (an unisolated run pays one test). */
+const kvv_hooks *kvv_breadcrumb_hooks(kvv_crumb_relay *r, const kvv_hooks *inner);
 
 /* "forward", "kv_from_residual", ... ("" for NONE). */
 const char *kvv_crumb_call_name(int call);

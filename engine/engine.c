@@ -74,6 +74,8 @@ kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const
     kvv_breadcrumb_enter(KVV_CRUMB_FORWARD); /* what a crash report names (isolation) */
     if (n > 0 && pos)
         kvv_breadcrumb_positions(pos[0], pos[n - 1]);
+    kvv_crumb_relay relay; /* isolated: the hooks name the layer too */
+    hooks = kvv_breadcrumb_hooks(&relay, hooks);
     if (e->opts.control & (KVV_CTL_HOST_RESIDUAL | KVV_CTL_HOST_REORDER))
         return kvv_host_control_forward(e, n, tokens, pos, hooks, lm, logits, err);
     return e->vt->forward(e, n, tokens, pos, hooks, lm, logits, err);

@@ -353,7 +353,7 @@ kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *
         return st;
     char sig[32], detail[400];
     if (cr.got == 0) {
-        snprintf(detail, sizeof detail, "no result after %.0f s (killed; last stage: %s)", limit,
+        snprintf(detail, sizeof detail, "no result after %.3g s (killed; last stage: %s)", limit,
                  cr.stage);
         kvv_check_set_fault(r, "timeout", detail);
     } else if (cr.got == -2) {
@@ -424,7 +424,7 @@ kvv_status kvv_isolate_plan_engine(const kvv_model *m, const kvv_engine_opts *eo
         st = s32 ? kvv_error_set(err, (kvv_status)s32, "%s", msg) : KVV_OK;
     } else if (cr.got == 0) {
         st = kvv_error_set(err, KVV_ERR_ENGINE, "engine %s: opening it to plan the workload gave "
-                           "no answer in %.0f s (killed; last stage: %s)", name, limit, cr.stage);
+                           "no answer in %.3g s (killed; last stage: %s)", name, limit, cr.stage);
     } else if (cr.got == 1 && WIFSIGNALED(cr.status)) {
         st = kvv_error_set(err, KVV_ERR_ENGINE, "engine %s: opening it to plan the workload "
                            "crashed: %s in %s", name,

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "engine/breadcrumb.h"
+#include "engine/engine.h"
 #include "model/atomic_file.h"
+#include "model/synth.h"
 #include "tests/test_util.h"
 #include "verify/isolate.h"
 
@@ -96,6 +98,69 @@ static void test_crash(void **state)
     assert_string_equal(r.fault, "crash");
     assert_string_equal(kvv_check_message(&r), "SIGSEGV in forward, layer 3, position 17");
     kvv_check_result_free(&r);
+}
+
+/* A built-in engine's crash names the layer its hooks last reported: a
+ * residual hook that raises SIGSEGV entering layer 1 of a real forward. */
+static void segv_hook(void *user, int layer, int n, const int32_t *pos, float *h)
+{
+    (void)user;
+    (void)n;
+    (void)pos;
+    (void)h;
+    if (layer == 1) {
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+    }
+}
+
+static kvv_status forward_crash(void *ctx, kvv_check_result *r, kvv_error *err)
+{
+    (void)r;
+    const char *const *a = ctx; /* model path, engine name */
+    kvv_model *m = NULL;
+    kvv_engine *e = NULL;
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = a[1];
+    o.n_ctx = 8;
+    kvv_status s = kvv_model_open(a[0], &m, err);
+    if (!s)
+        s = kvv_engine_open(m, &o, &e, err);
+    if (!s) {
+        const int32_t tok[4] = {1, 2, 3, 4}, pos[4] = {0, 1, 2, 3};
+        kvv_hooks hk = {.residual = segv_hook};
+        s = kvv_engine_forward(e, 4, tok, pos, &hk, KVV_LOGITS_NONE, NULL, err);
+    }
+    kvv_engine_close(e);
+    kvv_model_close(m);
+    return s;
+}
+
+static void test_builtin_crash_names_layer(void **state)
+{
+    (void)state;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/isolate-llama-tiny.gguf", kvv_test_tmpdir());
+    kvv_synth_opts so;
+    memset(&so, 0, sizeof so);
+    so.shape = kvv_shape_find("llama-tiny");
+    so.type = KVV_TYPE_F32;
+    so.seed = 1;
+    kvv_error err = {0};
+    if (kvv_synth_write(&so, path, &err))
+        fail_msg("%s", err.msg);
+    const char *engines[] = {"ref", "cpu"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[2] = {path, engines[i]};
+        kvv_check_result r;
+        kvv_check_result_init(&r, "kv");
+        kvv_isolate_opts io = {.timeout = 60};
+        assert_int_equal(kvv_isolate_run(&io, forward_crash, (void *)args, &r, &err), KVV_OK);
+        assert_string_equal(r.fault, "crash");
+        assert_string_equal(kvv_check_message(&r), "SIGSEGV in forward, layer 1, positions 0..3");
+        kvv_check_result_free(&r);
+    }
+    remove(path);
 }
 
 static kvv_status exit_early(void *ctx, kvv_check_result *r, kvv_error *err)
@@ -244,6 +309,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_result_crosses_whole),
         cmocka_unit_test(test_crash),
+        cmocka_unit_test(test_builtin_crash_names_layer),
         cmocka_unit_test(test_exit_without_result),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_stop_flag),
