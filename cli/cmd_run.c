@@ -624,6 +624,9 @@ int kvv_cmd_run(int argc, char **argv)
             rp.print_steps = a.teacher || a.top_given;
             if (!a.top_given && !a.teacher && !rp.steps)
                 rp.k = 0;
+            kvv_engine_desc d; /* which engine, mode and kernel table ran */
+            kvv_engine_describe(s.e, &d);
+            kvv_engine_desc_print(stdout, &d);
             print_ids("prompt", s.seq, s.n_prompt);
         }
         stamp_add(&s.t_load, t_start, now_s());

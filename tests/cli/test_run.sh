@@ -19,6 +19,7 @@ SYN=$T/llama.gguf
 $KVV synth --shape llama-tiny --seed 5 -o "$SYN" >/dev/null 2>&1 || fail "synth llama-tiny"
 $KVV run "$SYN" --tokens 1,20,30,40 -n 6 >"$T/out" 2>"$T/err" || fail "run synth: exit $? $(cat "$T/err")"
 grep -q '^prompt: 1 20 30 40$' "$T/out" || fail "run synth: prompt line"
+grep -q '^engine  ref (exact), cache f32, 1 thread' "$T/out" || fail "run synth: engine line"
 [ "$(sed -n 's/^generated: //p' "$T/out" | wc -w)" -eq 6 ] || fail "run synth: 6 generated ids"
 $KVV run "$SYN" --tokens 1,20,30,40 -n 6 --json >"$T/json" || fail "run --json exit $?"
 $KVV run "$SYN" --tokens 1,20,30,40 --teacher --json --all-logits --top 3 >"$T/tf.json" ||

@@ -12,7 +12,7 @@ static void upper(char *dst, size_t size, const char *s)
     dst[i] = 0;
 }
 
-static void print_engine(FILE *f, const kvv_engine_desc *d)
+void kvv_engine_desc_print(FILE *f, const kvv_engine_desc *d)
 {
     char id[400];
     fprintf(f, "engine  %s (%s), cache %s, %d thread%s%s%s%s%s\n", d->name, d->mode,
@@ -76,7 +76,7 @@ void kvv_report_print_header(FILE *f, const kvv_report *rep)
         fprintf(f, "  sha256 %.16s…", rep->model_sha256);
     fprintf(f, "\n");
     if (rep->has_engine)
-        print_engine(f, &rep->engine);
+        kvv_engine_desc_print(f, &rep->engine);
     if (rep->vs[0])
         fprintf(f, "vs      %s = engine A, the reference side; the engine above is B, the "
                    "engine under test\n", rep->vs);
@@ -96,7 +96,7 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
         kvv_report_print_header(f, rep);
         fprintf(f, "\n");
     } else if (!quiet && (flags & KVV_CONSOLE_ENGINE) && rep->has_engine) {
-        print_engine(f, &rep->engine);
+        kvv_engine_desc_print(f, &rep->engine);
         fprintf(f, "\n");
     } else if (quiet && rep->workload.set) { /* the certificate's sizes, even quiet */
         char w[512];

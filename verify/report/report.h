@@ -180,6 +180,9 @@ void kvv_check_set_engine(kvv_check_result *r, const kvv_engine_desc *d);
  * ..." into buf ("" for the built-in engines, which report none).
  * @return buf. */
 const char *kvv_engine_desc_identity(const kvv_engine_desc *d, char *buf, size_t size);
+/* The console's engine line(s): "engine  NAME (MODE), cache T, N threads,
+ * kernel table ISA, KERNELS" and, when there is one, the identity beneath. */
+void kvv_engine_desc_print(FILE *f, const kvv_engine_desc *d);
 
 /* ------------------------------------------------------------------ a run */
 
