@@ -118,6 +118,8 @@ for isa in generic avx2; do
     # run, numerics, bench: the JSON names the table
     "$KVV" run "$M" --tokens 1,2,3 -n 2 $E --json "$T/run.json" >/dev/null 2>&1 || fail "run $E: exit $?"
     [ "$(isa_json "$T/run.json")" = "$isa" ] || fail "run $E: JSON engine.isa is not $isa"
+    "$KVV" run "$M" --tokens 1,2,3 -n 2 $E 2>/dev/null | grep -q "kernel table $isa" ||
+        fail "run $E: the text output does not name the table"
     "$KVV" numerics "$M" --engine cpu --mode invariant --isa $isa --samples 1 --math-samples 200 \
         --json "$T/num.json" >/dev/null 2>&1 || fail "numerics $E: exit $?"
     grep -q "\"isa\": \"$isa\"" "$T/num.json" || fail "numerics $E: the JSON does not name $isa"
