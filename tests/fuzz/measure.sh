@@ -11,6 +11,7 @@
 #   make fuzz-measure                                # the long run: 10M or 1 h, 2 cores each
 #   FUZZ_MEASURE_SECONDS=90 FUZZ_JOBS=1 sh tests/fuzz/measure.sh   # a short one
 #   FUZZ_TARGETS="fuzz_gguf fuzz_kvv" sh tests/fuzz/measure.sh
+#   FUZZ_UNIT_TIMEOUT=60 (default): seconds one input may take before it is a finding
 #
 # A finding (crash, leak, UB, timeout, out-of-memory) ends the job that met
 # it; it is saved under build-fuzz/artifacts-TARGET/ and counted in the
@@ -24,6 +25,10 @@ RUNS=${FUZZ_MEASURE_RUNS:-10000000}
 SECS=${FUZZ_MEASURE_SECONDS:-3600}
 JOBS=${FUZZ_JOBS:-2}
 OUT=${FUZZ_MEASURE_OUT:-build-fuzz/results.md}
+# One input slower than this (wall seconds) is a finding (a hang). Not 10:
+# on a shared two-core machine a nice 19 job starved by a build once took
+# 11 s over a tokenizer input that runs in under a second alone.
+UNIT=${FUZZ_UNIT_TIMEOUT:-60}
 TARGETS=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c | sed 's|.*/||; s|\.c$||')}
 mkdir -p build-fuzz
 status=0
@@ -46,7 +51,7 @@ for t in $TARGETS; do
     rm -rf "$work"
     mkdir -p "$work/corpus" "$art"
     per_job=$(( (RUNS + JOBS - 1) / JOBS ))
-    flags="-runs=$per_job -max_total_time=$SECS -timeout=10 -rss_limit_mb=2048 -print_final_stats=1"
+    flags="-runs=$per_job -max_total_time=$SECS -timeout=$UNIT -rss_limit_mb=2048 -print_final_stats=1"
     cmd="cd $work && ../$t -jobs=$JOBS -workers=$JOBS $flags corpus ../../tests/fuzz/corpus/$n"
     echo "measure.sh: $cmd" >&2
     start=$(date +%s)
