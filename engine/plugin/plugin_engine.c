@@ -461,6 +461,8 @@ static kvv_status open_state(kvv_plugin_state *ps, const kvv_model *m, const kvv
     ps->info.controls &= p.controls;
     if (ps->info.n_threads < 1)
         ps->info.n_threads = 1;
+    if (ps->info.n_ubatch < 0) /* reports would carry "n_ubatch -5" (fuzz_plugin) */
+        ps->info.n_ubatch = 0;
     return check_info(ps, m, &p, err);
 }
 

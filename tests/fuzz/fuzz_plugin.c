@@ -316,6 +316,7 @@ static void drive(kvv_engine *e, bool write_residual)
     kvv_engine_describe(e, &d);
     check(memchr(d.version, 0, sizeof d.version) && memchr(d.kernels, 0, sizeof d.kernels),
           "describe's strings are terminated");
+    check(d.n_threads >= 1 && d.n_ubatch >= 0, "describe: threads >= 1, micro-batch >= 0");
     kvv_logits_mode lm = (caps & KVV_ENGINE_CAP_LOGITS_ALL) ? KVV_LOGITS_ALL : KVV_LOGITS_LAST;
     forward(e, 0, 6, lm, true, write_residual, false);
     mirror_check(e);

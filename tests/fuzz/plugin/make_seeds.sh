@@ -32,6 +32,7 @@ seed table-null 0 1
 seed table-abi-major-2 0 2 2
 seed table-short-struct 0 4 1 10
 seed table-long-struct 0 4 0 200
+seed regress-table-size-mid-slot 0 4 1 21 8 207 113 0
 seed table-bad-name 0 8 2
 seed table-no-devices 0 16 1
 seed table-no-forward 0 32 4
@@ -45,6 +46,7 @@ seed open-caps-forward-only 0 0 8 0 0 0
 seed open-caps-no-evict 0 0 8 255 5 0
 seed open-dims-wrong 0 0 16 3 1
 seed open-info-arbitrary 0 0 96 252 9 2 255 7
+seed regress-open-ubatch-negative 0 0 32 0 0 251 250
 seed open-log-null 0 0 4 1 1
 seed describe-no-nul 0 0 0 1
 seed describe-bytes 0 0 0 2 65 66 67
