@@ -10,8 +10,8 @@
  * rest is the plugin's script (fuzzed_plugin.c): zero bytes and the end of
  * the input mean "behave", other bytes pick a misbehaviour. Per input the
  * engine "plugin:PATH" is opened on a synthetic llama-tiny (F32, written
- * once to a temp file) and, when it opens, driven through every host path:
- * forward with every declared hook and logits LAST / ALL / NONE, logits
+ * once to a temp file, removed once read) and, when it opens, driven
+ * through every host path: forward with every declared hook and logits LAST / ALL / NONE, logits
  * NULL, the cache mirror (read, evict a position and a head, change a row),
  * forward over cached positions, kv_from_residual (valid and invalid
  * layer), reset, describe; then closed.
@@ -64,10 +64,9 @@ static kvv_fuzz_script_fn g_script;
 static kvv_fuzz_dims g_dims;
 static bool g_trace; /* KVV_FUZZ_TRACE set: each call's status on stderr */
 
-static void remove_model(void)
+static void close_model(void)
 {
     kvv_model_close(g_model);
-    remove(g_model_path);
 }
 
 static void setup(void)
@@ -88,7 +87,10 @@ static void setup(void)
         fprintf(stderr, "fuzz_plugin: model: %s\n", err.msg);
         abort();
     }
-    atexit(remove_model);
+    /* gone from the folder at once (the model is read; the plugin never
+     * opens its path), so a crashing input leaves no file behind */
+    remove(g_model_path);
+    atexit(close_model);
     char exe[1024];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     check(len > 0, "readlink /proc/self/exe");
