@@ -11,10 +11,10 @@
  * the input mean "behave", other bytes pick a misbehaviour. Per input the
  * engine "plugin:PATH" is opened on a synthetic llama-tiny (F32, written
  * once to a temp file, removed once read) and, when it opens, driven
- * through every host path: forward with every declared hook and logits LAST / ALL / NONE, logits
- * NULL, the cache mirror (read, evict a position and a head, change a row),
- * forward over cached positions, kv_from_residual (valid and invalid
- * layer), reset, describe; then closed.
+ * through every host path: forward with every declared hook and logits
+ * LAST / ALL / NONE, logits NULL, the cache mirror (read, evict a position
+ * and a head, change a row), forward over cached positions,
+ * kv_from_residual (valid and invalid layer), reset, describe; then closed.
  *
  * Properties (a broken one calls abort()):
  *   - every call returns KVV_OK or an error status with a message;
