@@ -253,8 +253,8 @@ static void c_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
                    const int32_t *key_pos, const float *p)
 {
     kvv_plugin_crumb *c = u;
-    if (!rows_ok(c, "attn", layer, c->n_layer - 1, n, pos) || !keys_ok(c, "attn", n_keys, key_pos) ||
-        !buf_ok(c, "attn", p, n_keys > 0))
+    if (!rows_ok(c, "attn", layer, c->n_layer - 1, n, pos) ||
+        !keys_ok(c, "attn", n_keys, key_pos) || !buf_ok(c, "attn", p, n_keys > 0))
         return;
     kvv_breadcrumb_layer(layer, pos[0], pos[n - 1]);
     c->inner.attn(c->inner.user, layer, n, pos, n_keys, key_pos, p);

@@ -107,14 +107,16 @@ kvv_status kvv_plugin_stage_begin(kvv_plugin_state *ps, kvv_plugin_stage *s, siz
 /* After the call: the guard must be intact (always); when the call
  * succeeded (ok) the contents must be complete and, for FLOATS, finite.
  * Then, when the call succeeded and passed these checks, the n bytes go
- * to dst (NULL: nowhere); the stage is poisoned again either way. row: elements per row (for the message), 0 = none. */
+ * to dst (NULL: nowhere); the stage is poisoned again either way.
+ * row: elements per row (for the message), 0 = none. */
 kvv_status kvv_plugin_stage_end(kvv_plugin_state *ps, kvv_plugin_stage *s, kvv_stage_kind kind,
                                 bool ok, size_t row, void *dst, kvv_error *err);
 void kvv_plugin_stage_free(kvv_plugin_stage *s);
 
 /* Hooks for the plugin's forward of n rows at pos[n] (checked, strictly
- * increasing) of an engine of n_ctx positions that relay to inner (which may be NULL: then NULL) through c,
- * checking each call's arguments (c->bad) and recording layer and rows in
+ * increasing) of an engine of n_ctx positions, relaying to inner (which
+ * may be NULL: then NULL) through c: each call's arguments are checked
+ * (the first refused goes to c->bad) and its layer and rows recorded in
  * the breadcrumb. */
 const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner,
                                                const kvv_plugin_state *ps, int n_ctx, int n,
