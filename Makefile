@@ -224,6 +224,18 @@ $(O)/tests/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c $(L_CLI) $(LAYERS_a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(L_CLI) $(LAYERS_all) $(LIBS)
 
+# fuzz_plugin loads tests/fuzz/plugin/fuzzed_plugin.c, built beside it (its
+# own version script also exports the script setter the target calls).
+FUZZED_PLUGIN_SRC := tests/fuzz/plugin/fuzzed_plugin.c
+FUZZED_PLUGIN_DEPS := $(FUZZED_PLUGIN_SRC) tests/fuzz/plugin/fuzzed_plugin.h \
+  tests/fuzz/plugin/fuzzed_plugin.map include/kvverify/engine_plugin.h
+FUZZED_PLUGIN_LDFLAGS = -shared -Wl,--version-script=tests/fuzz/plugin/fuzzed_plugin.map
+$(O)/tests/fuzz/fuzzed_plugin.so: $(FUZZED_PLUGIN_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) $(LDFLAGS) $(FUZZED_PLUGIN_LDFLAGS) $(if $(SAN),,-Wl,-z,defs) \
+	  -o $@ $< -lm
+$(O)/tests/fuzz/replay_fuzz_plugin: $(O)/tests/fuzz/fuzzed_plugin.so
+
 test: $(BIN) kvverify plugins $(TEST_PLUGINS) $(TEST_BIN) $(FUZZ_REPLAY) $(PLANT_BIN) $(PLANT_KQ_BIN) $(PLANT_TILE_BIN)
 	@O=$(O) sh tests/run_tests.sh
 
@@ -244,6 +256,7 @@ FUZZ_LAYERS_fuzz_kvv  := vectors model
 FUZZ_LAYERS_fuzz_tokenizer := model
 FUZZ_LAYERS_fuzz_vocab := model
 FUZZ_LAYERS_fuzz_opts := cli verify vectors engine reference runtime model
+FUZZ_LAYERS_fuzz_plugin := engine reference runtime model
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
 FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference runtime model),build-fuzz/libkvv_$(l).a)
 fuzz:
@@ -260,6 +273,8 @@ fuzz-build:
 	$(MAKE) --no-print-directory O=build-fuzz CC=$(FUZZ_CC) OPT="-O1 -g" SAN="$(FUZZ_SAN)" $(FUZZ_LIBS)
 	$(FUZZ_CC) -std=c11 -I. -O1 -g -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined -o build-fuzz/$(FUZZ_TARGET) tests/fuzz/$(FUZZ_TARGET).c $(FUZZ_LIBS) $(LIBS)
+	$(if $(filter fuzz_plugin,$(FUZZ_TARGET)),$(FUZZ_CC) -std=c11 -I. -Iinclude -O1 -g -fPIC \
+	  $(FUZZED_PLUGIN_LDFLAGS) -o build-fuzz/fuzzed_plugin.so $(FUZZED_PLUGIN_SRC) -lm)
 
 fuzz-one: fuzz-build
 	mkdir -p build-fuzz/corpus-$(FUZZ_TARGET)

@@ -190,6 +190,11 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
 {
     kvv_plugin_state *ps = ps_of(e);
     kvv_status s = check_positions(e, n, pos, err);
+    /* The ABI promises the plugin a logits buffer for LAST and ALL: refuse
+     * a NULL one here, as the reference engine does, instead of handing the
+     * plugin NULL to write (found by tests/fuzz/fuzz_plugin.c). */
+    if (!s && lm != KVV_LOGITS_NONE && !logits)
+        s = kvv_error_set(err, KVV_ERR_USAGE, "forward: logits NULL with a mode that writes them");
     if (!s)
         s = check_call(e, hooks, lm, err);
     if (!s)
@@ -220,7 +225,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
     ps->violated_layer = -1;
     /* logits through a stage (plugin_guard.c): the plugin never writes ours */
     size_t V = (size_t)ps->info.n_vocab;
-    size_t n_out = !logits ? 0 : lm == KVV_LOGITS_ALL ? (size_t)n * V : lm == KVV_LOGITS_LAST ? V : 0;
+    size_t n_out = lm == KVV_LOGITS_ALL ? (size_t)n * V : lm == KVV_LOGITS_LAST ? V : 0;
     void *stage = NULL;
     if (n_out && (s = kvv_plugin_stage_begin(ps, &ps->st_logits, n_out * sizeof(float), "forward",
                                              "logits", &stage, err)))
@@ -230,14 +235,20 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
     kvv_breadcrumb_positions(pos[0], pos[n - 1]);
     kvv_plugin_error perr;
     memset(&perr, 0, sizeof perr);
-    int code = ps->lib.t.forward(ps->pe, n, tokens, pos,
-                                 kvv_plugin_crumb_hooks(&crumb, hooks ? &ph : NULL), (int)lm,
-                                 n_out ? stage : logits, &perr);
+    /* Under LOGITS_NONE the plugin gets NULL, never the caller's buffer: a
+     * plugin writing logits it was not asked for would otherwise write the
+     * caller's memory unguarded (found by tests/fuzz/fuzz_plugin.c). */
+    const kvv_plugin_hooks *relayed =
+        kvv_plugin_crumb_hooks(&crumb, hooks ? &ph : NULL, ps, e->opts.n_ctx, n, pos);
+    int code = ps->lib.t.forward(ps->pe, n, tokens, pos, relayed, (int)lm, n_out ? stage : NULL,
+                                 &perr);
     kvv_status sg = n_out ? kvv_plugin_stage_end(ps, &ps->st_logits, KVV_STAGE_FLOATS, code == 0,
                                                  V, logits, err)
                           : KVV_OK;
     if (sg)
         s = sg;
+    else if (crumb.bad[0])
+        s = kvv_error_set(err, KVV_ERR_ENGINE, "%s", crumb.bad);
     else if (code)
         s = kvv_plugin_fail(ps, code, "forward", &perr, err);
     else if (ps->violated_layer >= 0)
@@ -450,6 +461,8 @@ static kvv_status open_state(kvv_plugin_state *ps, const kvv_model *m, const kvv
     ps->info.controls &= p.controls;
     if (ps->info.n_threads < 1)
         ps->info.n_threads = 1;
+    if (ps->info.n_ubatch < 0) /* reports would carry "n_ubatch -5" (fuzz_plugin) */
+        ps->info.n_ubatch = 0;
     return check_info(ps, m, &p, err);
 }
 

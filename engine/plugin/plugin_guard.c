@@ -153,7 +153,10 @@ kvv_status kvv_plugin_stage_end(kvv_plugin_state *ps, kvv_plugin_stage *s, kvv_s
                        s->call, s->field, u, s->n, row ? "row" : "index",
                        row ? first / row : first);
     }
-    if (!st && dst && s->n)
+    /* Only a successful call's output reaches dst: a failed kv_read would
+     * otherwise leave the poison in the mirror as presence flags 0xa5 over
+     * poison rows (found by tests/fuzz/fuzz_plugin.c). */
+    if (!st && ok && dst && s->n)
         memcpy(dst, s->p, s->n);
     fill(s->p, 0, s->n + GUARD_BYTES);
     return st;
@@ -165,50 +168,136 @@ void kvv_plugin_stage_free(kvv_plugin_stage *s)
     memset(s, 0, sizeof *s);
 }
 
-/* ------------------------------------------------------------ breadcrumbs */
+/* ------------------------------------------------------------ hook relay */
+
+/* The plugin's hook arguments are input like its buffers: the caller's
+ * hooks index their own arrays by layer, rows, positions and keys (a tape
+ * of n rows, a table per layer), so a plugin passing layer 7 of 3, n = -1
+ * or 100 rows of a 6-token call, a position the call did not ask for or
+ * unsorted keys would make the host write out of bounds (found by
+ * tests/fuzz/fuzz_plugin.c). Such a call is dropped, and the forward fails
+ * with KVV_ERR_ENGINE naming it. */
+static bool refuse(kvv_plugin_crumb *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool refuse(kvv_plugin_crumb *c, const char *fmt, ...)
+{
+    if (!c->bad[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->bad, sizeof c->bad, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+/* layer in [0, max], rows pos[0..n) strictly increasing and among the call's */
+static bool rows_ok(kvv_plugin_crumb *c, const char *hook, int layer, int max, int n,
+                    const int32_t *pos)
+{
+    if (layer < 0 || layer > max)
+        return refuse(c, "forward: %s hook called for layer %d (0..%d)", hook, layer, max);
+    if (n < 1 || n > c->n || !pos)
+        return refuse(c, "forward: %s hook called with %d rows%s (1..%d)", hook, n,
+                      pos ? "" : " and no positions", c->n);
+    int j = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && pos[i] <= pos[i - 1])
+            return refuse(c, "forward: %s hook: positions not increasing (%d after %d)", hook,
+                          pos[i], pos[i - 1]);
+        while (j < c->n && c->pos[j] < pos[i])
+            j++;
+        if (j == c->n || c->pos[j] != pos[i])
+            return refuse(c, "forward: %s hook: position %d is not one the call computes", hook,
+                          pos[i]);
+    }
+    return true;
+}
+
+/* n_keys in [0, n_ctx], keys strictly increasing inside the cache */
+static bool keys_ok(kvv_plugin_crumb *c, const char *hook, int n_keys, const int32_t *key_pos)
+{
+    if (n_keys < 0 || n_keys > c->n_ctx || (n_keys > 0 && !key_pos))
+        return refuse(c, "forward: %s hook called with %d keys%s (0..%d)", hook, n_keys,
+                      key_pos ? "" : " and no key positions", c->n_ctx);
+    for (int j = 0; j < n_keys; j++)
+        if (key_pos[j] < 0 || key_pos[j] >= c->n_ctx || (j > 0 && key_pos[j] <= key_pos[j - 1]))
+            return refuse(c, "forward: %s hook: key position %d at %d (increasing, 0..%d)", hook,
+                          key_pos[j], j, c->n_ctx - 1);
+    return true;
+}
+
+static bool buf_ok(kvv_plugin_crumb *c, const char *hook, const void *p, bool needed)
+{
+    return p || !needed || refuse(c, "forward: %s hook called with a NULL buffer", hook);
+}
 
 static void c_residual(void *u, int layer, int n, const int32_t *pos, float *h)
 {
-    const kvv_plugin_hooks *in = &((kvv_plugin_crumb *)u)->inner;
-    kvv_breadcrumb_layer(layer, n > 0 && pos ? pos[0] : -1, n > 0 && pos ? pos[n - 1] : -1);
-    in->residual(in->user, layer, n, pos, h);
+    kvv_plugin_crumb *c = u;
+    if (!rows_ok(c, "residual", layer, c->n_layer, n, pos) || !buf_ok(c, "residual", h, true))
+        return;
+    kvv_breadcrumb_layer(layer, pos[0], pos[n - 1]);
+    c->inner.residual(c->inner.user, layer, n, pos, h);
 }
 
 static void c_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
 {
-    const kvv_plugin_hooks *in = &((kvv_plugin_crumb *)u)->inner;
-    kvv_breadcrumb_layer(layer, n > 0 && pos ? pos[0] : -1, n > 0 && pos ? pos[n - 1] : -1);
-    in->kv(in->user, layer, n, pos, k, v);
+    kvv_plugin_crumb *c = u;
+    if (!rows_ok(c, "kv", layer, c->n_layer - 1, n, pos) || !buf_ok(c, "kv", k, true) ||
+        !buf_ok(c, "kv", v, true))
+        return;
+    kvv_breadcrumb_layer(layer, pos[0], pos[n - 1]);
+    c->inner.kv(c->inner.user, layer, n, pos, k, v);
 }
 
 static void c_attn(void *u, int layer, int n, const int32_t *pos, int n_keys,
                    const int32_t *key_pos, const float *p)
 {
-    const kvv_plugin_hooks *in = &((kvv_plugin_crumb *)u)->inner;
-    kvv_breadcrumb_layer(layer, n > 0 && pos ? pos[0] : -1, n > 0 && pos ? pos[n - 1] : -1);
-    in->attn(in->user, layer, n, pos, n_keys, key_pos, p);
+    kvv_plugin_crumb *c = u;
+    if (!rows_ok(c, "attn", layer, c->n_layer - 1, n, pos) ||
+        !keys_ok(c, "attn", n_keys, key_pos) || !buf_ok(c, "attn", p, n_keys > 0))
+        return;
+    kvv_breadcrumb_layer(layer, pos[0], pos[n - 1]);
+    c->inner.attn(c->inner.user, layer, n, pos, n_keys, key_pos, p);
 }
 
 static void c_attn_out(void *u, int layer, int n, const int32_t *pos, const float *o)
 {
-    const kvv_plugin_hooks *in = &((kvv_plugin_crumb *)u)->inner;
-    kvv_breadcrumb_layer(layer, n > 0 && pos ? pos[0] : -1, n > 0 && pos ? pos[n - 1] : -1);
-    in->attn_out(in->user, layer, n, pos, o);
+    kvv_plugin_crumb *c = u;
+    if (!rows_ok(c, "attn_out", layer, c->n_layer - 1, n, pos) || !buf_ok(c, "attn_out", o, true))
+        return;
+    kvv_breadcrumb_layer(layer, pos[0], pos[n - 1]);
+    c->inner.attn_out(c->inner.user, layer, n, pos, o);
 }
 
 static void c_select(void *u, int layer, int qpos, int head, const float *q, int n_keys,
                      const int32_t *key_pos, uint8_t *keep)
 {
-    const kvv_plugin_hooks *in = &((kvv_plugin_crumb *)u)->inner;
+    kvv_plugin_crumb *c = u;
+    if (!rows_ok(c, "select", layer, c->n_layer - 1, 1, &qpos) ||
+        !keys_ok(c, "select", n_keys, key_pos) || !buf_ok(c, "select", q, true) ||
+        !buf_ok(c, "select", keep, n_keys > 0))
+        return;
+    if (head < 0 || head >= c->n_head) {
+        refuse(c, "forward: select hook called for head %d (0..%d)", head, c->n_head - 1);
+        return;
+    }
     kvv_breadcrumb_layer(layer, qpos, qpos);
-    in->select(in->user, layer, qpos, head, q, n_keys, key_pos, keep);
+    c->inner.select(c->inner.user, layer, qpos, head, q, n_keys, key_pos, keep);
 }
 
-const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner)
+const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner,
+                                               const kvv_plugin_state *ps, int n_ctx, int n,
+                                               const int32_t *pos)
 {
+    c->bad[0] = '\0';
     if (!inner)
         return NULL;
     c->inner = *inner;
+    c->n_layer = ps->info.n_layer;
+    c->n_head = ps->info.n_head;
+    c->n_ctx = n_ctx;
+    c->n = n;
+    c->pos = pos;
     memset(&c->out, 0, sizeof c->out);
     c->out.struct_size = sizeof c->out;
     c->out.user = c;

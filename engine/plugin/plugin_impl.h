@@ -38,11 +38,18 @@ typedef enum {
     KVV_STAGE_RAW              /* raw bytes (cache dtype): guard only */
 } kvv_stage_kind;
 
-/* The breadcrumb relay of a plugin's hooks (plugin_guard.c): each hook
- * records its layer and rows (engine/breadcrumb.h), then calls inner. */
+/* The relay of a plugin's hooks (plugin_guard.c): each hook checks its
+ * arguments against the ABI's contract for the forward call in progress,
+ * records its layer and rows (engine/breadcrumb.h), then calls inner. A
+ * call outside the contract is not relayed (the caller's hooks size their
+ * buffers by layer, rows and positions) and fails the forward. */
 typedef struct {
     kvv_plugin_hooks inner;    /* the hooks relayed to */
     kvv_plugin_hooks out;      /* the hooks handed to the plugin (user = this) */
+    int n_layer, n_head, n_ctx;
+    int n;                     /* the forward call's rows and (increasing) positions */
+    const int32_t *pos;
+    char bad[200];             /* the first hook call refused; "" = none */
 } kvv_plugin_crumb;
 
 typedef struct {
@@ -99,14 +106,20 @@ kvv_status kvv_plugin_stage_begin(kvv_plugin_state *ps, kvv_plugin_stage *s, siz
                                   kvv_error *err);
 /* After the call: the guard must be intact (always); when the call
  * succeeded (ok) the contents must be complete and, for FLOATS, finite.
- * Then the n bytes go to dst (NULL: nowhere) and the stage is poisoned
- * again. row: elements per row (for the message), 0 = none. */
+ * Then, when the call succeeded and passed these checks, the n bytes go
+ * to dst (NULL: nowhere); the stage is poisoned again either way.
+ * row: elements per row (for the message), 0 = none. */
 kvv_status kvv_plugin_stage_end(kvv_plugin_state *ps, kvv_plugin_stage *s, kvv_stage_kind kind,
                                 bool ok, size_t row, void *dst, kvv_error *err);
 void kvv_plugin_stage_free(kvv_plugin_stage *s);
 
-/* Hooks for the plugin that relay to inner (which may be NULL: then NULL)
- * through c, recording layer and rows in the breadcrumb. */
-const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner);
+/* Hooks for the plugin's forward of n rows at pos[n] (checked, strictly
+ * increasing) of an engine of n_ctx positions, relaying to inner (which
+ * may be NULL: then NULL) through c: each call's arguments are checked
+ * (the first refused goes to c->bad) and its layer and rows recorded in
+ * the breadcrumb. */
+const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner,
+                                               const kvv_plugin_state *ps, int n_ctx, int n,
+                                               const int32_t *pos);
 
 #endif

@@ -131,8 +131,16 @@ kvv_status kvv_plugin_lib_open(const char *path, kvv_plugin_lib *lib, kvv_error 
         return s;
     }
     /* Read only the prefix both sides know; slots beyond it stay NULL
-     * (= their documented default). */
+     * (= their documented default). A struct_size ending inside a slot
+     * counts only the whole slots before it: copying part of a function
+     * pointer made the host call a half pointer (found by
+     * tests/fuzz/fuzz_plugin.c). Every field past the required part is a
+     * pointer, so whole slots end at multiples of a pointer's size. */
+    _Static_assert(offsetof(kvv_plugin_table, describe) % sizeof(void *) == 0 &&
+                       sizeof(kvv_plugin_table) % sizeof(void *) == 0,
+                   "the table's slots are pointer-aligned");
     size_t n = t->struct_size < sizeof lib->t ? t->struct_size : sizeof lib->t;
+    n -= n % sizeof(void *);
     memcpy(&lib->t, t, n);
     const char *missing = !lib->t.open ? "open" : !lib->t.close ? "close"
                           : !lib->t.forward ? "forward" : !lib->t.kv_clear ? "kv_clear" : NULL;
