@@ -31,6 +31,8 @@ TESTLIBS = -lcmocka
 # picked at run time from cpuid; everything else is portable x86-64/aarch64.
 ISA_avx2    = -mavx2 -mfma -mf16c
 ISA_avx512  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+# *_avx512vnni.c: reached only after a cpuid check for VNNI (cpu_q4x16.h)
+ISA_vnni    = -mavx512vnni
 
 MODEL_SRC    := $(wildcard model/*.c)
 RUNTIME_SRC  := $(wildcard runtime/*.c)
@@ -76,7 +78,7 @@ kvverify: $(BIN)
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(if $(findstring _avx512,$<),$(ISA_avx512),$(if $(findstring _avx2,$<),$(ISA_avx2))) -c $< -o $@
+	$(CC) $(CFLAGS) $(if $(findstring _avx512,$<),$(ISA_avx512),$(if $(findstring _avx2,$<),$(ISA_avx2))) $(if $(findstring _avx512vnni,$<),$(ISA_vnni)) -c $< -o $@
 
 $(L_MODEL):   $(call obj,$(MODEL_SRC))
 $(L_RUNTIME): $(call obj,$(RUNTIME_SRC))
@@ -163,7 +165,7 @@ $(foreach l,model runtime reference engine vectors verify,$(eval $(call test_rul
 # The planted build swaps two lanes of the AVX-512 reduction tree
 # (KVV_CPU_PLANT_HSUM_SWAP); tests/cli/test_kernel_plant.sh expects the
 # kernel test linked with it to fail. ./kvverify never links either.
-EMU_SRC   := $(wildcard engine/cpu/*_avx2.c engine/cpu/*_avx512.c)
+EMU_SRC   := $(wildcard engine/cpu/*_avx2.c engine/cpu/*_avx512.c engine/cpu/*_avx512vnni.c)
 EMU_OBJ   := $(patsubst %.c,$(O)/emu/%.o,$(EMU_SRC))
 PLANT_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kernels_avx512.o,$(EMU_OBJ)) \
              $(O)/emu-plant/engine/cpu/cpu_kernels_avx512.o
@@ -189,7 +191,7 @@ $(PLANT_BIN): tests/engine/test_cpu_kernels.c $(TEST_UTIL) $(PLANT_OBJ) $(LAYERS
 # K10 (cpu_kquant.h): the same for the K-quant products, and a planted AVX2
 # build whose two float steps per super-block run in the other order
 # (KVV_CPU_PLANT_KQ_ORDER), which test_kernel_plant.sh expects to fail.
-$(O)/tests/engine/test_cpu_kquant_kernels: tests/engine/test_cpu_kquant_kernels.c $(TEST_UTIL) $(EMU_OBJ) $(LAYERS_engine)
+$(O)/tests/engine/test_cpu_kquant_kernels $(O)/tests/engine/test_cpu_q4x16: $(O)/tests/engine/%: tests/engine/%.c $(TEST_UTIL) $(EMU_OBJ) $(LAYERS_engine)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
 PLANT_KQ_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kquant_avx2.o,$(EMU_OBJ)) \

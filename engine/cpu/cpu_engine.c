@@ -50,7 +50,7 @@ static void cpu_close(kvv_engine *e)
         free(c->rope_cos[0]);
         free(c->rope_sin[0]);
         free(c->x); free(c->xn); free(c->q); free(c->kk); free(c->vv);
-        free(c->o); free(c->g); free(c->u); free(c->y); free(c->qx); free(c->dx); free(c->probs);
+        free(c->o); free(c->g); free(c->u); free(c->y); free(c->qx); free(c->dx); free(c->sx); free(c->probs);
         free(c->q8k.q); free(c->q8k.d); free(c->q8k.bsums);
         free(c->q81.q); free(c->q81.d); free(c->q81.s);
         free(c->key_pos); free(c->key_idx);
@@ -284,7 +284,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
                  co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused",
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "tile", kq);
+                 co->dequant_all ? "f32" : c->q8_act ? "int8-x16(act q8_0)" : "tile", kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",

@@ -58,6 +58,10 @@ bool kvv_cpu_reserve(kvv_cpu *c, int n)
     if (!q8)
         return false;
     c->qx = q8;
+    int32_t *sx = realloc(c->sx, (N * in_w / 32 + 1) * sizeof(int32_t));
+    if (!sx)
+        return false;
+    c->sx = sx;
     /* the rounded activations of cpu_kquant.h (Q8_K, Q8_1) */
     kvv_cpu_actbuf *ab[2] = {&c->q8k, &c->q81};
     for (int i = 0; i < 2; i++) {

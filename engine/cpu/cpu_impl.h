@@ -36,6 +36,7 @@ typedef struct {
     const uint8_t *data;    /* first row; borrowed from the map or c->owned */
     size_t row_bytes;
     bool x4;                /* Q8_0 in the 4-row interleaved layout (KVV_CPU_X4) */
+    bool x16;               /* Q4_0 in the 16-row layout of cpu_q4x16.h (fast mode) */
 } kvv_cpu_weight;
 
 /* KVV_CPU_X4: invariant mode re-lays each Q8_0 matrix (rows % 4 == 0) out
@@ -120,6 +121,7 @@ typedef struct {
     float *y;    /* [n][n_embd] */
     int8_t *qx;  /* [n][max input width] activations rounded to Q8_0 (fast mode) */
     float *dx;   /* [n][max input width / 32] their block scales */
+    int32_t *sx; /* [n][max input width / 32] their block sums (X16 Q4_0) */
     bool q8_act; /* fast mode: Q8_0/Q4_0 products take Q8_0 activations */
     bool kq_act; /* K-quant, Q4_1, Q5_1 products round activations to Q8_K /
                   * Q8_1 (both modes; not with --f32-act or --dequant-all) */

@@ -54,6 +54,10 @@
  *      of that header's order — the SAME bits in every table (fused steps
  *      everywhere, exact integer block sums) — for any batch, row blocking
  *      or row and token place (K2).
+ *   K11 fast mode's Q4_0 product on the X16 layout (cpu_q4x16.h):
+ *      gemm_q4_0_x16 gives the bits of that header's order — the same bits
+ *      in every table (and in both AVX-512 instances, BW and VNNI) — for any
+ *      batch, row count or token place (K2).
  * A table may leave gemv_q8_0_x4 NULL; the engine then takes a slower route
  * with the same bits (K3).
  *
@@ -70,6 +74,7 @@
 
 #include "engine/cpu/cpu_isa.h"
 #include "engine/cpu/cpu_kquant.h"
+#include "engine/cpu/cpu_q4x16.h"
 
 typedef struct {
     const char *name;   /* "generic", "avx2", "avx512" (kvv_cpu_isa_name) */
@@ -127,6 +132,10 @@ typedef struct {
     void (*quantize_q8_k)(int K, const float *x, int8_t *q, float *d, int16_t *bsums);
     void (*quantize_q8_1)(int K, const float *x, int8_t *q, float *d, float *s);
     const kvv_cpu_kq_fn *gemm_kq;
+
+    /* Fast mode's Q4_0 product on 16-row groups (cpu_q4x16.h, K11), Q8_0
+     * activations with their block sums. */
+    kvv_cpu_x16_fn gemm_q4_0_x16;
 } kvv_cpu_kernels;
 
 extern const kvv_cpu_kernels kvv_cpu_kernels_generic;

@@ -8,6 +8,9 @@
  * rows go to cblas_sgemm (OpenBLAS, single-threaded inside our pool) when
  * the batch has at least KVV_CPU_SGEMM_MIN_TOKENS tokens.
  *
+ * Q4_0 in fast mode is held in the X16 layout (cpu_q4x16.h) and takes its
+ * integer product on Q8_0 activations at every batch size.
+ *
  * Quantized weights (Q8_0, Q4_0): small batches use the fused Q8_0 kernel
  * (invariant mode; one token over X4-laid-out rows, cpu_impl.h) or, in fast
  * mode, the integer kernels on Q8_0-rounded activations (cpu_q8dot.h);
@@ -47,6 +50,7 @@ typedef struct {
     const kvv_cpu_mm_out *outs;
     bool use_sgemm;
     bool q8;        /* x is also in c->qx / c->dx (Q8_0 activations) */
+    bool x16;       /* ... with the block sums in c->sx (an X16 output) */
     bool q8k, q81;  /* ... and in c->q8k / c->q81 (Q8_K, Q8_1 activations) */
     int rows_per_chunk;
     int first_chunk[4];   /* chunk index where output o starts; [n_out] = total */
@@ -69,6 +73,11 @@ static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int 
         for (int r = 0; r < nr; r++)
             kvv_dequantize_row((kvv_type)w->type, w->data + (size_t)(r0 + r) * w->row_bytes,
                                dst + (size_t)r * w->cols, w->cols);
+        return;
+    }
+    if (w->x16) {
+        for (int r = 0; r < nr; r++)
+            kvv_cpu_x16_dequant_row(w->cols, w->data, r0 + r, dst + (size_t)r * w->cols);
         return;
     }
     if (w->x4) {
@@ -118,7 +127,12 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
                              out->y + r0, out->ldy);
         return;
     }
-    if (j->q8 && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0)) {
+    if (w->x16 && j->x16 && r0 % KVV_CPU_X16 == 0) {
+        c->k->gemm_q4_0_x16(K, w->data + (size_t)r0 * w->row_bytes, nr, c->qx, c->dx, c->sx, j->n,
+                            out->y + r0, out->ldy);
+        return;
+    }
+    if (j->q8 && !w->x16 && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0)) {
         const int8_t *qx = c->qx;
         const float *dx = c->dx;
         if (w->type == KVV_TYPE_Q8_0)
@@ -157,6 +171,8 @@ static void weight_paths(const kvv_cpu *c, const kvv_cpu_weight *w, kvv_batch_pa
     char what[96];
     if (w->kq >= 0 && c->kq_act)
         return; /* K-quant/Q4_1/Q5_1: one integer kernel at every batch size */
+    if (w->x16)
+        return; /* Q4_0 in X16: one integer kernel at every batch size */
     if (fast) /* every other route but the integer one ends in sgemm from here */
         kvv_batch_paths_add(p, KVV_CPU_SGEMM_MIN_TOKENS, "products: OpenBLAS sgemm from here");
     bool q = w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0;
@@ -214,15 +230,19 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
      * here, read by every quantized output (an F32 one in the same call
      * still reads x). Larger batches take fp32 activations and sgemm, which
      * measured faster than the integer GEMM here (docs/cpu-engine.md). */
-    j.q8 = false;
-    for (int o = 0; o < n_out; o++)
+    j.q8 = j.x16 = false;
+    for (int o = 0; o < n_out; o++) {
         j.q8 = j.q8 || (c->q8_act && n <= KVV_CPU_FUSED_MAX_TOKENS &&
                         (outs[o].w->type == KVV_TYPE_Q8_0 || outs[o].w->type == KVV_TYPE_Q4_0));
-    if (j.q8) {
+        j.x16 = j.x16 || outs[o].w->x16;
+    }
+    if (j.q8 || j.x16) {
         int K = outs[0].w->cols;
         for (int t = 0; t < n; t++)
             c->k->quantize_act(K, x + (size_t)t * ldx, c->qx + (size_t)t * K,
                                c->dx + (size_t)t * (K / 32));
+        if (j.x16)
+            kvv_cpu_block_sums(K, c->qx, n, c->sx);
     }
     /* Q8_K / Q8_1 activations for the kq weights, every batch size */
     j.q8k = j.q81 = false;
@@ -247,7 +267,7 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     /* sgemm runs only for outputs without an integer product */
     bool sgemm_any = false;
     for (int o = 0; o < n_out; o++)
-        sgemm_any = sgemm_any || !(outs[o].w->kq >= 0 && c->kq_act);
+        sgemm_any = sgemm_any || !((outs[o].w->kq >= 0 && c->kq_act) || outs[o].w->x16);
     int nth = c->n_threads;
     if (nth == 1 || macs < MIN_PARALLEL_MACS) {
         j.rows_per_chunk = max_rows > 0 ? max_rows : 1;

@@ -4,7 +4,9 @@
  *   F32                  the mapped file, in place;
  *   Q8_0                 the mapped file; invariant mode: a copy in the X4
  *                        layout (cpu_impl.h);
- *   Q4_0                 fast: the mapped file; invariant: re-encoded as Q8_0;
+ *   Q4_0                 fast: a copy in the 16-row X16 layout (cpu_q4x16.h;
+ *                        the mapped file for the embedding's lookups, and
+ *                        with --f32-act); invariant: re-encoded as Q8_0;
  *   Q5_0                 re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
  *   Q4_1, Q5_1, Q2_K..Q6_K  the mapped file, in its own blocks: the integer
  *                        products of cpu_kquant.h read them as they are;
@@ -91,6 +93,10 @@ static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
            w->rows % 4 == 0;
 }
 
+/* Fast mode's Q4_0 products (Q8_0 activations) read the X16 layout: a
+ * copy of the file's size (rows padded to 16), the mapping left untouched. */
+static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags);
+
 /* Q5_0 always, and Q4_0 in invariant mode, are re-encoded as Q8_0 at open
  * (kvv_widen_to_q8_0: the same dequantized values), so they run on the Q8_0
  * kernels: 1.06 bytes per weight read in decode instead of the 4 of a
@@ -123,12 +129,33 @@ static bool widen_q8_0(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w, 
     return adopt(c, d) != NULL;
 }
 
+/* Re-lay the Q4_0 matrix w out in the X16 layout in owned memory. @return
+ * false on OOM. */
+static bool relayout_x16(kvv_cpu *c, kvv_cpu_weight *w)
+{
+    uint8_t *d = own(c, kvv_cpu_x16_bytes(w->rows, w->cols));
+    if (!d)
+        return false;
+    kvv_cpu_x16_pack(w->cols, w->data, w->row_bytes, w->rows, d);
+    w->data = d;
+    w->x16 = true;
+    return true;
+}
+
 enum {
     LOAD_SPLIT4 = 1, /* the rows are later split (fused QKV, gate|up) at
                       * multiples of 4, so the X4 layout may be used */
     LOAD_LOOKUP = 2, /* rows are looked up one by one (the embedding): the
                       * file's row layout or F32, no X4 */
+    LOAD_SPLIT16 = 4, /* ... and at multiples of 16 (X16) */
+    LOAD_WHOLE = LOAD_SPLIT4 | LOAD_SPLIT16, /* one matrix, never split */
 };
+
+static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
+{
+    return t->type == KVV_TYPE_Q4_0 && c->q8_act && !c->copts.dequant_all &&
+           (flags & LOAD_SPLIT16) != 0;
+}
 
 /* A weight matrix in the form the header lists. */
 static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w,
@@ -156,7 +183,8 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
         w->kq = kq;
         w->data = t->data;
         w->row_bytes = kvv_type_row_size(t->type, w->cols);
-        if (split4 && want_x4(c, w) && !relayout_x4(c, w))
+        if ((split4 && want_x4(c, w) && !relayout_x4(c, w)) ||
+            (want_x16(c, t, flags) && !relayout_x16(c, w)))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
                                  t->name);
         return KVV_OK;
@@ -195,9 +223,19 @@ static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned fl
     bool keep = t->type == KVV_TYPE_F32 ||
                 (!c->copts.dequant_all &&
                  (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
-    if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0))
+    if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
+        if (want_x16(c, t, flags))
+            return kvv_cpu_x16_bytes((int)rows, (int)cols);
         return x4 && t->type == KVV_TYPE_Q8_0 ? t->nbytes : 0;
+    }
     return kvv_mem_mul(kvv_mem_mul(rows, cols), sizeof(float));
+}
+
+/* The flags of a fused matrix split at rows a and a + b. */
+static unsigned split_flags(int a, int b)
+{
+    return (a % 4 == 0 && b % 4 == 0 ? LOAD_SPLIT4 : 0) |
+           (a % 16 == 0 && b % 16 == 0 ? LOAD_SPLIT16 : 0);
 }
 
 uint64_t kvv_cpu_weights_plan(const kvv_cpu *c)
@@ -210,9 +248,9 @@ uint64_t kvv_cpu_weights_plan(const kvv_cpu *c)
         if (t == m->tok_embd) {
             n = mat_plan(c, t, LOAD_LOOKUP);
             if (m->output == m->tok_embd || !m->output) /* tied: the output's own copy */
-                n = kvv_mem_add(n, mat_plan(c, t, LOAD_SPLIT4));
+                n = kvv_mem_add(n, mat_plan(c, t, LOAD_WHOLE));
         } else if (t->n_dims >= 2 && t->ne[1] > 1) {
-            n = mat_plan(c, t, LOAD_SPLIT4);
+            n = mat_plan(c, t, LOAD_WHOLE);
         } else if (strcmp(t->name, "rope_freqs.weight") != 0) {
             n = kvv_mem_mul((uint64_t)t->ne[0], sizeof(float)); /* load_vec */
         }
@@ -246,27 +284,27 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
             return st;
         if (T->wqkv) {
             kvv_cpu_weight all;
-            if ((st = load_mat(c, T->wqkv, &all, qr % 4 == 0 && kr % 4 == 0 ? LOAD_SPLIT4 : 0, err)))
+            if ((st = load_mat(c, T->wqkv, &all, split_flags(qr, kr), err)))
                 return st;
             L->wq = kvv_cpu_weight_rows(&all, 0, qr);
             L->wk = kvv_cpu_weight_rows(&all, qr, kr);
             L->wv = kvv_cpu_weight_rows(&all, qr + kr, vr);
-        } else if ((st = load_mat(c, T->wq, &L->wq, LOAD_SPLIT4, err)) ||
-                   (st = load_mat(c, T->wk, &L->wk, LOAD_SPLIT4, err)) ||
-                   (st = load_mat(c, T->wv, &L->wv, LOAD_SPLIT4, err))) {
+        } else if ((st = load_mat(c, T->wq, &L->wq, LOAD_WHOLE, err)) ||
+                   (st = load_mat(c, T->wk, &L->wk, LOAD_WHOLE, err)) ||
+                   (st = load_mat(c, T->wv, &L->wv, LOAD_WHOLE, err))) {
             return st;
         }
-        if ((st = load_mat(c, T->wo, &L->wo, LOAD_SPLIT4, err)) ||
-            (st = load_mat(c, T->w_down, &L->wd, LOAD_SPLIT4, err)))
+        if ((st = load_mat(c, T->wo, &L->wo, LOAD_WHOLE, err)) ||
+            (st = load_mat(c, T->w_down, &L->wd, LOAD_WHOLE, err)))
             return st;
         if (hp->fused_gate_up || !T->w_gate) {
             kvv_cpu_weight all;
-            if ((st = load_mat(c, T->w_up, &all, hp->n_ff % 4 == 0 ? LOAD_SPLIT4 : 0, err)))
+            if ((st = load_mat(c, T->w_up, &all, split_flags(hp->n_ff, hp->n_ff), err)))
                 return st;
             L->wg = kvv_cpu_weight_rows(&all, 0, hp->n_ff);
             L->wu = kvv_cpu_weight_rows(&all, hp->n_ff, hp->n_ff);
-        } else if ((st = load_mat(c, T->w_gate, &L->wg, LOAD_SPLIT4, err)) ||
-                   (st = load_mat(c, T->w_up, &L->wu, LOAD_SPLIT4, err))) {
+        } else if ((st = load_mat(c, T->w_gate, &L->wg, LOAD_WHOLE, err)) ||
+                   (st = load_mat(c, T->w_up, &L->wu, LOAD_WHOLE, err))) {
             return st;
         }
     }
@@ -274,14 +312,15 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
         (st = load_mat(c, m->tok_embd, &c->tok_embd, LOAD_LOOKUP, err)))
         return st;
     if (m->output && m->output != m->tok_embd) {
-        if ((st = load_mat(c, m->output, &c->output, LOAD_SPLIT4, err)))
+        if ((st = load_mat(c, m->output, &c->output, LOAD_WHOLE, err)))
             return st;
     } else {
         /* tied: the embedding keeps the file's layout or F32 (rows are
          * looked up one by one); the output shares it, or gets its own X4
          * copy when one pays */
         c->output = c->tok_embd;
-        if (want_x4(c, &c->output) && !relayout_x4(c, &c->output))
+        if ((want_x4(c, &c->output) && !relayout_x4(c, &c->output)) ||
+            (want_x16(c, m->tok_embd, LOAD_WHOLE) && !relayout_x16(c, &c->output)))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
     }
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {

@@ -17,7 +17,8 @@
  *  - without native FMA its fused multiply-adds are a rounded multiply then
  *    a rounded add; the kernels' order is ONE rounding per step, so the
  *    fmadd intrinsics are replaced by per-lane fmaf (correctly rounded, C99);
- *  - _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvttps_epi32 and the
+ *  - _mm512_cvtepi32_ps, _mm512_cvtepi8_epi32, _mm512_cvttps_epi32,
+ *    _mm512_cvtph_ps and the
  *    scalar F16C conversions _cvtsh_ss / _cvtss_sh are missing: exact
  *    per-lane versions below (cvttps: x86's 0x80000000 for NaN and out of
  *    range, never C's undefined conversion);
@@ -62,6 +63,10 @@
 #define kvv_cpu_quantize_act_avx2 kvv_cpu_quantize_act_avx2_emu
 #define kvv_cpu_gemm_q8_0_q8_avx2 kvv_cpu_gemm_q8_0_q8_avx2_emu
 #define kvv_cpu_gemm_q4_0_q8_avx2 kvv_cpu_gemm_q4_0_q8_avx2_emu
+#define kvv_cpu_gemm_q4_0_x16_avx2 kvv_cpu_gemm_q4_0_x16_avx2_emu
+#define kvv_cpu_gemm_q4_0_x16_avx512 kvv_cpu_gemm_q4_0_x16_avx512_emu
+#define kvv_cpu_gemm_q4_0_x16_avx512bw kvv_cpu_gemm_q4_0_x16_avx512bw_emu
+#define kvv_cpu_gemm_q4_0_x16_avx512vnni kvv_cpu_gemm_q4_0_x16_avx512vnni_emu
 
 /* ---- exact fused multiply-add ---- */
 static inline simde__m256 kvv_emu_fmadd256(simde__m256 a, simde__m256 b, simde__m256 c)
@@ -130,6 +135,17 @@ static inline simde__m512i kvv_emu_mm512_cvttps_epi32(simde__m512 a)
     return r;
 }
 
+static inline simde__m512 kvv_emu_mm512_cvtph_ps(simde__m256i a)
+{
+    simde__m128i h[2];
+    memcpy(h, &a, sizeof h);
+    simde__m256 lo = simde_mm256_cvtph_ps(h[0]), hi = simde_mm256_cvtph_ps(h[1]);
+    simde__m512 r;
+    memcpy(&r, &lo, sizeof lo);
+    memcpy((char *)&r + sizeof lo, &hi, sizeof hi);
+    return r;
+}
+
 static inline float kvv_emu_cvtsh_ss(unsigned short h)
 {
     return simde_mm_cvtss_f32(simde_mm_cvtph_ps(simde_mm_cvtsi32_si128((int)h)));
@@ -168,6 +184,8 @@ static inline simde__m512i kvv_emu_mm512_mask_sub_epi32(simde__m512i src, simde_
 #define _mm512_cvtepi8_epi32(a) kvv_emu_mm512_cvtepi8_epi32(a)
 #undef _mm512_cvttps_epi32
 #define _mm512_cvttps_epi32(a) kvv_emu_mm512_cvttps_epi32(a)
+#undef _mm512_cvtph_ps
+#define _mm512_cvtph_ps(a) kvv_emu_mm512_cvtph_ps(a)
 #undef _cvtsh_ss
 #define _cvtsh_ss(h) kvv_emu_cvtsh_ss(h)
 #undef _cvtss_sh

@@ -30,53 +30,8 @@
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_kquant.h"
 #include "model/tensor_types.h"
+#include "tests/engine/kernel_runs.h"
 #include "tests/test_util.h"
-
-extern const kvv_cpu_kernels kvv_cpu_kernels_avx2_emu;
-extern const kvv_cpu_kernels kvv_cpu_kernels_avx512_emu;
-
-typedef struct {
-    const kvv_cpu_kernels *k;
-    const char *name, *how;
-} table_run;
-
-static table_run runs[2 * KVV_CPU_ISA_COUNT];
-static int n_runs;
-
-static int setup(void **state)
-{
-    (void)state;
-    kvv_cpu_isa_info ci;
-    kvv_error err = {0};
-    if (kvv_cpu_isa_probe(&ci, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
-    const kvv_cpu_kernels *emu[KVV_CPU_ISA_COUNT] = {NULL, &kvv_cpu_kernels_avx2_emu,
-                                                     &kvv_cpu_kernels_avx512_emu};
-    n_runs = 0;
-    for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
-        if (ci.can_run[i])
-            runs[n_runs++] = (table_run){kvv_cpu_kernels_of((kvv_cpu_isa)i),
-                                         kvv_cpu_isa_name((kvv_cpu_isa)i), "native"};
-        if (emu[i])
-            runs[n_runs++] = (table_run){emu[i], kvv_cpu_isa_name((kvv_cpu_isa)i), "emulated"};
-    }
-    return 0;
-}
-
-static const table_run *cur;
-#define FOR_EACH_RUN(r)                                                                           \
-    for (const table_run *r = runs;                                                               \
-         r < runs + n_runs && (cur = r, print_message("  %s (%s)\n", r->name, r->how), 1); r++)
-
-static void assert_bits(const float *got, const float *want, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
-            fail_msg("%s (%s): %s: element %zu is %a, expected %a", cur ? cur->name : "?",
-                     cur ? cur->how : "?", what, i, (double)got[i], (double)want[i]);
-}
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
@@ -379,5 +334,5 @@ int main(void)
         cmocka_unit_test(test_quantize),
         cmocka_unit_test(test_products),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kernel_runs_setup, NULL);
 }
