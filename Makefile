@@ -191,7 +191,7 @@ $(PLANT_BIN): tests/engine/test_cpu_kernels.c $(TEST_UTIL) $(PLANT_OBJ) $(LAYERS
 # K10 (cpu_kquant.h): the same for the K-quant products, and a planted AVX2
 # build whose two float steps per super-block run in the other order
 # (KVV_CPU_PLANT_KQ_ORDER), which test_kernel_plant.sh expects to fail.
-$(O)/tests/engine/test_cpu_kquant_kernels $(O)/tests/engine/test_cpu_q4x16: $(O)/tests/engine/%: tests/engine/%.c $(TEST_UTIL) $(EMU_OBJ) $(LAYERS_engine)
+$(O)/tests/engine/test_cpu_kquant_kernels $(O)/tests/engine/test_cpu_x16: $(O)/tests/engine/%: tests/engine/%.c $(TEST_UTIL) $(EMU_OBJ) $(LAYERS_engine)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(TEST_UTIL) $(LAYERS_engine) $(LIBS) $(TESTLIBS)
 PLANT_KQ_OBJ := $(filter-out $(O)/emu/engine/cpu/cpu_kquant_avx2.o,$(EMU_OBJ)) \

@@ -23,6 +23,11 @@
  *              steps: sum = sum + (float)S * (dw * dx) - (float)M * (dmin * dx)
  *              (Q4_1/Q5_1: + (float)S * (dw * dx) + mw * s). The cpu engine's
  *              kernels (fused steps) and this differ in rounding only.
+ *   Q40_ACT    the same for Q4_0/Q5_0: activations quantized to Q8_0 as for
+ *              ACT_QUANT, then per block the exact integer sum of
+ *              (u - 8 or 16) * q, accumulated as for Q8_0 (ggml's
+ *              vec_dot_q4_0_q8_0 / q5_0_q8_0; engine/cpu/cpu_x16.h is the
+ *              cpu engine's fused version).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,7 +37,6 @@
 #include "reference/ref_internal.h"
 
 #define QK8 32          /* elements per Q8_0 block */
-#define Q8_BYTES 34     /* fp16 d + 32 x int8 */
 
 float ref_gelu_ggml(float x)
 {
@@ -211,7 +215,21 @@ static void matmul_kq(float *out, const float *x, const ref_mat *W, const float 
     }
 }
 
-/* out[t][r] for the rows of the Q8_0 matrix W, read as stored. */
+/* Weight j of block blk of a Q8_0, Q4_0 or Q5_0 row as an integer. */
+static int32_t block_weight(kvv_type t, const uint8_t *blk, int j)
+{
+    if (t == KVV_TYPE_Q8_0)
+        return (int8_t)blk[2 + j];
+    if (t == KVV_TYPE_Q4_0)
+        return (j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4) - 8;
+    const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 |
+                        (uint32_t)blk[5] << 24;
+    const int u = j < 16 ? blk[6 + j] & 0x0F : blk[6 + j - 16] >> 4;
+    return (u | (int)((qh >> j) & 1) << 4) - 16;
+}
+
+/* out[t][r] for the rows of the Q8_0, Q4_0 or Q5_0 matrix W, read as
+ * stored. */
 static void matmul_q8_0(float *out, const float *x, const ref_mat *W, const float *bias, int n,
                         ref_ggml_scratch *g)
 {
@@ -223,17 +241,17 @@ static void matmul_q8_0(float *out, const float *x, const ref_mat *W, const floa
         for (int b = 0; b < nb; b++)
             quantize_block(x + (size_t)t * cols + (size_t)b * QK8,
                            qx + (size_t)t * cols + (size_t)b * QK8, &dx[(size_t)t * nb + b]);
+    const size_t bb = kvv_type_row_size(W->type, QK8);
     for (int r = 0; r < rows; r++) {
-        const uint8_t *wr = W->data + (size_t)r * W->row_bytes;  /* nb blocks of Q8_BYTES */
+        const uint8_t *wr = W->data + (size_t)r * W->row_bytes;  /* nb blocks of bb bytes */
         for (int t = 0; t < n; t++) {
             const int8_t *qt = qx + (size_t)t * cols;
             float sum = 0.0f;
             for (int b = 0; b < nb; b++) {
-                const uint8_t *blk = wr + (size_t)b * Q8_BYTES;
-                const int8_t *qw = (const int8_t *)(blk + 2);
+                const uint8_t *blk = wr + (size_t)b * bb;
                 int32_t sumi = 0;
                 for (int j = 0; j < QK8; j++)
-                    sumi += (int32_t)qw[j] * (int32_t)qt[b * QK8 + j];
+                    sumi += block_weight(W->type, blk, j) * (int32_t)qt[b * QK8 + j];
                 sum = sum + (float)sumi * (le_fp16(blk) * dx[(size_t)t * nb + b]);
             }
             out[(size_t)t * rows + (size_t)r] = bias ? sum + bias[r] : sum;
@@ -252,6 +270,9 @@ void ref_matmul_ggml(float *out, const float *x, const ref_mat *W, const float *
 {
     if ((flags & KVV_GGML_KQ_ACT) && kq_type(W->type) && !reversed) {
         matmul_kq(out, x, W, bias, n, g);
+    } else if ((flags & KVV_GGML_Q40_ACT) && !reversed && W->cols % QK8 == 0 &&
+               (W->type == KVV_TYPE_Q4_0 || W->type == KVV_TYPE_Q5_0)) {
+        matmul_q8_0(out, x, W, bias, n, g);
     } else if (!(flags & KVV_GGML_ACT_QUANT)) {
         ref_matmul_mat(out, x, W, bias, n, reversed, wrow);
     } else if (W->type == KVV_TYPE_Q8_0 && W->cols % QK8 == 0 && !reversed) {

@@ -158,7 +158,8 @@ float ref_gelu_ggml(float x);
  * (KVV_GGML_*) ask: ACT_QUANT: F16 -> activations rounded to fp16; Q8_0 ->
  * activations quantized to Q8_0 and block-integer dot products with W's
  * stored blocks; KQ_ACT: Q2_K..Q6_K -> Q8_K, Q4_1/Q5_1 -> Q8_1 activations
- * and block-integer products; other types: plain ref_matmul_mat. */
+ * and block-integer products; Q40_ACT: Q4_0/Q5_0 -> Q8_0 activations and
+ * block-integer products; other types: plain ref_matmul_mat. */
 void ref_matmul_ggml(float *out, const float *x, const ref_mat *W, const float *bias, int n,
                      bool reversed, float *wrow, ref_ggml_scratch *g, unsigned flags);
 
@@ -174,8 +175,8 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
                      ref_ggml_scratch *g);
 
 /* One projection out (n, W->rows) = x (n, W->cols) through W: ref_matmul_mat
- * with the engine's row scratch, or ref_matmul_ggml when KVV_GGML_ACT_QUANT
- * or KVV_GGML_KQ_ACT is on (g then required). */
+ * with the engine's row scratch, or ref_matmul_ggml when KVV_GGML_ACT_QUANT,
+ * KVV_GGML_KQ_ACT or KVV_GGML_Q40_ACT is on (g then required). */
 void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
               int n, bool reversed, ref_ggml_scratch *g);
 

@@ -41,6 +41,11 @@ enum {
                                      quantized to Q8_0 before Q8_0 matmuls (vec_dot_type) */
     KVV_GGML_KQ_ACT = 1u << 2,    /* activations rounded to Q8_K before Q2_K..Q6_K matmuls
                                      and to Q8_1 before Q4_1/Q5_1 (vec_dot_type) */
+    KVV_GGML_Q40_ACT = 1u << 3,   /* activations quantized to Q8_0 before the layers'
+                                     Q4_0/Q5_0 matmuls (vec_dot_type); the output head
+                                     keeps fp32 ones (the cpu engine's X16 products;
+                                     llama.cpp rounds there too, so --emulate-ggml
+                                     leaves this off) */
 };
 
 /* Which rows of logits forward() writes. */

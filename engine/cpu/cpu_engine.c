@@ -72,14 +72,24 @@ static kvv_kv_cache *cpu_cache(kvv_engine *e)
     return ((kvv_cpu *)e->impl)->cache;
 }
 
-/* Does any product take the integer K-quant / Q4_1 / Q5_1 path? */
-static bool has_kq(const kvv_cpu *c)
+static bool is_kq(const kvv_cpu_weight *w)
 {
-    bool k = c->output.kq >= 0;
+    return w->kq >= 0;
+}
+
+static bool is_q40_x16(const kvv_cpu_weight *w)
+{
+    return w->x16 && w->kq < 0;
+}
+
+/* Does any product satisfy pred? */
+static bool any_weight(const kvv_cpu *c, bool (*pred)(const kvv_cpu_weight *))
+{
+    bool k = pred(&c->output);
     for (int l = 0; l < c->hp->n_layer && !k; l++) {
         const kvv_cpu_layer *L = &c->layers[l];
-        k = L->wq.kq >= 0 || L->wk.kq >= 0 || L->wv.kq >= 0 || L->wo.kq >= 0 ||
-            L->wg.kq >= 0 || L->wu.kq >= 0 || L->wd.kq >= 0;
+        k = pred(&L->wq) || pred(&L->wk) || pred(&L->wv) || pred(&L->wo) || pred(&L->wg) ||
+            pred(&L->wu) || pred(&L->wd);
     }
     return k;
 }
@@ -95,7 +105,11 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
-    d->ggml = c->kq_act && has_kq(c) ? KVV_GGML_KQ_ACT : 0;
+    /* the roundings every batch size has; a model with a Q4_0/Q5_0 matrix
+     * outside X16 (fp32 activations there) declares none for them */
+    d->ggml = c->kq_act && any_weight(c, is_kq) ? KVV_GGML_KQ_ACT : 0;
+    if (any_weight(c, is_q40_x16) && !c->x16_partial)
+        d->ggml |= KVV_GGML_Q40_ACT;
 }
 
 static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
@@ -279,19 +293,19 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     if (c->mode == KVV_MODE_FAST)
         openblas_set_num_threads(1);
     const char *kq = co->dequant_all ? "f32" : c->kq_act ? "int8(act q8_k/q8_1)" : "tile";
+    /* X16 in both modes; with --f32-act Q4_0 keeps fast mode's routes */
+    const char *x16 = c->kq_act ? "int8-x16(act q8_0/q8_1)"
+                      : co->dequant_all ? "f32" : c->mode == KVV_MODE_FAST ? "tile" : "as-q8_0";
     if (c->mode == KVV_MODE_FAST)
         snprintf(c->kernels, sizeof c->kernels,
-                 "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
+                 "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0..q5_1=%s k-quants=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused",
-                 co->dequant_all ? "f32" : c->q8_act ? "int8-x16(act q8_0)" : "tile", kq);
+                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused", x16, kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
-                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0=%s k-quants=%s",
-                 k->name,
-                 k->lanes, k->name, k->name,
-                 co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused",
-                 co->dequant_all ? "f32" : "as-q8_0", kq);
+                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0..q5_1=%s k-quants=%s",
+                 k->name, k->lanes, k->name, k->name,
+                 co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused", x16, kq);
     *out = e;
     return KVV_OK;
 }

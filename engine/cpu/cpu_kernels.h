@@ -54,10 +54,11 @@
  *      of that header's order — the SAME bits in every table (fused steps
  *      everywhere, exact integer block sums) — for any batch, row blocking
  *      or row and token place (K2).
- *   K11 fast mode's Q4_0 product on the X16 layout (cpu_q4x16.h):
- *      gemm_q4_0_x16 gives the bits of that header's order — the same bits
- *      in every table (and in both AVX-512 instances, BW and VNNI) — for any
- *      batch, row count or token place (K2).
+ *   K11 fast mode's Q4_0/Q5_0/Q4_1/Q5_1 products on the X16 layout
+ *      (cpu_x16.h): every gemm_x16 gives the bits of that header's order —
+ *      the same bits in every table (and in both AVX-512 instances, BW and
+ *      VNNI; for Q4_1/Q5_1 the bits of gemm_kq) — for any batch, row count
+ *      or token place (K2).
  * A table may leave gemv_q8_0_x4 NULL; the engine then takes a slower route
  * with the same bits (K3).
  *
@@ -74,7 +75,7 @@
 
 #include "engine/cpu/cpu_isa.h"
 #include "engine/cpu/cpu_kquant.h"
-#include "engine/cpu/cpu_q4x16.h"
+#include "engine/cpu/cpu_x16.h"
 
 typedef struct {
     const char *name;   /* "generic", "avx2", "avx512" (kvv_cpu_isa_name) */
@@ -133,9 +134,9 @@ typedef struct {
     void (*quantize_q8_1)(int K, const float *x, int8_t *q, float *d, float *s);
     const kvv_cpu_kq_fn *gemm_kq;
 
-    /* Fast mode's Q4_0 product on 16-row groups (cpu_q4x16.h, K11), Q8_0
-     * activations with their block sums. */
-    kvv_cpu_x16_fn gemm_q4_0_x16;
+    /* Fast mode's Q4_0, Q5_0, Q4_1, Q5_1 products on 16-row groups
+     * (cpu_x16.h, K11): gemm_x16[kvv_x16] for each type. */
+    const kvv_cpu_x16_fn *gemm_x16;
 } kvv_cpu_kernels;
 
 extern const kvv_cpu_kernels kvv_cpu_kernels_generic;

@@ -351,7 +351,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .quantize_q8_k = kvv_cpu_quantize_q8_k_avx2, /* per element: the lane width does not matter */
     .quantize_q8_1 = kvv_cpu_quantize_q8_1_avx2,
     .gemm_kq = kvv_cpu_kq_avx512,
-    .gemm_q4_0_x16 = kvv_cpu_gemm_q4_0_x16_avx512,
+    .gemm_x16 = kvv_cpu_x16_avx512,
 };
 
 #elif defined(__x86_64__)

@@ -201,5 +201,5 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .quantize_q8_k = kvv_cpu_quantize_q8_k_generic,
     .quantize_q8_1 = kvv_cpu_quantize_q8_1_generic,
     .gemm_kq = kvv_cpu_kq_generic,
-    .gemm_q4_0_x16 = kvv_cpu_gemm_q4_0_x16_generic,
+    .gemm_x16 = kvv_cpu_x16_generic,
 };

@@ -8,8 +8,9 @@
  * rows go to cblas_sgemm (OpenBLAS, single-threaded inside our pool) when
  * the batch has at least KVV_CPU_SGEMM_MIN_TOKENS tokens.
  *
- * Q4_0 in fast mode is held in the X16 layout (cpu_q4x16.h) and takes its
- * integer product on Q8_0 activations at every batch size.
+ * Q4_0, Q5_0, Q4_1 and Q5_1 in fast mode are held in the X16 layout
+ * (cpu_x16.h) and take its integer products (Q8_0 activations, Q8_1 for the
+ * _1 types) at every batch size.
  *
  * Quantized weights (Q8_0, Q4_0): small batches use the fused Q8_0 kernel
  * (invariant mode; one token over X4-laid-out rows, cpu_impl.h) or, in fast
@@ -50,7 +51,7 @@ typedef struct {
     const kvv_cpu_mm_out *outs;
     bool use_sgemm;
     bool q8;        /* x is also in c->qx / c->dx (Q8_0 activations) */
-    bool x16;       /* ... with the block sums in c->sx (an X16 output) */
+    bool sums;      /* ... with the block sums in c->sx (an X16 Q4_0/Q5_0 output) */
     bool q8k, q81;  /* ... and in c->q8k / c->q81 (Q8_K, Q8_1 activations) */
     int rows_per_chunk;
     int first_chunk[4];   /* chunk index where output o starts; [n_out] = total */
@@ -63,21 +64,22 @@ const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b)
 
 bool kvv_cpu_rounds_act(const kvv_cpu *c, const kvv_cpu_weight *w)
 {
-    return (w->kq >= 0 && c->kq_act) ||
+    return (w->kq >= 0 && c->kq_act) || w->x16 ||
            (c->q8_act && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0));
 }
 
 static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
 {
+    if (w->x16) {
+        for (int r = 0; r < nr; r++)
+            kvv_cpu_x16_dequant_row((kvv_x16)kvv_cpu_x16_of((kvv_type)w->type), w->cols, w->data,
+                                    r0 + r, dst + (size_t)r * w->cols);
+        return;
+    }
     if (w->kq >= 0) {
         for (int r = 0; r < nr; r++)
             kvv_dequantize_row((kvv_type)w->type, w->data + (size_t)(r0 + r) * w->row_bytes,
                                dst + (size_t)r * w->cols, w->cols);
-        return;
-    }
-    if (w->x16) {
-        for (int r = 0; r < nr; r++)
-            kvv_cpu_x16_dequant_row(w->cols, w->data, r0 + r, dst + (size_t)r * w->cols);
         return;
     }
     if (w->x4) {
@@ -120,16 +122,20 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
                  j->x, j->ldx, j->n, out->y + r0, out->ldy);
         return;
     }
-    if (w->kq >= 0 && c->kq_act) {
+    if (w->x16 && r0 % KVV_CPU_X16 == 0) {
+        const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
+        const kvv_cpu_x16_act a = kvv_cpu_x16_has_min(x)
+                                      ? (kvv_cpu_x16_act){c->q81.q, c->q81.d, NULL, c->q81.s}
+                                      : (kvv_cpu_x16_act){c->qx, c->dx, c->sx, NULL};
+        c->k->gemm_x16[x](K, w->data + (size_t)r0 * w->row_bytes, nr, &a, j->n, out->y + r0,
+                          out->ldy);
+        return;
+    }
+    if (w->kq >= 0 && c->kq_act && !w->x16) {
         const kvv_cpu_actbuf *b = kvv_cpu_kq_is_k((kvv_kq)w->kq) ? &c->q8k : &c->q81;
         const kvv_cpu_qact a = {b->q, b->d, b->bsums, b->s};
         c->k->gemm_kq[w->kq](K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, &a, j->n,
                              out->y + r0, out->ldy);
-        return;
-    }
-    if (w->x16 && j->x16 && r0 % KVV_CPU_X16 == 0) {
-        c->k->gemm_q4_0_x16(K, w->data + (size_t)r0 * w->row_bytes, nr, c->qx, c->dx, c->sx, j->n,
-                            out->y + r0, out->ldy);
         return;
     }
     if (j->q8 && !w->x16 && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0)) {
@@ -230,18 +236,18 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
      * here, read by every quantized output (an F32 one in the same call
      * still reads x). Larger batches take fp32 activations and sgemm, which
      * measured faster than the integer GEMM here (docs/cpu-engine.md). */
-    j.q8 = j.x16 = false;
+    j.q8 = j.sums = false;
     for (int o = 0; o < n_out; o++) {
         j.q8 = j.q8 || (c->q8_act && n <= KVV_CPU_FUSED_MAX_TOKENS &&
                         (outs[o].w->type == KVV_TYPE_Q8_0 || outs[o].w->type == KVV_TYPE_Q4_0));
-        j.x16 = j.x16 || outs[o].w->x16;
+        j.sums = j.sums || (outs[o].w->x16 && outs[o].w->kq < 0);
     }
-    if (j.q8 || j.x16) {
+    if (j.q8 || j.sums) {
         int K = outs[0].w->cols;
         for (int t = 0; t < n; t++)
             c->k->quantize_act(K, x + (size_t)t * ldx, c->qx + (size_t)t * K,
                                c->dx + (size_t)t * (K / 32));
-        if (j.x16)
+        if (j.sums)
             kvv_cpu_block_sums(K, c->qx, n, c->sx);
     }
     /* Q8_K / Q8_1 activations for the kq weights, every batch size */

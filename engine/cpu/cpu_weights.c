@@ -4,12 +4,15 @@
  *   F32                  the mapped file, in place;
  *   Q8_0                 the mapped file; invariant mode: a copy in the X4
  *                        layout (cpu_impl.h);
- *   Q4_0                 fast: a copy in the 16-row X16 layout (cpu_q4x16.h;
- *                        the mapped file for the embedding's lookups, and
- *                        with --f32-act); invariant: re-encoded as Q8_0;
- *   Q5_0                 re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
- *   Q4_1, Q5_1, Q2_K..Q6_K  the mapped file, in its own blocks: the integer
- *                        products of cpu_kquant.h read them as they are;
+ *   Q4_0, Q5_0, Q4_1, Q5_1  a copy in the 16-row X16 layout (cpu_x16.h,
+ *                        the file's size) for its integer products; not the
+ *                        embedding (its rows are looked up), nor a fused
+ *                        matrix split off a multiple of 16;
+ *   otherwise Q4_0       fast: the mapped file; invariant: as Q5_0;
+ *   otherwise Q5_0       re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
+ *   Q2_K..Q6_K (and otherwise Q4_1, Q5_1)  the mapped file, in its own
+ *                        blocks: the integer products of cpu_kquant.h read
+ *                        them as they are;
  *   anything else        dequantized to F32.
  * Every form dequantizes to exactly the values of kvv_dequantize_row, so the
  * choice changes speed and memory, never a result in invariant mode.
@@ -93,8 +96,10 @@ static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
            w->rows % 4 == 0;
 }
 
-/* Fast mode's Q4_0 products (Q8_0 activations) read the X16 layout: a
- * copy of the file's size (rows padded to 16), the mapping left untouched. */
+/* The Q4_0/Q5_0 (Q8_0 activations) and Q4_1/Q5_1 (Q8_1) products read the
+ * X16 layout, in both modes (its order is batch invariant): a copy of the
+ * file's size (rows padded to 16), the mapping left untouched. Not with
+ * --f32-act or --dequant-all (kq_act false). */
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags);
 
 /* Q5_0 always, and Q4_0 in invariant mode, are re-encoded as Q8_0 at open
@@ -102,9 +107,9 @@ static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
  * kernels: 1.06 bytes per weight read in decode instead of the 4 of a
  * widened F32 copy. Fast mode keeps Q4_0 as it is: its integer kernel
  * reads 0.56 bytes per weight. */
-static bool want_q8_0(const kvv_cpu *c, const kvv_gguf_tensor *t)
+static bool want_q8_0(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
-    return !c->copts.dequant_all &&
+    return !c->copts.dequant_all && !want_x16(c, t, flags) &&
            (t->type == KVV_TYPE_Q5_0 || (t->type == KVV_TYPE_Q4_0 && c->mode == KVV_MODE_INVARIANT));
 }
 
@@ -129,14 +134,15 @@ static bool widen_q8_0(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w, 
     return adopt(c, d) != NULL;
 }
 
-/* Re-lay the Q4_0 matrix w out in the X16 layout in owned memory. @return
+/* Re-lay the Q4_0/Q5_0/Q4_1/Q5_1 matrix w out in the X16 layout in owned memory. @return
  * false on OOM. */
 static bool relayout_x16(kvv_cpu *c, kvv_cpu_weight *w)
 {
-    uint8_t *d = own(c, kvv_cpu_x16_bytes(w->rows, w->cols));
+    const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
+    uint8_t *d = own(c, kvv_cpu_x16_bytes(x, w->rows, w->cols));
     if (!d)
         return false;
-    kvv_cpu_x16_pack(w->cols, w->data, w->row_bytes, w->rows, d);
+    kvv_cpu_x16_pack(x, w->cols, w->data, w->row_bytes, w->rows, d);
     w->data = d;
     w->x16 = true;
     return true;
@@ -149,12 +155,16 @@ enum {
                       * file's row layout or F32, no X4 */
     LOAD_SPLIT16 = 4, /* ... and at multiples of 16 (X16) */
     LOAD_WHOLE = LOAD_SPLIT4 | LOAD_SPLIT16, /* one matrix, never split */
+    LOAD_HEAD = 8, /* the output head: Q4_0/Q5_0 keep fp32 activations here
+                    * (their 8-bit rounding moves logits by whole quanta, which
+                    * compare's logit tolerance does not allow; cpu_x16.h) */
 };
 
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
-    return t->type == KVV_TYPE_Q4_0 && c->q8_act && !c->copts.dequant_all &&
-           (flags & LOAD_SPLIT16) != 0;
+    const int x = kvv_cpu_x16_of((kvv_type)t->type);
+    return x >= 0 && c->kq_act && (flags & LOAD_SPLIT16) &&
+           !((flags & LOAD_HEAD) && !kvv_cpu_x16_has_min((kvv_x16)x));
 }
 
 /* A weight matrix in the form the header lists. */
@@ -169,10 +179,13 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
     w->rows = (int)(t->ne[1] * t->ne[2] * t->ne[3]);
     w->cols = (int)t->ne[0];
     const int kq = kvv_cpu_kq_of((kvv_type)t->type);
-    bool keep = t->type == KVV_TYPE_F32 ||
+    bool keep = t->type == KVV_TYPE_F32 || want_x16(c, t, flags) ||
                 (!c->copts.dequant_all &&
                  (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
-    if (want_q8_0(c, t)) {
+    if (kvv_cpu_x16_of((kvv_type)t->type) >= 0 && c->kq_act &&
+        !(flags & (LOAD_LOOKUP | LOAD_HEAD)) && !want_x16(c, t, flags))
+        c->x16_partial = true;
+    if (want_q8_0(c, t, flags)) {
         if (!widen_q8_0(c, t, w, split4))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
                                  t->name);
@@ -217,15 +230,16 @@ static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned fl
                                       (uint64_t)t->ne[3]);
     const bool x4 = (flags & LOAD_SPLIT4) && c->mode == KVV_MODE_INVARIANT &&
                     c->k->gemv_q8_0_x4 && rows % 4 == 0;
-    if (want_q8_0(c, t))
+    if (want_q8_0(c, t, flags))
         return kvv_mem_mul(rows, kvv_type_row_size(KVV_TYPE_Q8_0, (int64_t)cols));
     const int kq = kvv_cpu_kq_of((kvv_type)t->type);
-    bool keep = t->type == KVV_TYPE_F32 ||
+    bool keep = t->type == KVV_TYPE_F32 || want_x16(c, t, flags) ||
                 (!c->copts.dequant_all &&
                  (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
     if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
         if (want_x16(c, t, flags))
-            return kvv_cpu_x16_bytes((int)rows, (int)cols);
+            return kvv_cpu_x16_bytes((kvv_x16)kvv_cpu_x16_of((kvv_type)t->type), (int)rows,
+                                     (int)cols);
         return x4 && t->type == KVV_TYPE_Q8_0 ? t->nbytes : 0;
     }
     return kvv_mem_mul(kvv_mem_mul(rows, cols), sizeof(float));
@@ -248,7 +262,7 @@ uint64_t kvv_cpu_weights_plan(const kvv_cpu *c)
         if (t == m->tok_embd) {
             n = mat_plan(c, t, LOAD_LOOKUP);
             if (m->output == m->tok_embd || !m->output) /* tied: the output's own copy */
-                n = kvv_mem_add(n, mat_plan(c, t, LOAD_WHOLE));
+                n = kvv_mem_add(n, mat_plan(c, t, LOAD_WHOLE | LOAD_HEAD));
         } else if (t->n_dims >= 2 && t->ne[1] > 1) {
             n = mat_plan(c, t, LOAD_WHOLE);
         } else if (strcmp(t->name, "rope_freqs.weight") != 0) {
@@ -312,7 +326,7 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
         (st = load_mat(c, m->tok_embd, &c->tok_embd, LOAD_LOOKUP, err)))
         return st;
     if (m->output && m->output != m->tok_embd) {
-        if ((st = load_mat(c, m->output, &c->output, LOAD_WHOLE, err)))
+        if ((st = load_mat(c, m->output, &c->output, LOAD_WHOLE | LOAD_HEAD, err)))
             return st;
     } else {
         /* tied: the embedding keeps the file's layout or F32 (rows are
@@ -320,7 +334,7 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
          * copy when one pays */
         c->output = c->tok_embd;
         if ((want_x4(c, &c->output) && !relayout_x4(c, &c->output)) ||
-            (want_x16(c, m->tok_embd, LOAD_WHOLE) && !relayout_x16(c, &c->output)))
+            (want_x16(c, m->tok_embd, LOAD_WHOLE | LOAD_HEAD) && !relayout_x16(c, &c->output)))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
     }
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {

@@ -1,0 +1,151 @@
+/*
+ * cpu_x16_avx2.c — the X16 products with AVX2 (order, layout and bits:
+ * cpu_x16.h). A 16-row group is two halves of 8 rows (lane = row);
+ * vpmaddubsw (u8 levels x s8 activations, pairs into int16: at most
+ * 2*31*127, no saturation) then vpmaddwd by ones gives each lane the sum
+ * of 4 products, the same int32 as VNNI's vpdpbusd. Tiles: 8 rows x up to
+ * TT tokens.
+ */
+#include "engine/cpu/cpu_x16.h"
+
+#if defined(KVV_CPU_EMULATED) || \
+    (defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+
+#ifndef KVV_CPU_EMULATED /* the test-only SIMDe build brings its own (cpu_kernels.h) */
+#include <immintrin.h>
+#endif
+#include <string.h>
+
+#define TT 4
+
+static inline int32_t rd32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Per dword lane: its byte k (of the 4 in the lane) in all 4 bytes. */
+static inline __m256i spread(int k)
+{
+    const int b = 0x01010101;
+    return _mm256_set_epi32((12 + k) * b, (8 + k) * b, (4 + k) * b, k * b, (12 + k) * b,
+                            (8 + k) * b, (4 + k) * b, k * b);
+}
+
+/* v + 16 in the bytes whose bit `sel` is set in the broadcast qh bytes. */
+static inline __m256i add_fifth(__m256i v, __m256i qh, int k, __m256i sel)
+{
+    const __m256i h = _mm256_and_si256(_mm256_shuffle_epi8(qh, spread(k)), sel);
+    const __m256i m = _mm256_cmpeq_epi8(h, sel);
+    return _mm256_or_si256(v, _mm256_and_si256(m, _mm256_set1_epi8(16)));
+}
+
+static inline __attribute__((always_inline)) void
+tile(const kvv_x16 x, const int nb, const uint8_t *g, const int half, const kvv_cpu_x16_act *A,
+     const size_t t0, const int K, const int nt, const int nr, float *Y, const size_t ldy)
+{
+    const size_t bb = kvv_cpu_x16_block(x), nib = kvv_cpu_x16_nib(x), qho = kvv_cpu_x16_qh(x);
+    const int min = kvv_cpu_x16_has_min(x), five = kvv_cpu_x16_has_qh(x);
+    const int32_t off = x == KVV_X16_Q4_0 ? -8 : -16;
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i bit0 = _mm256_set1_epi32(0x08040201), bit1 = _mm256_set1_epi32((int)0x80402010);
+    __m256 f[TT];
+    #pragma GCC unroll 4
+    for (int t = 0; t < nt; t++)
+        f[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *o = g + (size_t)b * bb;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + 16 * half)));
+        __m256i qh = _mm256_setzero_si256();
+        if (five)
+            qh = _mm256_loadu_si256((const __m256i *)(o + qho + 32 * half));
+        __m256i s[TT];
+        #pragma GCC unroll 4
+        for (int t = 0; t < nt; t++)
+            s[t] = min ? _mm256_setzero_si256()
+                       : _mm256_set1_epi32(off * A->sum[(t0 + (size_t)t) * nb + b]);
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(o + nib + 64 * c + 32 * half));
+            __m256i lo = _mm256_and_si256(v, low);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            if (five) { /* elements 4c+j: qh byte c/2; 16+4c+j: byte 2+c/2 */
+                lo = add_fifth(lo, qh, c / 2, c % 2 ? bit1 : bit0);
+                hi = add_fifth(hi, qh, 2 + c / 2, c % 2 ? bit1 : bit0);
+            }
+            #pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                const int8_t *q = A->q + (t0 + (size_t)t) * K + 32 * b;
+                const __m256i xl = _mm256_set1_epi32(rd32(q + 4 * c));
+                const __m256i xh = _mm256_set1_epi32(rd32(q + 16 + 4 * c));
+                s[t] = _mm256_add_epi32(s[t],
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), ones));
+                s[t] = _mm256_add_epi32(s[t],
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), ones));
+            }
+        }
+        __m256 mw = _mm256_setzero_ps();
+        if (min)
+            mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + 32 + 16 * half)));
+        #pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const size_t tb = (t0 + (size_t)t) * nb + b;
+            const __m256 p = _mm256_mul_ps(dw, _mm256_set1_ps(A->d[tb]));
+            f[t] = _mm256_fmadd_ps(p, _mm256_cvtepi32_ps(s[t]), f[t]);
+            if (min)
+                f[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(A->s[tb]), f[t]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+        if (nr == 8) {
+            _mm256_storeu_ps(Y + (size_t)t * ldy, f[t]);
+        } else {
+            float v[8];
+            _mm256_storeu_ps(v, f[t]);
+            memcpy(Y + (size_t)t * ldy, v, sizeof(float) * (size_t)nr);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+gemm(const kvv_x16 x, int K, const void *G, int n_rows, const kvv_cpu_x16_act *A, int n_tok,
+     float *Y, size_t ldy)
+{
+    const int nb = K / 32;
+    const size_t gstride = (size_t)nb * kvv_cpu_x16_block(x);
+    for (int r = 0; r < n_rows; r += 8) {
+        const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * gstride;
+        const int half = (r / 8) % 2;
+        const int nr = n_rows - r < 8 ? n_rows - r : 8;
+        for (int t = 0; t < n_tok; t += TT) {
+            const int nt = n_tok - t < TT ? n_tok - t : TT;
+            float *y = Y + (size_t)t * ldy + r;
+            switch (nt) {
+            case 4: tile(x, nb, g, half, A, (size_t)t, K, 4, nr, y, ldy); break;
+            case 3: tile(x, nb, g, half, A, (size_t)t, K, 3, nr, y, ldy); break;
+            case 2: tile(x, nb, g, half, A, (size_t)t, K, 2, nr, y, ldy); break;
+            default: tile(x, nb, g, half, A, (size_t)t, K, 1, nr, y, ldy); break;
+            }
+        }
+    }
+}
+
+#define X16_FN(name, x)                                                                           \
+    static void name(int K, const void *G, int nr, const kvv_cpu_x16_act *A, int nt, float *Y,   \
+                     size_t ldy)                                                                  \
+    {                                                                                             \
+        gemm(x, K, G, nr, A, nt, Y, ldy);                                                         \
+    }
+X16_FN(x16_q4_0, KVV_X16_Q4_0)
+X16_FN(x16_q5_0, KVV_X16_Q5_0)
+X16_FN(x16_q4_1, KVV_X16_Q4_1)
+X16_FN(x16_q5_1, KVV_X16_Q5_1)
+
+const kvv_cpu_x16_fn kvv_cpu_x16_avx2[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1};
+
+#elif defined(__x86_64__)
+#error "cpu_x16_avx2.c must be compiled with -mavx2 -mfma -mf16c (see the Makefile)"
+#endif

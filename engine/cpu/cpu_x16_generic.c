@@ -1,0 +1,163 @@
+/*
+ * cpu_x16_generic.c — the X16 layout (packing, dequantization, block sums)
+ * and the portable C products that define its bits (cpu_x16.h).
+ */
+#include "engine/cpu/cpu_x16.h"
+
+#include <math.h>
+#include <string.h>
+
+static float le_fp16(const uint8_t *p)
+{
+    return kvv_fp16_to_fp32((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+int kvv_cpu_x16_of(kvv_type t)
+{
+    switch (t) {
+    case KVV_TYPE_Q4_0: return KVV_X16_Q4_0;
+    case KVV_TYPE_Q5_0: return KVV_X16_Q5_0;
+    case KVV_TYPE_Q4_1: return KVV_X16_Q4_1;
+    case KVV_TYPE_Q5_1: return KVV_X16_Q5_1;
+    default: return -1;
+    }
+}
+
+static const kvv_type x16_type[KVV_X16_COUNT] = {KVV_TYPE_Q4_0, KVV_TYPE_Q5_0, KVV_TYPE_Q4_1,
+                                                 KVV_TYPE_Q5_1};
+
+/* Where a file block keeps m, qh and qs (d is at 0); -1: none. */
+typedef struct {
+    int m, qh, qs;
+} file_block;
+
+static file_block fb(kvv_x16 x)
+{
+    static const file_block f[KVV_X16_COUNT] = {{-1, -1, 2}, {-1, 2, 6}, {2, -1, 4}, {2, 4, 8}};
+    return f[x];
+}
+
+size_t kvv_cpu_x16_bytes(kvv_x16 x, int n_rows, int K)
+{
+    const size_t groups = ((size_t)n_rows + KVV_CPU_X16 - 1) / KVV_CPU_X16;
+    return groups * (size_t)(K / 32) * kvv_cpu_x16_block(x);
+}
+
+/* Block b of row i of group g, to and from the file's bytes. */
+static void put_block(kvv_x16 x, const uint8_t *blk, int i, uint8_t *o)
+{
+    const file_block f = fb(x);
+    memcpy(o + 2 * i, blk, 2);
+    if (f.m >= 0)
+        memcpy(o + 32 + 2 * i, blk + f.m, 2);
+    for (int c = 0; c < 4; c++)
+        memcpy(o + kvv_cpu_x16_nib(x) + 64 * c + 4 * i, blk + f.qs + 4 * c, 4);
+    if (f.qh >= 0)
+        memcpy(o + kvv_cpu_x16_qh(x) + 4 * i, blk + f.qh, 4);
+}
+
+static void get_block(kvv_x16 x, const uint8_t *o, int i, uint8_t *blk)
+{
+    const file_block f = fb(x);
+    memcpy(blk, o + 2 * i, 2);
+    if (f.m >= 0)
+        memcpy(blk + f.m, o + 32 + 2 * i, 2);
+    for (int c = 0; c < 4; c++)
+        memcpy(blk + f.qs + 4 * c, o + kvv_cpu_x16_nib(x) + 64 * c + 4 * i, 4);
+    if (f.qh >= 0)
+        memcpy(blk + f.qh, o + kvv_cpu_x16_qh(x) + 4 * i, 4);
+}
+
+void kvv_cpu_x16_pack(kvv_x16 x, int K, const void *src, size_t row_bytes, int n_rows, void *dst)
+{
+    const int nb = K / 32;
+    const size_t bb = kvv_cpu_x16_block(x), fbb = bb / KVV_CPU_X16;
+    uint8_t *d = dst;
+    memset(d, 0, kvv_cpu_x16_bytes(x, n_rows, K));
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
+        uint8_t *g = d + (size_t)(r / KVV_CPU_X16) * nb * bb;
+        for (int b = 0; b < nb; b++)
+            put_block(x, row + (size_t)b * fbb, r % KVV_CPU_X16, g + (size_t)b * bb);
+    }
+}
+
+void kvv_cpu_x16_dequant_row(kvv_x16 x, int K, const void *G, int r, float *dst)
+{
+    const int nb = K / 32;
+    const size_t bb = kvv_cpu_x16_block(x);
+    const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * nb * bb;
+    uint8_t blk[24];
+    for (int b = 0; b < nb; b++) {
+        get_block(x, g + (size_t)b * bb, r % KVV_CPU_X16, blk);
+        kvv_dequantize_row(x16_type[x], blk, dst + 32 * b, 32);
+    }
+}
+
+void kvv_cpu_block_sums(int K, const int8_t *q, int n_tok, int32_t *sum)
+{
+    const int nb = K / 32;
+    for (int t = 0; t < n_tok; t++)
+        for (int b = 0; b < nb; b++) {
+            const int8_t *v = q + (size_t)t * K + 32 * b;
+            int32_t s = 0;
+            for (int e = 0; e < 32; e++)
+                s += v[e];
+            sum[(size_t)t * nb + b] = s;
+        }
+}
+
+/* Level of element e (0..31) of row i in block o. */
+static inline int level(kvv_x16 x, const uint8_t *o, int i, int e)
+{
+    const int c = (e % 16) / 4, j = e % 4;
+    const uint8_t byte = o[kvv_cpu_x16_nib(x) + 64 * c + 4 * i + j];
+    int u = e < 16 ? byte & 15 : byte >> 4;
+    if (kvv_cpu_x16_has_qh(x)) {
+        const uint8_t *h = o + kvv_cpu_x16_qh(x) + 4 * i;
+        u |= ((h[e / 8] >> (e % 8)) & 1) << 4;
+    }
+    return u;
+}
+
+static void gemm(kvv_x16 x, int K, const void *G, int n_rows, const kvv_cpu_x16_act *A,
+                 int n_tok, float *Y, size_t ldy)
+{
+    const int nb = K / 32;
+    const size_t bb = kvv_cpu_x16_block(x);
+    const int off = x == KVV_X16_Q4_0 ? 8 : 16, min = kvv_cpu_x16_has_min(x);
+    for (int r = 0; r < n_rows; r++) {
+        const int i = r % KVV_CPU_X16;
+        const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * nb * bb;
+        for (int t = 0; t < n_tok; t++) {
+            const int8_t *q = A->q + (size_t)t * K;
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *o = g + (size_t)b * bb;
+                const size_t tb = (size_t)t * nb + b;
+                int32_t S = min ? 0 : -off * A->sum[tb];
+                for (int e = 0; e < 32; e++)
+                    S += level(x, o, i, e) * q[32 * b + e];
+                const float p = le_fp16(o + 2 * i) * A->d[tb];
+                acc = fmaf(p, (float)S, acc);
+                if (min)
+                    acc = fmaf(le_fp16(o + 32 + 2 * i), A->s[tb], acc);
+            }
+            Y[(size_t)t * ldy + r] = acc;
+        }
+    }
+}
+
+#define X16_FN(name, x)                                                                           \
+    static void name(int K, const void *G, int nr, const kvv_cpu_x16_act *A, int nt, float *Y,   \
+                     size_t ldy)                                                                  \
+    {                                                                                             \
+        gemm(x, K, G, nr, A, nt, Y, ldy);                                                         \
+    }
+X16_FN(gemm_q4_0, KVV_X16_Q4_0)
+X16_FN(gemm_q5_0, KVV_X16_Q5_0)
+X16_FN(gemm_q4_1, KVV_X16_Q4_1)
+X16_FN(gemm_q5_1, KVV_X16_Q5_1)
+
+const kvv_cpu_x16_fn kvv_cpu_x16_generic[KVV_X16_COUNT] = {gemm_q4_0, gemm_q5_0, gemm_q4_1,
+                                                           gemm_q5_1};
