@@ -228,7 +228,7 @@ kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out
         return kvv_error_set(err, KVV_ERR_USAGE, "reference engine: unknown cache type %d",
                              (int)opts.cache_type);
     if (opts.ggml & ~(unsigned)(KVV_GGML_GELU_FP16 | KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT |
-                                 KVV_GGML_Q40_ACT))
+                                 KVV_GGML_Q40_ACT | KVV_GGML_Q80_ACT))
         return kvv_error_set(err, KVV_ERR_USAGE, "reference engine: unknown ggml emulation flags 0x%x",
                              opts.ggml);
     if (opts.n_ctx < 0 || opts.n_ctx > REF_MAX_CTX)

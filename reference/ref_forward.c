@@ -30,7 +30,7 @@
 void ref_proj(const kvv_ref *r, float *out, const float *x, const ref_mat *W, const float *bias,
               int n, bool reversed, ref_ggml_scratch *g)
 {
-    if ((r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT | KVV_GGML_Q40_ACT)) && g)
+    if ((r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT | KVV_GGML_Q40_ACT | KVV_GGML_Q80_ACT)) && g)
         ref_matmul_ggml(out, x, W, bias, n, reversed, r->wrow, g, r->opts.ggml);
     else
         ref_matmul_mat(out, x, W, bias, n, reversed, r->wrow);
@@ -363,7 +363,7 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
 
     scratch s;
     if (!scratch_alloc(&s, hp, n, max_pos + 1, hooks && hooks->attn,
-                       (r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT | KVV_GGML_Q40_ACT)) != 0)) {
+                       (r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT | KVV_GGML_Q40_ACT | KVV_GGML_Q80_ACT)) != 0)) {
         scratch_free(&s);
         return kvv_error_set(err, KVV_ERR_NOMEM, "forward: out of memory for a %d-token batch", n);
     }
@@ -389,10 +389,10 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
         const int rows = n - first;
         ref_rmsnorm(s.xn, s.x + (size_t)first * (size_t)E, r->w.output_norm, rows, E,
                     hp->norm_eps);
-        /* logits (rows, n_vocab); KVV_GGML_Q40_ACT is the layers' only (runtime.h) */
+        /* logits (rows, n_vocab); KVV_GGML_Q40/Q80_ACT are the layers' only (runtime.h) */
         if (s.ggml_on)
             ref_matmul_ggml(logits, s.xn, &r->w.output, NULL, rows, false, r->wrow, &s.ggml,
-                            r->opts.ggml & ~(unsigned)KVV_GGML_Q40_ACT);
+                            r->opts.ggml & ~(unsigned)(KVV_GGML_Q40_ACT | KVV_GGML_Q80_ACT));
         else
             ref_proj(r, logits, s.xn, &r->w.output, NULL, rows, false, NULL);
         if (hp->final_softcap > 0.0f)
@@ -419,7 +419,7 @@ kvv_status kvv_ref_kv_from_residual(kvv_ref *r, int layer, int n, const float *h
     float *xn = falloc((size_t)n * (size_t)r->hp.n_embd);    /* (n, E) */
     ref_ggml_scratch g;
     memset(&g, 0, sizeof g);
-    const bool ggml = (r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT | KVV_GGML_Q40_ACT)) != 0;
+    const bool ggml = (r->opts.ggml & (KVV_GGML_ACT_QUANT | KVV_GGML_KQ_ACT | KVV_GGML_Q40_ACT | KVV_GGML_Q80_ACT)) != 0;
     if (!xn || (ggml && !ref_ggml_scratch_alloc(&g, n, r->hp.n_embd))) {
         free(xn);
         ref_ggml_scratch_free(&g);

@@ -28,6 +28,7 @@
  *              (u - 8 or 16) * q, accumulated as for Q8_0 (ggml's
  *              vec_dot_q4_0_q8_0 / q5_0_q8_0; engine/cpu/cpu_x16.h is the
  *              cpu engine's fused version).
+ *   Q80_ACT    the same for Q8_0 alone (the cpu engine's fast mode).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -270,8 +271,10 @@ void ref_matmul_ggml(float *out, const float *x, const ref_mat *W, const float *
 {
     if ((flags & KVV_GGML_KQ_ACT) && kq_type(W->type) && !reversed) {
         matmul_kq(out, x, W, bias, n, g);
-    } else if ((flags & KVV_GGML_Q40_ACT) && !reversed && W->cols % QK8 == 0 &&
-               (W->type == KVV_TYPE_Q4_0 || W->type == KVV_TYPE_Q5_0)) {
+    } else if (!reversed && W->cols % QK8 == 0 &&
+               (((flags & KVV_GGML_Q40_ACT) &&
+                 (W->type == KVV_TYPE_Q4_0 || W->type == KVV_TYPE_Q5_0)) ||
+                ((flags & KVV_GGML_Q80_ACT) && W->type == KVV_TYPE_Q8_0))) {
         matmul_q8_0(out, x, W, bias, n, g);
     } else if (!(flags & KVV_GGML_ACT_QUANT)) {
         ref_matmul_mat(out, x, W, bias, n, reversed, wrow);

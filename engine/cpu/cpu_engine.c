@@ -79,7 +79,12 @@ static bool is_kq(const kvv_cpu_weight *w)
 
 static bool is_q40_x16(const kvv_cpu_weight *w)
 {
-    return w->x16 && w->kq < 0;
+    return w->x16 && (w->type == KVV_TYPE_Q4_0 || w->type == KVV_TYPE_Q5_0);
+}
+
+static bool is_q80_x16(const kvv_cpu_weight *w)
+{
+    return w->x16 && w->type == KVV_TYPE_Q8_0;
 }
 
 /* Does any product satisfy pred? */
@@ -105,11 +110,14 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
-    /* the roundings every batch size has; a model with a Q4_0/Q5_0 matrix
-     * outside X16 (fp32 activations there) declares none for them */
+    /* the roundings every batch size has; a model with a layer matrix of a
+     * type outside X16 (other activations there) declares none for it */
     d->ggml = c->kq_act && any_weight(c, is_kq) ? KVV_GGML_KQ_ACT : 0;
-    if (any_weight(c, is_q40_x16) && !c->x16_partial)
+    if (any_weight(c, is_q40_x16) &&
+        !(c->x16_outside & (1u << KVV_X16_Q4_0 | 1u << KVV_X16_Q5_0)))
         d->ggml |= KVV_GGML_Q40_ACT;
+    if (any_weight(c, is_q80_x16) && !(c->x16_outside & 1u << KVV_X16_Q8_0))
+        d->ggml |= KVV_GGML_Q80_ACT;
 }
 
 static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
@@ -300,7 +308,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0..q5_1=%s k-quants=%s",
                  KVV_CPU_SGEMM_MIN_TOKENS, k->name, k->name,
-                 co->dequant_all ? "f32" : c->q8_act ? "int8(act q8_0,n<=3)" : "fused", x16, kq);
+                 co->dequant_all ? "f32" : c->q8_act ? "int8-x16(act q8_0)" : "fused", x16, kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0..q5_1=%s k-quants=%s",

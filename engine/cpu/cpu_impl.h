@@ -123,7 +123,7 @@ typedef struct {
     float *dx;   /* [n][max input width / 32] their block scales */
     int32_t *sx; /* [n][max input width / 32] their block sums (X16 Q4_0) */
     bool q8_act; /* fast mode: Q8_0/Q4_0 products take Q8_0 activations */
-    bool x16_partial; /* a Q4_0/Q5_0/Q4_1/Q5_1 matrix is not in X16 (split off 16) */
+    unsigned x16_outside; /* 1 << kvv_x16 of a layer matrix left out of X16 (split off 16) */
     bool kq_act; /* K-quant, Q4_1, Q5_1 products round activations to Q8_K /
                   * Q8_1 (both modes; not with --f32-act or --dequant-all) */
     kvv_cpu_actbuf q8k, q81;   /* activations as Q8_K and as Q8_1 */

@@ -4,10 +4,11 @@
  *   F32                  the mapped file, in place;
  *   Q8_0                 the mapped file; invariant mode: a copy in the X4
  *                        layout (cpu_impl.h);
- *   Q4_0, Q5_0, Q4_1, Q5_1  a copy in the 16-row X16 layout (cpu_x16.h,
- *                        the file's size) for its integer products; not the
- *                        embedding (its rows are looked up), nor a fused
- *                        matrix split off a multiple of 16;
+ *   Q4_0, Q5_0, Q4_1, Q5_1, and Q8_0 in fast mode: a copy in the 16-row
+ *                        X16 layout (cpu_x16.h, the file's size) for its
+ *                        integer products; not the embedding (its rows are
+ *                        looked up), nor a fused matrix split off a multiple
+ *                        of 16, nor a Q4_0/Q5_0/Q8_0 output head;
  *   otherwise Q4_0       fast: the mapped file; invariant: as Q5_0;
  *   otherwise Q5_0       re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
  *   Q2_K..Q6_K (and otherwise Q4_1, Q5_1)  the mapped file, in its own
@@ -97,9 +98,9 @@ static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
 }
 
 /* The Q4_0/Q5_0 (Q8_0 activations) and Q4_1/Q5_1 (Q8_1) products read the
- * X16 layout, in both modes (its order is batch invariant): a copy of the
- * file's size (rows padded to 16), the mapping left untouched. Not with
- * --f32-act or --dequant-all (kq_act false). */
+ * X16 layout, in both modes (its order is batch invariant), and fast
+ * mode's Q8_0 products too: a copy of the file's size (rows padded to 16),
+ * the mapping left untouched. Not with --f32-act or --dequant-all. */
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags);
 
 /* Q5_0 always, and Q4_0 in invariant mode, are re-encoded as Q8_0 at open
@@ -163,8 +164,11 @@ enum {
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
     const int x = kvv_cpu_x16_of((kvv_type)t->type);
-    return x >= 0 && c->kq_act && (flags & LOAD_SPLIT16) &&
-           !((flags & LOAD_HEAD) && !kvv_cpu_x16_has_min((kvv_x16)x));
+    if (x < 0 || !(flags & LOAD_SPLIT16))
+        return false;
+    if (x == KVV_X16_Q8_0) /* invariant mode keeps fp32 activations for Q8_0 */
+        return c->mode == KVV_MODE_FAST && c->q8_act && !(flags & LOAD_HEAD);
+    return c->kq_act && !((flags & LOAD_HEAD) && !kvv_cpu_x16_has_min((kvv_x16)x));
 }
 
 /* A weight matrix in the form the header lists. */
@@ -182,9 +186,9 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
     bool keep = t->type == KVV_TYPE_F32 || want_x16(c, t, flags) ||
                 (!c->copts.dequant_all &&
                  (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
-    if (kvv_cpu_x16_of((kvv_type)t->type) >= 0 && c->kq_act &&
-        !(flags & (LOAD_LOOKUP | LOAD_HEAD)) && !want_x16(c, t, flags))
-        c->x16_partial = true;
+    if (!(flags & (LOAD_LOOKUP | LOAD_HEAD)) && want_x16(c, t, flags | LOAD_SPLIT16) &&
+        !want_x16(c, t, flags)) /* split off a multiple of 16 */
+        c->x16_outside |= 1u << kvv_cpu_x16_of((kvv_type)t->type);
     if (want_q8_0(c, t, flags)) {
         if (!widen_q8_0(c, t, w, split4))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",

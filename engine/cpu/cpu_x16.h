@@ -25,17 +25,20 @@
  *   NIB: 256 B    4 chunks c = 0..3 of 64 bytes: byte 4i + j of chunk c is
  *                 byte 4c + j of row i's qs (low nibble: element 4c + j,
  *                 high nibble: element 16 + 4c + j);
+ *                 Q8_0: 512 B, 8 chunks c = 0..7: byte 4i + j is element
+ *                 4c + j of row i plus 128 (an unsigned level);
  *   QH:  64 B     Q5 types: row i's 32 high bits at 4i (bit e = bit 4 of
  *                 element e), as in the file.
  *
  * Activations (kvv_cpu_x16_act), rounded as ggml rounds them for the
  * type's vec_dot_type: Q4_0, Q5_0: Q8_0 (quantize_act: q, d) with sum[b],
  * the sum of the block's 32 q (kvv_cpu_block_sums), which carries the
- * offset; Q4_1, Q5_1: Q8_1 (quantize_q8_1: q, d, s).
+ * offset; Q4_1, Q5_1: Q8_1 (quantize_q8_1: q, d, s). Q8_0 takes Q8_0
+ * activations like Q4_0.
  *
  * Order (every table, the same bits): per output (row r, token t), from
  * acc = +0, per block b ascending, with exact int32 sums:
- *   Q4_0, Q5_0 (offset o = 8, 16):
+ *   Q4_0, Q5_0, Q8_0 (offset o = 8, 16, 128):
  *     acc = fmaf(dw_b * dx_b, (float)(sum_i u_i*q_i - o*sum_b), acc)
  *   Q4_1, Q5_1 (the order of cpu_kquant.h, so the same bits as gemm_kq):
  *     acc = fmaf(dw_b * dx_b, (float)(sum_i u_i*q_i), acc)
@@ -55,15 +58,27 @@
 #define KVV_CPU_X16 16
 
 /* The types with an X16 product (index of the table's gemm_x16). */
-typedef enum { KVV_X16_Q4_0, KVV_X16_Q5_0, KVV_X16_Q4_1, KVV_X16_Q5_1, KVV_X16_COUNT } kvv_x16;
+typedef enum {
+    KVV_X16_Q4_0,
+    KVV_X16_Q5_0,
+    KVV_X16_Q4_1,
+    KVV_X16_Q5_1,
+    KVV_X16_Q8_0, /* fast mode only: invariant mode keeps fp32 activations for Q8_0 */
+    KVV_X16_COUNT
+} kvv_x16;
 
 /* kvv_x16 of a ggml type, or -1. */
 int kvv_cpu_x16_of(kvv_type t);
 /* Bytes of one block of a 16-row group: 16 x the file's block. */
 static inline size_t kvv_cpu_x16_block(kvv_x16 x)
 {
-    static const unsigned short b[KVV_X16_COUNT] = {288, 352, 320, 384};
+    static const unsigned short b[KVV_X16_COUNT] = {288, 352, 320, 384, 544};
     return b[x];
+}
+/* The level's offset of the types without a minimum: w = u - offset. */
+static inline int kvv_cpu_x16_offset(kvv_x16 x)
+{
+    return x == KVV_X16_Q4_0 ? 8 : x == KVV_X16_Q8_0 ? 128 : 16;
 }
 static inline int kvv_cpu_x16_has_min(kvv_x16 x)
 {

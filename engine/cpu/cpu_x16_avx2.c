@@ -2,9 +2,9 @@
  * cpu_x16_avx2.c — the X16 products with AVX2 (order, layout and bits:
  * cpu_x16.h). A 16-row group is two halves of 8 rows (lane = row);
  * vpmaddubsw (u8 levels x s8 activations, pairs into int16: at most
- * 2*31*127, no saturation) then vpmaddwd by ones gives each lane the sum
- * of 4 products, the same int32 as VNNI's vpdpbusd. Tiles: 8 rows x up to
- * TT tokens.
+ * 2*31*127, no saturation; Q8_0 as |w| * sign(x, w), at most 2*128*127)
+ * then vpmaddwd by ones gives each lane the sum of 4 products, the same
+ * int32 as VNNI's vpdpbusd. Tiles: 8 rows x up to TT tokens.
  */
 #include "engine/cpu/cpu_x16.h"
 
@@ -47,7 +47,8 @@ tile(const kvv_x16 x, const int nb, const uint8_t *g, const int half, const kvv_
 {
     const size_t bb = kvv_cpu_x16_block(x), nib = kvv_cpu_x16_nib(x), qho = kvv_cpu_x16_qh(x);
     const int min = kvv_cpu_x16_has_min(x), five = kvv_cpu_x16_has_qh(x);
-    const int32_t off = x == KVV_X16_Q4_0 ? -8 : -16;
+    const int n_nib = x == KVV_X16_Q8_0 ? 0 : 4;
+    const int32_t off = -kvv_cpu_x16_offset(x);
     const __m256i low = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i bit0 = _mm256_set1_epi32(0x08040201), bit1 = _mm256_set1_epi32((int)0x80402010);
@@ -63,11 +64,28 @@ tile(const kvv_x16 x, const int nb, const uint8_t *g, const int half, const kvv_
             qh = _mm256_loadu_si256((const __m256i *)(o + qho + 32 * half));
         __m256i s[TT];
         #pragma GCC unroll 4
-        for (int t = 0; t < nt; t++)
-            s[t] = min ? _mm256_setzero_si256()
+        for (int t = 0; t < nt; t++) /* Q8_0 takes |w| * sign(x, w) below: no offset */
+            s[t] = min || x == KVV_X16_Q8_0
+                       ? _mm256_setzero_si256()
                        : _mm256_set1_epi32(off * A->sum[(t0 + (size_t)t) * nb + b]);
+        if (x == KVV_X16_Q8_0) {
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m256i w = _mm256_xor_si256(
+                    _mm256_loadu_si256((const __m256i *)(o + 32 + 64 * c + 32 * half)),
+                    _mm256_set1_epi8((char)0x80));
+                const __m256i aw = _mm256_sign_epi8(w, w);
+                #pragma GCC unroll 4
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *q = A->q + (t0 + (size_t)t) * K + 32 * b;
+                    const __m256i xq = _mm256_sign_epi8(_mm256_set1_epi32(rd32(q + 4 * c)), w);
+                    s[t] = _mm256_add_epi32(s[t],
+                                            _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xq), ones));
+                }
+            }
+        }
         #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < n_nib; c++) { /* none for Q8_0 */
             const __m256i v = _mm256_loadu_si256((const __m256i *)(o + nib + 64 * c + 32 * half));
             __m256i lo = _mm256_and_si256(v, low);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
@@ -143,8 +161,10 @@ X16_FN(x16_q4_0, KVV_X16_Q4_0)
 X16_FN(x16_q5_0, KVV_X16_Q5_0)
 X16_FN(x16_q4_1, KVV_X16_Q4_1)
 X16_FN(x16_q5_1, KVV_X16_Q5_1)
+X16_FN(x16_q8_0, KVV_X16_Q8_0)
 
-const kvv_cpu_x16_fn kvv_cpu_x16_avx2[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1};
+const kvv_cpu_x16_fn kvv_cpu_x16_avx2[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1,
+                                                        x16_q8_0};
 
 #elif defined(__x86_64__)
 #error "cpu_x16_avx2.c must be compiled with -mavx2 -mfma -mf16c (see the Makefile)"

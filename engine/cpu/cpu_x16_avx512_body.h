@@ -5,8 +5,12 @@
  * after defining
  *   X16_TABLE           the name of the kvv_cpu_x16_fn array to define;
  *   X16_DOT4(s, u, x)   s + the 16 lanes' sums of 4 u8*s8 products.
- * Both give the same exact int32 sums (|products| <= 31*127, no int16
- * saturation in vpmaddubsw), so the same bits.
+ *   X16_Q8_INIT(sum)    a Q8_0 block's starting int32 (from the q's sum);
+ *   X16_DOT8(s, v, x)   s + the lanes' sums of 4 products of Q8_0 weights
+ *                       (v: levels w + 128) and activations.
+ * Both give the same exact int32 sums (pairs of products at most 2*31*127
+ * in vpmaddubsw; Q8_0 there as |w| * sign(x, w), at most 2*128*127), so
+ * the same bits.
  *
  * Tiles: one 16-row group (lane = row) by up to TT tokens. Per block the
  * group's 4 chunks are loaded once and split into low and high nibbles
@@ -42,7 +46,9 @@ x16_tile(const kvv_x16 x, const int nb, const uint8_t *g, const kvv_cpu_x16_act 
 {
     const size_t bb = kvv_cpu_x16_block(x), nib = kvv_cpu_x16_nib(x), qho = kvv_cpu_x16_qh(x);
     const int min = kvv_cpu_x16_has_min(x), five = kvv_cpu_x16_has_qh(x);
-    const int32_t off = x == KVV_X16_Q4_0 ? -8 : -16;
+    const int n_nib = x == KVV_X16_Q8_0 ? 0 : 4;
+    const int32_t off = -kvv_cpu_x16_offset(x);
+    (void)off;
     const __m512i low = _mm512_set1_epi8(0x0F);
     const __m512i ones = _mm512_set1_epi16(1);
     const __m512i sixteen = _mm512_set1_epi8(16);
@@ -63,9 +69,21 @@ x16_tile(const kvv_x16 x, const int nb, const uint8_t *g, const kvv_cpu_x16_act 
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++)
             s[t] = min ? _mm512_setzero_si512()
-                       : _mm512_set1_epi32(off * A->sum[(t0 + (size_t)t) * nb + b]);
+                   : x == KVV_X16_Q8_0 ? X16_Q8_INIT(A->sum[(t0 + (size_t)t) * nb + b])
+                                       : _mm512_set1_epi32(off * A->sum[(t0 + (size_t)t) * nb + b]);
+        if (x == KVV_X16_Q8_0) { /* 8 chunks of unsigned levels, no nibbles */
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(o + 32 + 64 * c));
+                #pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *q = A->q + (t0 + (size_t)t) * K + 32 * b;
+                    s[t] = X16_DOT8(s[t], v, _mm512_set1_epi32(x16_rd32(q + 4 * c)));
+                }
+            }
+        }
         #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < n_nib; c++) { /* none for Q8_0 */
             const __m512i v = _mm512_loadu_si512((const void *)(o + nib + 64 * c));
             __m512i lo = _mm512_and_si512(v, low);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
@@ -145,8 +163,10 @@ X16_FN(x16_q4_0, KVV_X16_Q4_0)
 X16_FN(x16_q5_0, KVV_X16_Q5_0)
 X16_FN(x16_q4_1, KVV_X16_Q4_1)
 X16_FN(x16_q5_1, KVV_X16_Q5_1)
+X16_FN(x16_q8_0, KVV_X16_Q8_0)
 #undef X16_FN
 
-const kvv_cpu_x16_fn X16_TABLE[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1};
+const kvv_cpu_x16_fn X16_TABLE[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1,
+                                                 x16_q8_0};
 
 #undef TT

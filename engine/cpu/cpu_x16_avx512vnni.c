@@ -16,6 +16,8 @@
 
 #define X16_TABLE kvv_cpu_x16_avx512vnni
 #define X16_DOT4(s, u, x) _mm512_dpbusd_epi32((s), (u), (x))
+#define X16_Q8_INIT(sum) _mm512_set1_epi32(-128 * (sum))
+#define X16_DOT8(s, v, x) _mm512_dpbusd_epi32((s), (v), (x))
 #include "engine/cpu/cpu_x16_avx512_body.h"
 
 #elif defined(__x86_64__)

@@ -19,12 +19,13 @@ int kvv_cpu_x16_of(kvv_type t)
     case KVV_TYPE_Q5_0: return KVV_X16_Q5_0;
     case KVV_TYPE_Q4_1: return KVV_X16_Q4_1;
     case KVV_TYPE_Q5_1: return KVV_X16_Q5_1;
+    case KVV_TYPE_Q8_0: return KVV_X16_Q8_0;
     default: return -1;
     }
 }
 
 static const kvv_type x16_type[KVV_X16_COUNT] = {KVV_TYPE_Q4_0, KVV_TYPE_Q5_0, KVV_TYPE_Q4_1,
-                                                 KVV_TYPE_Q5_1};
+                                                 KVV_TYPE_Q5_1, KVV_TYPE_Q8_0};
 
 /* Where a file block keeps m, qh and qs (d is at 0); -1: none. */
 typedef struct {
@@ -33,7 +34,8 @@ typedef struct {
 
 static file_block fb(kvv_x16 x)
 {
-    static const file_block f[KVV_X16_COUNT] = {{-1, -1, 2}, {-1, 2, 6}, {2, -1, 4}, {2, 4, 8}};
+    static const file_block f[KVV_X16_COUNT] = {{-1, -1, 2}, {-1, 2, 6}, {2, -1, 4}, {2, 4, 8},
+                                                 {-1, -1, 2}};
     return f[x];
 }
 
@@ -48,6 +50,11 @@ static void put_block(kvv_x16 x, const uint8_t *blk, int i, uint8_t *o)
 {
     const file_block f = fb(x);
     memcpy(o + 2 * i, blk, 2);
+    if (x == KVV_X16_Q8_0) { /* int8 -> unsigned level w + 128 */
+        for (int e = 0; e < 32; e++)
+            o[32 + 64 * (e / 4) + 4 * i + e % 4] = (uint8_t)(blk[2 + e] ^ 0x80);
+        return;
+    }
     if (f.m >= 0)
         memcpy(o + 32 + 2 * i, blk + f.m, 2);
     for (int c = 0; c < 4; c++)
@@ -60,6 +67,11 @@ static void get_block(kvv_x16 x, const uint8_t *o, int i, uint8_t *blk)
 {
     const file_block f = fb(x);
     memcpy(blk, o + 2 * i, 2);
+    if (x == KVV_X16_Q8_0) {
+        for (int e = 0; e < 32; e++)
+            blk[2 + e] = (uint8_t)(o[32 + 64 * (e / 4) + 4 * i + e % 4] ^ 0x80);
+        return;
+    }
     if (f.m >= 0)
         memcpy(blk + f.m, o + 32 + 2 * i, 2);
     for (int c = 0; c < 4; c++)
@@ -87,7 +99,7 @@ void kvv_cpu_x16_dequant_row(kvv_x16 x, int K, const void *G, int r, float *dst)
     const int nb = K / 32;
     const size_t bb = kvv_cpu_x16_block(x);
     const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * nb * bb;
-    uint8_t blk[24];
+    uint8_t blk[34];
     for (int b = 0; b < nb; b++) {
         get_block(x, g + (size_t)b * bb, r % KVV_CPU_X16, blk);
         kvv_dequantize_row(x16_type[x], blk, dst + 32 * b, 32);
@@ -110,6 +122,8 @@ void kvv_cpu_block_sums(int K, const int8_t *q, int n_tok, int32_t *sum)
 /* Level of element e (0..31) of row i in block o. */
 static inline int level(kvv_x16 x, const uint8_t *o, int i, int e)
 {
+    if (x == KVV_X16_Q8_0)
+        return o[32 + 64 * (e / 4) + 4 * i + e % 4];
     const int c = (e % 16) / 4, j = e % 4;
     const uint8_t byte = o[kvv_cpu_x16_nib(x) + 64 * c + 4 * i + j];
     int u = e < 16 ? byte & 15 : byte >> 4;
@@ -125,7 +139,7 @@ static void gemm(kvv_x16 x, int K, const void *G, int n_rows, const kvv_cpu_x16_
 {
     const int nb = K / 32;
     const size_t bb = kvv_cpu_x16_block(x);
-    const int off = x == KVV_X16_Q4_0 ? 8 : 16, min = kvv_cpu_x16_has_min(x);
+    const int off = kvv_cpu_x16_offset(x), min = kvv_cpu_x16_has_min(x);
     for (int r = 0; r < n_rows; r++) {
         const int i = r % KVV_CPU_X16;
         const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * nb * bb;
@@ -158,6 +172,7 @@ X16_FN(gemm_q4_0, KVV_X16_Q4_0)
 X16_FN(gemm_q5_0, KVV_X16_Q5_0)
 X16_FN(gemm_q4_1, KVV_X16_Q4_1)
 X16_FN(gemm_q5_1, KVV_X16_Q5_1)
+X16_FN(gemm_q8_0, KVV_X16_Q8_0)
 
 const kvv_cpu_x16_fn kvv_cpu_x16_generic[KVV_X16_COUNT] = {gemm_q4_0, gemm_q5_0, gemm_q4_1,
-                                                           gemm_q5_1};
+                                                           gemm_q5_1, gemm_q8_0};

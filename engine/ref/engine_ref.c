@@ -43,11 +43,12 @@ static void ref_describe(kvv_engine *e, kvv_engine_desc *d)
     d->n_threads = 1;
     const unsigned g = e->opts.ggml;
     snprintf(d->kernels, sizeof d->kernels,
-             "scalar fp32 dot=8-lane-fixed norm=f64-sum softmax=f64-sum math=kvv-kmath%s%s%s%s",
+             "scalar fp32 dot=8-lane-fixed norm=f64-sum softmax=f64-sum math=kvv-kmath%s%s%s%s%s",
              g & KVV_GGML_GELU_FP16 ? " ggml-gelu-fp16" : "",
              g & KVV_GGML_ACT_QUANT ? " ggml-act-quant" : "",
              g & KVV_GGML_KQ_ACT ? " ggml-kq-act(q8_k/q8_1)" : "",
-             g & KVV_GGML_Q40_ACT ? " ggml-q40-act(q8_0)" : "");
+             g & KVV_GGML_Q40_ACT ? " ggml-q40-act(q8_0)" : "",
+             g & KVV_GGML_Q80_ACT ? " ggml-q80-act(q8_0)" : "");
     d->ggml = g;
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_cpu_x16.c — contract K11 of engine/cpu/cpu_kernels.h for every
- * kernel table: the Q4_0, Q5_0, Q4_1 and Q5_1 products on the X16 layout
+ * kernel table: the Q4_0, Q5_0, Q4_1, Q5_1 and Q8_0 products on the X16 layout
  * (engine/cpu/cpu_x16.h), each type in turn.
  *
  * Tables run as in test_cpu_kernels.c (kernel_runs.h). Checked:
@@ -37,10 +37,10 @@ extern const kvv_cpu_x16_fn kvv_cpu_x16_avx512bw_emu[KVV_X16_COUNT];
 extern const kvv_cpu_x16_fn kvv_cpu_x16_avx512vnni_emu[KVV_X16_COUNT];
 #endif
 
-enum { K = 160, R = 37, T = 11, NB = K / 32, LDY = R + 3, MAXB = 24 };
+enum { K = 160, R = 37, T = 11, NB = K / 32, LDY = R + 3, MAXB = 34 };
 
 static const kvv_type types[KVV_X16_COUNT] = {KVV_TYPE_Q4_0, KVV_TYPE_Q5_0, KVV_TYPE_Q4_1,
-                                              KVV_TYPE_Q5_1};
+                                              KVV_TYPE_Q5_1, KVV_TYPE_Q8_0};
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static float frand(void)
@@ -70,6 +70,8 @@ static float X[T * K];
 /* Level of element e of a file block, and where its scale, min live. */
 static int file_level(kvv_x16 x, const uint8_t *blk, int e)
 {
+    if (x == KVV_X16_Q8_0) /* the header's unsigned level: w + 128 */
+        return (int8_t)blk[2 + e] + 128;
     const int qs = x == KVV_X16_Q4_0 ? 2 : x == KVV_X16_Q5_0 ? 6 : x == KVV_X16_Q4_1 ? 4 : 8;
     int u = e < 16 ? blk[qs + e] & 15 : blk[qs + e - 16] >> 4;
     if (kvv_cpu_x16_has_qh(x)) {
@@ -89,7 +91,7 @@ static float model(const fixture *f, int r, int t)
 {
     const uint8_t *row = f->file + (size_t)r * NB * f->fbb;
     const int8_t *q = f->q + (size_t)t * K;
-    const int min = kvv_cpu_x16_has_min(f->x), off = f->x == KVV_X16_Q4_0 ? 8 : 16;
+    const int min = kvv_cpu_x16_has_min(f->x), off = kvv_cpu_x16_offset(f->x);
     float acc = 0.0f;
     for (int b = 0; b < NB; b++) {
         const uint8_t *blk = row + f->fbb * b;
@@ -119,7 +121,8 @@ static int setup(void **state)
         f->fbb = kvv_type_row_size(types[x], 32);
         for (int r = 0; r < R; r++) {
             for (int i = 0; i < K; i++)
-                w[i] = frand() * (float)(r + 1) + (x >= KVV_X16_Q4_1 ? 0.5f * (float)r : 0.0f);
+                w[i] = frand() * (float)(r + 1) +
+                       (kvv_cpu_x16_has_min((kvv_x16)x) ? 0.5f * (float)r : 0.0f);
             if (!kvv_quantize_row(types[x], w, f->file + (size_t)r * NB * f->fbb, K))
                 return -1;
         }
