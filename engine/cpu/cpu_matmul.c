@@ -124,9 +124,10 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
     }
     if (w->x16 && r0 % KVV_CPU_X16 == 0) {
         const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
-        const kvv_cpu_x16_act a = kvv_cpu_x16_has_min(x)
-                                      ? (kvv_cpu_x16_act){c->q81.q, c->q81.d, NULL, c->q81.s}
-                                      : (kvv_cpu_x16_act){c->qx, c->dx, c->sx, NULL};
+        const kvv_cpu_x16_act a =
+            x == KVV_X16_Q4_K        ? (kvv_cpu_x16_act){c->q8k.q, c->q8k.d, NULL, NULL, c->q8k.bsums}
+            : kvv_cpu_x16_has_min(x) ? (kvv_cpu_x16_act){c->q81.q, c->q81.d, NULL, c->q81.s, NULL}
+                                     : (kvv_cpu_x16_act){c->qx, c->dx, c->sx, NULL, NULL};
         c->k->gemm_x16[x](K, w->data + (size_t)r0 * w->row_bytes, nr, &a, j->n, out->y + r0,
                           out->ldy);
         return;

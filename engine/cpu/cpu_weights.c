@@ -164,10 +164,12 @@ enum {
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
     const int x = kvv_cpu_x16_of((kvv_type)t->type);
-    if (x < 0 || !(flags & LOAD_SPLIT16))
+    if (x < 0 || !(flags & LOAD_SPLIT16) || !c->k->gemm_x16[x])
         return false;
     if (x == KVV_X16_Q8_0) /* invariant mode keeps fp32 activations for Q8_0 */
         return c->mode == KVV_MODE_FAST && c->q8_act && !(flags & LOAD_HEAD);
+    if (x == KVV_X16_Q4_K) /* the same bits as the file's blocks: heads too */
+        return c->kq_act;
     return c->kq_act && !((flags & LOAD_HEAD) && !kvv_cpu_x16_has_min((kvv_x16)x));
 }
 

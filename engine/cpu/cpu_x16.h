@@ -29,6 +29,11 @@
  *                 4c + j of row i plus 128 (an unsigned level);
  *   QH:  64 B     Q5 types: row i's 32 high bits at 4i (bit e = bit 4 of
  *                 element e), as in the file.
+ * Q4_K, per super-block (256 weights, 2304 bytes): [0, 32) d, [32, 64)
+ * dmin, [64, 256) the 12 packed scale bytes as 3 chunks of 64 (chunk k:
+ * bytes 4k..4k+3 of row i at 4i), [256, 2304) 32 chunks c = 8j + l of 64
+ * bytes: bytes 32j + 4l .. +3 of row i's qs at 4i (low nibbles: elements
+ * 64j + 4l.., sub-block 2j; high: 64j + 32 + 4l.., sub-block 2j + 1).
  *
  * Activations (kvv_cpu_x16_act), rounded as ggml rounds them for the
  * type's vec_dot_type: Q4_0, Q5_0: Q8_0 (quantize_act: q, d) with sum[b],
@@ -43,6 +48,8 @@
  *   Q4_1, Q5_1 (the order of cpu_kquant.h, so the same bits as gemm_kq):
  *     acc = fmaf(dw_b * dx_b, (float)(sum_i u_i*q_i), acc)
  *     acc = fmaf(mw_b, s_b, acc)
+ *   Q4_K: cpu_kquant.h's order per super-block (exact S and M from the
+ *     sub-blocks' integer sums, then its two fused steps): gemm_kq's bits.
  *   Y[t*ldy + r] = acc   (each product dw_b * dx_b rounded once).
  * It depends on K and the inputs only: prefill and decode agree bit for
  * bit, for any batch, row blocking or thread split (K2).
@@ -64,6 +71,7 @@ typedef enum {
     KVV_X16_Q4_1,
     KVV_X16_Q5_1,
     KVV_X16_Q8_0, /* fast mode only: invariant mode keeps fp32 activations for Q8_0 */
+    KVV_X16_Q4_K, /* AVX-512 only (NULL elsewhere): the bits of gemm_kq (cpu_kquant.h) */
     KVV_X16_COUNT
 } kvv_x16;
 
@@ -72,8 +80,13 @@ int kvv_cpu_x16_of(kvv_type t);
 /* Bytes of one block of a 16-row group: 16 x the file's block. */
 static inline size_t kvv_cpu_x16_block(kvv_x16 x)
 {
-    static const unsigned short b[KVV_X16_COUNT] = {288, 352, 320, 384, 544};
+    static const unsigned short b[KVV_X16_COUNT] = {288, 352, 320, 384, 544, 2304};
     return b[x];
+}
+/* Weights per row in a block: 32, or 256 (a Q4_K super-block). */
+static inline int kvv_cpu_x16_elems(kvv_x16 x)
+{
+    return x == KVV_X16_Q4_K ? 256 : 32;
 }
 /* The level's offset of the types without a minimum: w = u - offset. */
 static inline int kvv_cpu_x16_offset(kvv_x16 x)
@@ -114,12 +127,16 @@ typedef struct {
     const float *d;
     const int32_t *sum; /* Q4_0, Q5_0 */
     const float *s;     /* Q4_1, Q5_1 (Q8_1's s) */
+    const int16_t *bsums; /* Q4_K: Q8_K's sums of 16 ([n_tok][K/16]); d is then
+                           * [n_tok][K/256] */
 } kvv_cpu_x16_act;
 
 /* Y[t*ldy + r] for r < n_rows, t < n_tok; G the first group. */
 typedef void (*kvv_cpu_x16_fn)(int K, const void *G, int n_rows, const kvv_cpu_x16_act *A,
                                int n_tok, float *Y, size_t ldy);
 
+/* A table may leave an entry NULL (Q4_K outside AVX-512): the engine then
+ * keeps that type's file layout and its own kernels. */
 extern const kvv_cpu_x16_fn kvv_cpu_x16_generic[KVV_X16_COUNT];
 /* x86-64 only: AVX2 (vpmaddubsw + vpmaddwd), AVX-512BW (the same, 16
  * lanes) and AVX-512 VNNI (vpdpbusd, compiled apart with -mavx512vnni);

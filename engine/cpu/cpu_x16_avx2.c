@@ -164,7 +164,7 @@ X16_FN(x16_q5_1, KVV_X16_Q5_1)
 X16_FN(x16_q8_0, KVV_X16_Q8_0)
 
 const kvv_cpu_x16_fn kvv_cpu_x16_avx2[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1,
-                                                        x16_q8_0};
+                                                        x16_q8_0, NULL};
 
 #elif defined(__x86_64__)
 #error "cpu_x16_avx2.c must be compiled with -mavx2 -mfma -mf16c (see the Makefile)"

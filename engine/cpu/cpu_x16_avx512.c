@@ -43,9 +43,10 @@ PICK(pick_q5_0, KVV_X16_Q5_0)
 PICK(pick_q4_1, KVV_X16_Q4_1)
 PICK(pick_q5_1, KVV_X16_Q5_1)
 PICK(pick_q8_0, KVV_X16_Q8_0)
+PICK(pick_q4_k, KVV_X16_Q4_K)
 
 const kvv_cpu_x16_fn kvv_cpu_x16_avx512[KVV_X16_COUNT] = {pick_q4_0, pick_q5_0, pick_q4_1,
-                                                          pick_q5_1, pick_q8_0};
+                                                          pick_q5_1, pick_q8_0, pick_q4_k};
 
 #elif defined(__x86_64__)
 #error "cpu_x16_avx512.c must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq (see the Makefile)"

@@ -166,7 +166,9 @@ X16_FN(x16_q5_1, KVV_X16_Q5_1)
 X16_FN(x16_q8_0, KVV_X16_Q8_0)
 #undef X16_FN
 
+#include "engine/cpu/cpu_x16k_avx512_body.h"
+
 const kvv_cpu_x16_fn X16_TABLE[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1,
-                                                 x16_q8_0};
+                                                 x16_q8_0, x16_q4_k};
 
 #undef TT

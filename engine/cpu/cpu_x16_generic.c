@@ -20,12 +20,13 @@ int kvv_cpu_x16_of(kvv_type t)
     case KVV_TYPE_Q4_1: return KVV_X16_Q4_1;
     case KVV_TYPE_Q5_1: return KVV_X16_Q5_1;
     case KVV_TYPE_Q8_0: return KVV_X16_Q8_0;
+    case KVV_TYPE_Q4_K: return KVV_X16_Q4_K;
     default: return -1;
     }
 }
 
 static const kvv_type x16_type[KVV_X16_COUNT] = {KVV_TYPE_Q4_0, KVV_TYPE_Q5_0, KVV_TYPE_Q4_1,
-                                                 KVV_TYPE_Q5_1, KVV_TYPE_Q8_0};
+                                                 KVV_TYPE_Q5_1, KVV_TYPE_Q8_0, KVV_TYPE_Q4_K};
 
 /* Where a file block keeps m, qh and qs (d is at 0); -1: none. */
 typedef struct {
@@ -35,14 +36,14 @@ typedef struct {
 static file_block fb(kvv_x16 x)
 {
     static const file_block f[KVV_X16_COUNT] = {{-1, -1, 2}, {-1, 2, 6}, {2, -1, 4}, {2, 4, 8},
-                                                 {-1, -1, 2}};
+                                                 {-1, -1, 2}, {-1, -1, -1}};
     return f[x];
 }
 
 size_t kvv_cpu_x16_bytes(kvv_x16 x, int n_rows, int K)
 {
     const size_t groups = ((size_t)n_rows + KVV_CPU_X16 - 1) / KVV_CPU_X16;
-    return groups * (size_t)(K / 32) * kvv_cpu_x16_block(x);
+    return groups * (size_t)(K / kvv_cpu_x16_elems(x)) * kvv_cpu_x16_block(x);
 }
 
 /* Block b of row i of group g, to and from the file's bytes. */
@@ -50,6 +51,14 @@ static void put_block(kvv_x16 x, const uint8_t *blk, int i, uint8_t *o)
 {
     const file_block f = fb(x);
     memcpy(o + 2 * i, blk, 2);
+    if (x == KVV_X16_Q4_K) { /* dmin, scales, qs (cpu_x16.h) */
+        memcpy(o + 32 + 2 * i, blk + 2, 2);
+        for (int k = 0; k < 3; k++)
+            memcpy(o + 64 + 64 * k + 4 * i, blk + 4 + 4 * k, 4);
+        for (int c = 0; c < 32; c++)
+            memcpy(o + 256 + 64 * c + 4 * i, blk + 16 + 4 * c, 4);
+        return;
+    }
     if (x == KVV_X16_Q8_0) { /* int8 -> unsigned level w + 128 */
         for (int e = 0; e < 32; e++)
             o[32 + 64 * (e / 4) + 4 * i + e % 4] = (uint8_t)(blk[2 + e] ^ 0x80);
@@ -67,6 +76,14 @@ static void get_block(kvv_x16 x, const uint8_t *o, int i, uint8_t *blk)
 {
     const file_block f = fb(x);
     memcpy(blk, o + 2 * i, 2);
+    if (x == KVV_X16_Q4_K) {
+        memcpy(blk + 2, o + 32 + 2 * i, 2);
+        for (int k = 0; k < 3; k++)
+            memcpy(blk + 4 + 4 * k, o + 64 + 64 * k + 4 * i, 4);
+        for (int c = 0; c < 32; c++)
+            memcpy(blk + 16 + 4 * c, o + 256 + 64 * c + 4 * i, 4);
+        return;
+    }
     if (x == KVV_X16_Q8_0) {
         for (int e = 0; e < 32; e++)
             blk[2 + e] = (uint8_t)(o[32 + 64 * (e / 4) + 4 * i + e % 4] ^ 0x80);
@@ -82,7 +99,7 @@ static void get_block(kvv_x16 x, const uint8_t *o, int i, uint8_t *blk)
 
 void kvv_cpu_x16_pack(kvv_x16 x, int K, const void *src, size_t row_bytes, int n_rows, void *dst)
 {
-    const int nb = K / 32;
+    const int nb = K / kvv_cpu_x16_elems(x);
     const size_t bb = kvv_cpu_x16_block(x), fbb = bb / KVV_CPU_X16;
     uint8_t *d = dst;
     memset(d, 0, kvv_cpu_x16_bytes(x, n_rows, K));
@@ -96,13 +113,13 @@ void kvv_cpu_x16_pack(kvv_x16 x, int K, const void *src, size_t row_bytes, int n
 
 void kvv_cpu_x16_dequant_row(kvv_x16 x, int K, const void *G, int r, float *dst)
 {
-    const int nb = K / 32;
+    const int e = kvv_cpu_x16_elems(x), nb = K / e;
     const size_t bb = kvv_cpu_x16_block(x);
     const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * nb * bb;
-    uint8_t blk[34];
+    uint8_t blk[144];
     for (int b = 0; b < nb; b++) {
         get_block(x, g + (size_t)b * bb, r % KVV_CPU_X16, blk);
-        kvv_dequantize_row(x16_type[x], blk, dst + 32 * b, 32);
+        kvv_dequantize_row(x16_type[x], blk, dst + (size_t)e * b, e);
     }
 }
 
@@ -175,4 +192,4 @@ X16_FN(gemm_q5_1, KVV_X16_Q5_1)
 X16_FN(gemm_q8_0, KVV_X16_Q8_0)
 
 const kvv_cpu_x16_fn kvv_cpu_x16_generic[KVV_X16_COUNT] = {gemm_q4_0, gemm_q5_0, gemm_q4_1,
-                                                           gemm_q5_1, gemm_q8_0};
+                                                           gemm_q5_1, gemm_q8_0, NULL};

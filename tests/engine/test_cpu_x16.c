@@ -39,8 +39,10 @@ extern const kvv_cpu_x16_fn kvv_cpu_x16_avx512vnni_emu[KVV_X16_COUNT];
 
 enum { K = 160, R = 37, T = 11, NB = K / 32, LDY = R + 3, MAXB = 34 };
 
-static const kvv_type types[KVV_X16_COUNT] = {KVV_TYPE_Q4_0, KVV_TYPE_Q5_0, KVV_TYPE_Q4_1,
-                                              KVV_TYPE_Q5_1, KVV_TYPE_Q8_0};
+/* The 32-weight block types; Q4_K has its own fixture (below). */
+#define N32 KVV_X16_Q4_K
+static const kvv_type types[N32] = {KVV_TYPE_Q4_0, KVV_TYPE_Q5_0, KVV_TYPE_Q4_1, KVV_TYPE_Q5_1,
+                                    KVV_TYPE_Q8_0};
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static float frand(void)
@@ -64,7 +66,7 @@ typedef struct {
     float want[T * LDY];
 } fixture;
 
-static fixture F[KVV_X16_COUNT];
+static fixture F[N32];
 static float X[T * K];
 
 /* Level of element e of a file block, and where its scale, min live. */
@@ -115,7 +117,7 @@ static int setup(void **state)
         X[i] = 0.0f, X[32 + i] = 1e-30f * frand();
     X[K + 7] = NAN;
     float w[K];
-    for (int x = 0; x < KVV_X16_COUNT; x++) {
+    for (int x = 0; x < N32; x++) {
         fixture *f = &F[x];
         f->x = (kvv_x16)x;
         f->fbb = kvv_type_row_size(types[x], 32);
@@ -135,7 +137,7 @@ static int setup(void **state)
                                              f->d + t * NB);
         }
         kvv_cpu_block_sums(K, f->q, T, f->sum);
-        f->A = (kvv_cpu_x16_act){f->q, f->d, f->sum, f->s};
+        f->A = (kvv_cpu_x16_act){f->q, f->d, f->sum, f->s, NULL};
         f->g = malloc(kvv_cpu_x16_bytes(f->x, R, K));
         if (!f->g)
             return -1;
@@ -150,7 +152,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    for (int x = 0; x < KVV_X16_COUNT; x++)
+    for (int x = 0; x < N32; x++)
         free(F[x].g);
     return 0;
 }
@@ -159,7 +161,7 @@ static void test_pack(void **state)
 {
     (void)state;
     float a[K], b[K];
-    for (int x = 0; x < KVV_X16_COUNT; x++) {
+    for (int x = 0; x < N32; x++) {
         const fixture *f = &F[x];
         assert_int_equal(kvv_cpu_x16_bytes(f->x, R, K), 48 * NB * f->fbb); /* 3 groups */
         assert_int_equal(kvv_cpu_x16_bytes(f->x, 32, K), 32 * NB * f->fbb);
@@ -187,7 +189,7 @@ static void check_fn(const fixture *f, kvv_cpu_x16_fn fn, const char *what)
         assert_bits(Y + t * LDY, f->want + t * LDY, R, what);
     for (int t = 0; t < T; t++) {
         const kvv_cpu_x16_act a = {f->q + (size_t)t * K, f->d + t * NB, f->sum + t * NB,
-                                   f->s + t * NB};
+                                   f->s + t * NB, NULL};
         fn(K, f->g, R, &a, 1, Y1 + t * LDY, LDY);
     }
     assert_bits(Y1, Y, T * LDY, "one token at a time");
@@ -199,7 +201,7 @@ static void check_fn(const fixture *f, kvv_cpu_x16_fn fn, const char *what)
 static void test_order(void **state)
 {
     (void)state;
-    for (int x = 0; x < KVV_X16_COUNT; x++) {
+    for (int x = 0; x < N32; x++) {
         const fixture *f = &F[x];
         print_message(" %s\n", kvv_type_name(types[x]));
         FOR_EACH_RUN(run) {
@@ -223,7 +225,7 @@ static void test_same_as_kquant(void **state)
 {
     (void)state;
     static float Y[T * LDY];
-    for (int x = KVV_X16_Q4_1; x <= KVV_X16_Q5_1; x++) {
+    for (int x = KVV_X16_Q4_1; x <= KVV_X16_Q5_1; x++) { /* the _1 types */
         const fixture *f = &F[x];
         const kvv_cpu_qact a = {f->q, f->d, NULL, f->s};
         kvv_cpu_kq_generic[kvv_cpu_kq_of(types[x])](K, f->file, NB * f->fbb, R, &a, T, Y, LDY);
@@ -238,7 +240,7 @@ static void test_value(void **state)
 {
     (void)state;
     float w[K];
-    for (int x = 0; x < KVV_X16_COUNT; x++) {
+    for (int x = 0; x < N32; x++) {
         const fixture *f = &F[x];
         for (int r = 0; r < R; r++) {
             kvv_dequantize_row(types[x], f->file + (size_t)r * NB * f->fbb, w, K);
@@ -264,7 +266,7 @@ static void test_planted_level(void **state)
     (void)state;
     static float Y[T * LDY];
     const int row = 21; /* group 1, lane 5 */
-    for (int x = 0; x < KVV_X16_COUNT; x++) {
+    for (int x = 0; x < N32; x++) {
         const fixture *f = &F[x];
         uint8_t *byte = f->g + (size_t)1 * NB * 16 * f->fbb + 2 * 16 * f->fbb +
                         kvv_cpu_x16_nib(f->x) + 64 + 4 * (row % 16) + 2;
@@ -286,6 +288,93 @@ static void test_planted_level(void **state)
     }
 }
 
+/* ---- Q4_K (AVX-512 only): the bits of gemm_kq on the file's rows */
+
+enum { KK = 512, NSB = KK / 256 };
+
+static void test_q4_k(void **state)
+{
+    (void)state;
+    static uint8_t file[R * NSB * 144];
+    static float x[T * KK], w[KK], a[KK], b[KK], want[T * LDY], Y[T * LDY], Y1[T * LDY];
+    static int8_t q[T * KK];
+    static float d[T * NSB];
+    static int16_t bs[T * KK / 16];
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < KK; i++)
+            w[i] = frand() * (float)(r + 1) + 0.3f * (float)(r % 5);
+        assert_true(kvv_quantize_row(KVV_TYPE_Q4_K, w, file + (size_t)r * NSB * 144, KK));
+    }
+    for (int i = 0; i < T * KK; i++)
+        x[i] = frand() * 2.0f;
+    for (int i = 0; i < 256; i++) /* token 0: an all-zero super-block */
+        x[i] = 0.0f;
+    for (int t = 0; t < T; t++)
+        kvv_cpu_quantize_q8_k_generic(KK, x + (size_t)t * KK, q + (size_t)t * KK, d + t * NSB,
+                                      bs + t * (KK / 16));
+    const kvv_cpu_qact qa = {q, d, bs, NULL};
+    kvv_cpu_kq_generic[KVV_KQ_Q4_K](KK, file, NSB * 144, R, &qa, T, want, LDY);
+    uint8_t *g = malloc(kvv_cpu_x16_bytes(KVV_X16_Q4_K, R, KK));
+    assert_non_null(g);
+    assert_int_equal(kvv_cpu_x16_bytes(KVV_X16_Q4_K, R, KK), (size_t)48 * NSB * 144);
+    kvv_cpu_x16_pack(KVV_X16_Q4_K, KK, file, NSB * 144, R, g);
+    for (int r = 0; r < R; r++) {
+        kvv_cpu_x16_dequant_row(KVV_X16_Q4_K, KK, g, r, a);
+        assert_true(kvv_dequantize_row(KVV_TYPE_Q4_K, file + (size_t)r * NSB * 144, b, KK));
+        assert_memory_equal(a, b, sizeof a);
+    }
+    const kvv_cpu_x16_act A = {q, d, NULL, NULL, bs};
+    kvv_cpu_x16_fn fns[6];
+    const char *names[6];
+    int n = 0;
+    FOR_EACH_RUN(run) {
+        if (run->k->gemm_x16[KVV_X16_Q4_K])
+            fns[n] = run->k->gemm_x16[KVV_X16_Q4_K], names[n++] = run->name;
+        else /* tables without it keep the file's blocks */
+            assert_true(strcmp(run->name, "avx512") != 0);
+    }
+    cur = NULL;
+#if defined(__x86_64__)
+    if (run_cpu.can_run[KVV_CPU_ISA_AVX512]) {
+        fns[n] = kvv_cpu_x16_avx512bw[KVV_X16_Q4_K], names[n++] = "avx512 BW";
+        if (__builtin_cpu_supports("avx512vnni"))
+            fns[n] = kvv_cpu_x16_avx512vnni[KVV_X16_Q4_K], names[n++] = "avx512 VNNI";
+    }
+    fns[n] = kvv_cpu_x16_avx512bw_emu[KVV_X16_Q4_K], names[n++] = "emulated avx512 BW";
+    fns[n] = kvv_cpu_x16_avx512vnni_emu[KVV_X16_Q4_K], names[n++] = "emulated avx512 VNNI";
+#endif
+    assert_true(n >= 2);
+    for (int i = 0; i < n; i++) {
+        print_message("  Q4_K %s\n", names[i]);
+        memset(Y, 0, sizeof Y);
+        fns[i](KK, g, R, &A, T, Y, LDY);
+        for (int t = 0; t < T; t++)
+            assert_bits(Y + t * LDY, want + t * LDY, R, "Q4_K x16 vs gemm_kq");
+        for (int t = 0; t < T; t++) {
+            const kvv_cpu_x16_act a1 = {q + (size_t)t * KK, d + t * NSB, NULL, NULL,
+                                        bs + t * (KK / 16)};
+            fns[i](KK, g, R, &a1, 1, Y1 + t * LDY, LDY);
+        }
+        assert_bits(Y1, Y, T * LDY, "Q4_K one token at a time");
+        /* a planted level in row 21 changes that row only */
+        uint8_t *byte = g + (size_t)1 * NSB * 2304 + 2304 + 256 + 64 * 9 + 4 * 5 + 1;
+        const uint8_t keep = *byte;
+        *byte = (uint8_t)((keep & 0xF0) | ((keep & 15) ^ 1));
+        fns[i](KK, g, R, &A, T, Y1, LDY);
+        *byte = keep;
+        int changed = 0;
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r++) {
+                int diff = memcmp(&Y1[t * LDY + r], &Y[t * LDY + r], sizeof(float)) != 0;
+                if (diff && r != 21)
+                    fail_msg("%s: planted level changed row %d", names[i], r);
+                changed += diff;
+            }
+        assert_true(changed >= T - 2);
+    }
+    free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_same_as_kquant),
         cmocka_unit_test(test_value),
         cmocka_unit_test(test_planted_level),
+        cmocka_unit_test(test_q4_k),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
