@@ -97,10 +97,9 @@ static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
            w->rows % 4 == 0;
 }
 
-/* The Q4_0/Q5_0 (Q8_0 activations) and Q4_1/Q5_1 (Q8_1) products read the
- * X16 layout, in both modes (its order is batch invariant), and fast
- * mode's Q8_0 products too: a copy of the file's size (rows padded to 16),
- * the mapping left untouched. Not with --f32-act or --dequant-all. */
+/* Which matrices take the X16 layout (a copy of the file's size, rows
+ * padded to 16, the mapping left untouched): below. Not with --f32-act or
+ * --dequant-all. */
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags);
 
 /* Q5_0 always, and Q4_0 in invariant mode, are re-encoded as Q8_0 at open
@@ -168,9 +167,16 @@ static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
         return false;
     if (x == KVV_X16_Q8_0) /* invariant mode keeps fp32 activations for Q8_0 */
         return c->mode == KVV_MODE_FAST && c->q8_act && !(flags & LOAD_HEAD);
-    if (x == KVV_X16_Q4_K) /* the same bits as the file's blocks: heads too */
-        return c->kq_act;
-    return c->kq_act && !((flags & LOAD_HEAD) && !kvv_cpu_x16_has_min((kvv_x16)x));
+    /* Q4_1/Q5_1/Q4_K: the bits of the file-block kernels, so only fast mode
+     * pays for the copy; invariant mode (the audit's, which holds several
+     * engines beside the reference's mapping) reads the mapped blocks */
+    if (x == KVV_X16_Q4_K) /* heads too */
+        return c->kq_act && c->mode == KVV_MODE_FAST;
+    if (kvv_cpu_x16_has_min((kvv_x16)x))
+        return c->kq_act && c->mode == KVV_MODE_FAST;
+    /* Q4_0/Q5_0: X16 (Q8_0 activations) in both modes, the head excepted;
+     * invariant mode otherwise widens them to Q8_0, a larger copy */
+    return c->kq_act && !(flags & LOAD_HEAD);
 }
 
 /* A weight matrix in the form the header lists. */
