@@ -127,6 +127,14 @@ kvv_status kvv_gguf_open_memory(const void *buf, size_t size, const char *name,
 
 void kvv_gguf_close(kvv_gguf *g); /* accepts NULL */
 
+/* An engine that has copied [p, p + n) of the mapped file into its own
+ * layout: drop those pages from this process's resident set (whole pages
+ * inside the range only). The map is read-only and private, so a later read
+ * faults them back in from the file: nothing changes but memory. No-op
+ * when g does not map a file (kvv_gguf_open_memory) or the range is not in
+ * it. */
+void kvv_gguf_drop_pages(const kvv_gguf *g, const void *p, uint64_t n);
+
 /* Lookups; NULL if absent. Borrowed, valid until kvv_gguf_close. */
 const kvv_gguf_kv *kvv_gguf_find_kv(const kvv_gguf *g, const char *key);
 const kvv_gguf_tensor *kvv_gguf_find_tensor(const kvv_gguf *g, const char *name);

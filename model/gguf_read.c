@@ -640,6 +640,23 @@ kvv_status kvv_gguf_open(const char *path, kvv_gguf **out, kvv_error *err)
     return st;
 }
 
+void kvv_gguf_drop_pages(const kvv_gguf *g, const void *p, uint64_t n)
+{
+    if (!g || !g->mapped || !p || n == 0)
+        return;
+    const uintptr_t b = (uintptr_t)g->base, e = b + (uintptr_t)g->size;
+    uintptr_t lo = (uintptr_t)p, hi = lo + (uintptr_t)n;
+    if (lo < b || hi > e || hi < lo)
+        return;
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return;
+    lo = (lo + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+    hi = hi / (uintptr_t)ps * (uintptr_t)ps;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: failure changes nothing */
+}
+
 void kvv_gguf_close(kvv_gguf *g)
 {
     if (!g)

@@ -16,7 +16,9 @@
  *                        them as they are;
  *   anything else        dequantized to F32.
  * Every form dequantizes to exactly the values of kvv_dequantize_row, so the
- * choice changes speed and memory, never a result in invariant mode.
+ * choice changes speed and memory, never a result in invariant mode. A
+ * copy's source pages are dropped from the resident set once copied
+ * (kvv_gguf_drop_pages): the process then holds the copy, not both.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +86,7 @@ static bool relayout_x4(kvv_cpu *c, kvv_cpu_weight *w)
         for (int b = 0; b < nb; b++)
             memcpy(d + (size_t)(r / 4) * 4 * w->row_bytes + ((size_t)b * 4 + (size_t)(r % 4)) * 34,
                    w->data + (size_t)r * w->row_bytes + (size_t)b * 34, 34);
+    kvv_gguf_drop_pages(c->m->gguf, w->data, (uint64_t)w->rows * w->row_bytes);
     w->data = d;
     w->x4 = true;
     return true;
@@ -125,6 +128,7 @@ static bool widen_q8_0(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight *w, 
     for (int r = 0; r < w->rows; r++)
         kvv_widen_to_q8_0(t->type, t->data + (size_t)r * src_row, d + (size_t)r * w->row_bytes,
                           w->cols);
+    kvv_gguf_drop_pages(c->m->gguf, t->data, (uint64_t)w->rows * src_row);
     w->data = d;
     if (split4 && want_x4(c, w)) {
         bool ok = relayout_x4(c, w);
@@ -143,6 +147,7 @@ static bool relayout_x16(kvv_cpu *c, kvv_cpu_weight *w)
     if (!d)
         return false;
     kvv_cpu_x16_pack(x, w->cols, w->data, w->row_bytes, w->rows, d);
+    kvv_gguf_drop_pages(c->m->gguf, w->data, (uint64_t)w->rows * w->row_bytes);
     w->data = d;
     w->x16 = true;
     return true;
@@ -226,6 +231,7 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
             return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
                                  "cpu engine: tensor %s: type %s cannot be dequantized", t->name,
                                  kvv_type_name(t->type));
+    kvv_gguf_drop_pages(c->m->gguf, t->data, (uint64_t)w->rows * src_row);
     w->type = KVV_TYPE_F32;
     w->data = (const uint8_t *)d;
     w->row_bytes = (size_t)w->cols * sizeof(float);
