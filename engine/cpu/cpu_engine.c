@@ -301,9 +301,14 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     if (c->mode == KVV_MODE_FAST)
         openblas_set_num_threads(1);
     const char *kq = co->dequant_all ? "f32" : c->kq_act ? "int8(act q8_k/q8_1)" : "tile";
-    /* X16 in both modes; with --f32-act Q4_0 keeps fast mode's routes */
-    const char *x16 = c->kq_act ? "int8-x16(act q8_0/q8_1)"
-                      : co->dequant_all ? "f32" : c->mode == KVV_MODE_FAST ? "tile" : "as-q8_0";
+    /* X16 (cpu_weights.c): Q4_0/Q5_0 in both modes, Q4_1/Q5_1 in fast mode
+     * (invariant mode reads their blocks, k-quants= below, the same bits);
+     * with --f32-act Q4_0 keeps fast mode's routes */
+    const char *x16 = !c->kq_act ? (co->dequant_all                 ? "f32"
+                                    : c->mode == KVV_MODE_FAST ? "tile"
+                                                               : "as-q8_0")
+                      : c->mode == KVV_MODE_FAST ? "int8-x16(act q8_0/q8_1)"
+                                                 : "int8-x16(act q8_0)";
     if (c->mode == KVV_MODE_FAST)
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=openblas-sgemm(n>=%d) gemv=%s attn=%s q8_0=%s q4_0..q5_1=%s k-quants=%s",
@@ -311,7 +316,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                  co->dequant_all ? "f32" : c->q8_act ? "int8-x16(act q8_0)" : "fused", x16, kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
-                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0..q5_1=%s k-quants=%s",
+                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0/q5_0=%s k-quants=%s",
                  k->name, k->lanes, k->name, k->name,
                  co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused", x16, kq);
     *out = e;

@@ -8,9 +8,10 @@
  * rows go to cblas_sgemm (OpenBLAS, single-threaded inside our pool) when
  * the batch has at least KVV_CPU_SGEMM_MIN_TOKENS tokens.
  *
- * Q4_0, Q5_0, Q4_1 and Q5_1 in fast mode are held in the X16 layout
- * (cpu_x16.h) and take its integer products (Q8_0 activations, Q8_1 for the
- * _1 types) at every batch size.
+ * Matrices held in the X16 layout (cpu_weights.c: Q4_0 and Q5_0 in both
+ * modes; in fast mode also Q8_0, Q4_1, Q5_1 and, with AVX-512, Q4_K) take
+ * its integer products (cpu_x16.h: Q8_0, Q8_1 or Q8_K activations) at every
+ * batch size.
  *
  * Quantized weights (Q8_0, Q4_0): small batches use the fused Q8_0 kernel
  * (invariant mode; one token over X4-laid-out rows, cpu_impl.h) or, in fast
@@ -179,7 +180,7 @@ static void weight_paths(const kvv_cpu *c, const kvv_cpu_weight *w, kvv_batch_pa
     if (w->kq >= 0 && c->kq_act)
         return; /* K-quant/Q4_1/Q5_1: one integer kernel at every batch size */
     if (w->x16)
-        return; /* Q4_0 in X16: one integer kernel at every batch size */
+        return; /* X16: one integer kernel at every batch size */
     if (fast) /* every other route but the integer one ends in sgemm from here */
         kvv_batch_paths_add(p, KVV_CPU_SGEMM_MIN_TOKENS, "products: OpenBLAS sgemm from here");
     bool q = w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0;
@@ -235,8 +236,10 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     int max_rows = 0;
     /* Q8_0 activations (fast mode, decode-sized batches): quantized once
      * here, read by every quantized output (an F32 one in the same call
-     * still reads x). Larger batches take fp32 activations and sgemm, which
-     * measured faster than the integer GEMM here (docs/cpu-engine.md). */
+     * still reads x). Larger batches of row-major Q8_0/Q4_0 (output heads)
+     * take fp32 activations and sgemm, which measured faster than this
+     * integer GEMM (docs/cpu-engine.md); X16 outputs take Q8_0 activations
+     * at every size, with their block sums. */
     j.q8 = j.sums = false;
     for (int o = 0; o < n_out; o++) {
         j.q8 = j.q8 || (c->q8_act && n <= KVV_CPU_FUSED_MAX_TOKENS &&

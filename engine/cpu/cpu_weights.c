@@ -4,11 +4,12 @@
  *   F32                  the mapped file, in place;
  *   Q8_0                 the mapped file; invariant mode: a copy in the X4
  *                        layout (cpu_impl.h);
- *   Q4_0, Q5_0, Q4_1, Q5_1, and Q8_0 in fast mode: a copy in the 16-row
- *                        X16 layout (cpu_x16.h, the file's size) for its
- *                        integer products; not the embedding (its rows are
- *                        looked up), nor a fused matrix split off a multiple
- *                        of 16, nor a Q4_0/Q5_0/Q8_0 output head;
+ *   Q4_0, Q5_0; in fast mode also Q8_0, Q4_1, Q5_1 and (AVX-512) Q4_K:
+ *                        a copy in the 16-row X16 layout (cpu_x16.h, the
+ *                        file's size) for its integer products; not the
+ *                        embedding (its rows are looked up), nor a fused
+ *                        matrix split off a multiple of 16, nor a
+ *                        Q4_0/Q5_0/Q8_0 output head (want_x16);
  *   otherwise Q4_0       fast: the mapped file; invariant: as Q5_0;
  *   otherwise Q5_0       re-encoded as Q8_0 (kvv_widen_to_q8_0, same values);
  *   Q2_K..Q6_K (and otherwise Q4_1, Q5_1)  the mapped file, in its own
@@ -101,8 +102,7 @@ static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
 }
 
 /* Which matrices take the X16 layout (a copy of the file's size, rows
- * padded to 16, the mapping left untouched): below. Not with --f32-act or
- * --dequant-all. */
+ * padded to 16): below. Not with --f32-act or --dequant-all. */
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags);
 
 /* Q5_0 always, and Q4_0 in invariant mode, are re-encoded as Q8_0 at open
