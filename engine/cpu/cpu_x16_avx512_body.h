@@ -31,6 +31,18 @@ static inline int32_t x16_rd32(const int8_t *p)
     return v;
 }
 
+/* Store the first nr lanes of f at y (SIMDe 0.7.4 has no masked store). */
+static inline void x16_store(__m512 f, int nr, float *y)
+{
+    if (nr == KVV_CPU_X16) {
+        _mm512_storeu_ps(y, f);
+    } else {
+        float v[KVV_CPU_X16];
+        _mm512_storeu_ps(v, f);
+        memcpy(y, v, sizeof(float) * (size_t)nr);
+    }
+}
+
 /* Per dword lane: its byte k (of the 4 in the lane) in all 4 bytes. */
 static inline __m512i x16_spread(int k)
 {
@@ -116,15 +128,8 @@ x16_tile(const kvv_x16 x, const int nb, const uint8_t *g, const kvv_cpu_x16_act 
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        if (nr == KVV_CPU_X16) {
-            _mm512_storeu_ps(Y + (size_t)t * ldy, f[t]);
-        } else { /* the last group's rows only (SIMDe 0.7.4 has no masked store) */
-            float v[KVV_CPU_X16];
-            _mm512_storeu_ps(v, f[t]);
-            memcpy(Y + (size_t)t * ldy, v, sizeof(float) * (size_t)nr);
-        }
-    }
+    for (int t = 0; t < nt; t++)
+        x16_store(f[t], nr, Y + (size_t)t * ldy);
 }
 
 static inline __attribute__((always_inline)) void

@@ -1,7 +1,7 @@
 /*
  * cpu_x16k_avx512_body.h — the AVX-512 X16 product for Q4_K (cpu_x16.h),
  * written once for the BW and VNNI instances like cpu_x16_avx512_body.h
- * (include after it: it uses X16_DOT4 and x16_rd32).
+ * (include after it: it uses X16_DOT4, x16_rd32 and x16_store).
  *
  * Per 16-row group and super-block: the 6-bit scales and mins are unpacked
  * lane-wise (lane = row) from the 3 packed words; each sub-block's integer
@@ -95,15 +95,8 @@ x16k_tile(const int nsb, const uint8_t *g, const kvv_cpu_x16_act *A, const size_
         }
     }
     #pragma GCC unroll 4
-    for (int t = 0; t < nt; t++) {
-        if (nr == KVV_CPU_X16) {
-            _mm512_storeu_ps(Y + (size_t)t * ldy, f[t]);
-        } else {
-            float v[KVV_CPU_X16];
-            _mm512_storeu_ps(v, f[t]);
-            memcpy(Y + (size_t)t * ldy, v, sizeof(float) * (size_t)nr);
-        }
-    }
+    for (int t = 0; t < nt; t++)
+        x16_store(f[t], nr, Y + (size_t)t * ldy);
 }
 
 static void x16_q4_k(int K, const void *G, int n_rows, const kvv_cpu_x16_act *A, int n_tok,
