@@ -22,6 +22,9 @@
 /* Quantized rows: at most this many tokens use the fused GEMV kernel; more
  * dequantize a tile of rows and run the blocked f32 kernel (same bits). */
 #define KVV_CPU_FUSED_MAX_TOKENS 3
+/* File-block Q4_1/Q5_1/Q4_K products over at least this many tokens repack
+ * 16 rows at a time to X16 (cpu_matmul.c; the same bits as gemm_kq). */
+#define KVV_CPU_X16_REPACK_MIN_TOKENS 8
 /* Floats in one thread's dequantization tile (sgemm uses all of it, the
  * blocked kernel a quarter, to stay in L2). */
 #define KVV_CPU_TILE_FLOATS 262144

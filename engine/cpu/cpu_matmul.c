@@ -110,6 +110,40 @@ static void f32_rows(const kvv_cpu *c, bool sgemm, int K, const float *W, int nr
         c->k->gemm_f32(K, W, (size_t)K, nr, x, ldx, n, y, ldy);
 }
 
+/* The X16 product's activations for type x (Q8_0 / Q8_1 / Q8_K buffers). */
+static kvv_cpu_x16_act x16_act(const kvv_cpu *c, kvv_x16 x)
+{
+    return x == KVV_X16_Q4_K        ? (kvv_cpu_x16_act){c->q8k.q, c->q8k.d, NULL, NULL, c->q8k.bsums}
+           : kvv_cpu_x16_has_min(x) ? (kvv_cpu_x16_act){c->q81.q, c->q81.d, NULL, c->q81.s, NULL}
+                                    : (kvv_cpu_x16_act){c->qx, c->dx, c->sx, NULL, NULL};
+}
+
+/* A file-block weight whose X16 product gives gemm_kq's bits (Q4_1, Q5_1,
+ * and Q4_K where the table has it; cpu_x16.h). */
+static bool x16_repackable(const kvv_cpu *c, const kvv_cpu_weight *w)
+{
+    const int x = kvv_cpu_x16_of((kvv_type)w->type);
+    return (x == KVV_X16_Q4_1 || x == KVV_X16_Q5_1 || x == KVV_X16_Q4_K) && c->k->gemm_x16[x];
+}
+
+/* Rows [r0, r0+nr) of a file-block weight for a batch: each 16-row group is
+ * repacked into the thread's scratch (16 rows' bytes; the tile holds at
+ * least 4*cols floats) and multiplied there, so a prompt gets the X16
+ * product without an X16 copy of the matrix (invariant mode keeps the
+ * file's blocks for the audit's memory). The repack reads each weight once
+ * per call, the products n times. */
+static void x16_repacked(const kvv_cpu *c, int n, const kvv_cpu_weight *w, int r0, int nr,
+                         float *y, size_t ldy, uint8_t *scratch)
+{
+    const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
+    const kvv_cpu_x16_act a = x16_act(c, x);
+    for (int r = r0; r < r0 + nr; r += KVV_CPU_X16) {
+        const int g = r0 + nr - r < KVV_CPU_X16 ? r0 + nr - r : KVV_CPU_X16;
+        kvv_cpu_x16_pack(x, w->cols, w->data + (size_t)r * w->row_bytes, w->row_bytes, g, scratch);
+        c->k->gemm_x16[x](w->cols, scratch, g, &a, n, y + r, ldy);
+    }
+}
+
 /* Rows [r0, r1) of one output, all tokens, on thread ith. */
 static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0, int r1)
 {
@@ -125,12 +159,14 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
     }
     if (w->x16 && r0 % KVV_CPU_X16 == 0) {
         const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
-        const kvv_cpu_x16_act a =
-            x == KVV_X16_Q4_K        ? (kvv_cpu_x16_act){c->q8k.q, c->q8k.d, NULL, NULL, c->q8k.bsums}
-            : kvv_cpu_x16_has_min(x) ? (kvv_cpu_x16_act){c->q81.q, c->q81.d, NULL, c->q81.s, NULL}
-                                     : (kvv_cpu_x16_act){c->qx, c->dx, c->sx, NULL, NULL};
+        const kvv_cpu_x16_act a = x16_act(c, x);
         c->k->gemm_x16[x](K, w->data + (size_t)r0 * w->row_bytes, nr, &a, j->n, out->y + r0,
                           out->ldy);
+        return;
+    }
+    if (w->kq >= 0 && c->kq_act && !w->x16 && j->n >= KVV_CPU_X16_REPACK_MIN_TOKENS &&
+        x16_repackable(c, w) && r0 % KVV_CPU_X16 == 0) {
+        x16_repacked(c, j->n, w, r0, nr, out->y, out->ldy, (uint8_t *)c->ts[ith].tile);
         return;
     }
     if (w->kq >= 0 && c->kq_act && !w->x16) {
@@ -177,8 +213,12 @@ static void weight_paths(const kvv_cpu *c, const kvv_cpu_weight *w, kvv_batch_pa
 {
     const bool fast = c->mode == KVV_MODE_FAST;
     char what[96];
-    if (w->kq >= 0 && c->kq_act)
-        return; /* K-quant/Q4_1/Q5_1: one integer kernel at every batch size */
+    if (w->kq >= 0 && c->kq_act) {
+        if (x16_repackable(c, w)) /* the same bits on both sides (cpu_x16.h) */
+            kvv_batch_paths_add(p, KVV_CPU_X16_REPACK_MIN_TOKENS,
+                                "Q4_1/Q5_1/Q4_K products: 16-row groups repacked to X16 from here");
+        return; /* otherwise one integer kernel at every batch size */
+    }
     if (w->x16)
         return; /* X16: one integer kernel at every batch size */
     if (fast) /* every other route but the integer one ends in sgemm from here */
