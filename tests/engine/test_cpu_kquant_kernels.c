@@ -295,7 +295,7 @@ static void test_products(void **state)
         const int Ks[3] = {kk ? 256 : 32, kk ? 512 : 96, kk ? 768 : 256};
         for (int ki = 0; ki < 3; ki++) {
             case_data c;
-            const int R = 9, T = 5, PAD = 3;
+            const int R = 21, T = 5, PAD = 3; /* GEMV tiles of 16 rows: full, short */
             make_case((kvv_kq)kq, Ks[ki], R, T, &c);
             check_is_dot((kvv_kq)kq, &c);
             const kvv_cpu_qact A = {c.q, c.d, c.bs, c.s};
@@ -303,7 +303,7 @@ static void test_products(void **state)
             print_message("  %s K=%d\n", kvv_type_name(TYPES[kq]), Ks[ki]);
             FOR_EACH_RUN(run) {
                 const kvv_cpu_kq_fn f = run->k->gemm_kq[kq];
-                for (int nr = 1; nr <= R; nr += 4) /* 1, 5, 9 rows; all tokens, padded ldy */
+                for (int nr = 1; nr <= R; nr += 4) /* 1, 5, .., 21 rows; all tokens, padded ldy */
                     for (int nt = 1; nt <= T; nt += 2) {
                         memset(Y, 0xff, sizeof(float) * T * (R + PAD));
                         f(c.K, c.W, c.rb, nr, &A, nt, Y, R + PAD);
