@@ -338,17 +338,6 @@ static inline __attribute__((always_inline)) void gemv_k(const int kq, int K, co
     }
 }
 
-/* 8 vectors of 8 int32 -> their 8 sums, in order. */
-static inline __m256i hsum8x8(const __m256i *v)
-{
-    const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i c = _mm256_hadd_epi32(v[4], v[5]), d = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
-    /* ab = [v0 v1 v2 v3 (low halves) | v0 v1 v2 v3 (high halves)], cd likewise */
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
-                            _mm256_permute2x128_si256(ab, cd, 0x31));
-}
-
 /* GEMM: tiles of up to RT rows x 2 tokens; a super-block's rows are
  * unpacked once for all tokens; Y accumulates the float steps. */
 static inline __attribute__((always_inline)) void gemm_k(const int kq, int K, const uint8_t *W,
@@ -400,9 +389,9 @@ static inline __attribute__((always_inline)) void gemm_k(const int kq, int K, co
                             s[2 * r + k] = _mm256_sub_epi32(s[2 * r + k], c);
                     }
                 int32_t S[8], M[8];
-                _mm256_storeu_si256((__m256i *)S, hsum8x8(s));
+                _mm256_storeu_si256((__m256i *)S, kvv_avx2_hsum8x8(s));
                 if (kq_mins(kq))
-                    _mm256_storeu_si256((__m256i *)M, hsum8x8(m));
+                    _mm256_storeu_si256((__m256i *)M, kvv_avx2_hsum8x8(m));
                 for (int r = 0; r < nr; r++)
                     for (int k = 0; k < nt; k++) {
                         const float dx = A->d[(size_t)(t0 + k) * nsb + sb];

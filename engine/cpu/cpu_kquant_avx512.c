@@ -30,6 +30,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/cpu/cpu_avx2.h"
+
 #define RT 4          /* GEMM rows per tile */
 #define TT 4          /* GEMM tokens per tile */
 #define GSB 8         /* GEMM super-blocks unpacked at a time */
@@ -402,17 +404,92 @@ KQ_FN(gemm_q4_k, KVV_KQ_Q4_K)
 KQ_FN(gemm_q5_k, KVV_KQ_Q5_K)
 KQ_FN(gemm_q6_k, KVV_KQ_Q6_K)
 
-/* Q4_1 / Q5_1: the AVX2 kernels (32-element blocks, the same order) */
+/* The 32 levels of a Q4_1 (20-byte) or Q5_1 (24-byte) block: the 16 qs
+ * bytes in both halves, low nibbles kept below and high ones above; Q5_1's
+ * qh (bit j: the fifth bit of element j = byte j) is itself the byte mask. */
+static inline __m256i levels_1(const int five, const uint8_t *x)
+{
+    const __m256i qs =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(x + (five ? 8 : 4))));
+    const __m256i cnt = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    __m256i u = _mm256_and_si256(_mm256_srlv_epi16(qs, cnt), _mm256_set1_epi8(0x0F));
+    if (five)
+        u = _mm256_mask_mov_epi8(u, (__mmask32)rd32u(x + 4),
+                                 _mm256_or_si256(u, _mm256_set1_epi8(16)));
+    return u;
+}
+
+/* Q4_1 / Q5_1 GEMV: 16 rows at a time as gemv_k. Per 32-weight block each
+ * row's levels meet the token's 32 activations in one 256-bit maddubs +
+ * madd; kvv_avx2_hsum8x8 turns 8 rows' vectors into their 8 exact sums, and
+ * the two float steps run 16 lanes wide (lane = row, the header's order).
+ * The row-at-a-time kernel carried both steps through memory per block. */
+static inline __attribute__((always_inline)) void gemv_1(const int five, int K, const uint8_t *W,
+                                                         size_t row_bytes, int n_rows,
+                                                         const kvv_cpu_qact *A, float *Y)
+{
+    const int nb = K / 32;
+    const size_t bb = five ? 24 : 20;
+    const __m256i ones = _mm256_set1_epi16(1);
+    /* the 16-bit halves: d of row r at 2r, m at 2r + 1 */
+    const __m512i even16 = _mm512_set_epi16(
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd16 = _mm512_add_epi16(even16, _mm512_set1_epi16(1));
+    for (int r0 = 0; r0 < n_rows; r0 += GR) {
+        const int nr = n_rows - r0 < GR ? n_rows - r0 : GR;
+        const uint8_t *row[GR];
+        for (int r = 0; r < GR; r++)
+            row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * row_bytes;
+        const uint8_t *pf = W + (size_t)(r0 + GR) * row_bytes; /* the next tile */
+        __m512 vacc = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(A->q + 32 * b));
+            __m256i v[GR];
+            uint32_t dm[GR]; /* d | m << 16 of each row's block */
+            #pragma GCC unroll 4
+            for (int r = 0; r < GR; r++) {
+                _mm_prefetch((const char *)pf, _MM_HINT_T0);
+                pf += bb;
+                const uint8_t *x = row[r] + (size_t)b * bb;
+                v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(levels_1(five, x), q), ones);
+                dm[r] = rd32u(x);
+            }
+            const __m512i S = _mm512_inserti64x4(_mm512_castsi256_si512(kvv_avx2_hsum8x8(v)),
+                                                 kvv_avx2_hsum8x8(v + 8), 1);
+            const __m512i dmv = _mm512_loadu_si512((const void *)dm);
+            const __m512 dw = _mm512_cvtph_ps(
+                _mm512_castsi512_si256(_mm512_permutexvar_epi16(even16, dmv)));
+            const __m512 mw = _mm512_cvtph_ps(
+                _mm512_castsi512_si256(_mm512_permutexvar_epi16(odd16, dmv)));
+            vacc = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(A->d[b])),
+                                   _mm512_cvtepi32_ps(S), vacc);
+            vacc = _mm512_fmadd_ps(mw, _mm512_set1_ps(A->s[b]), vacc);
+        }
+        float out[GR];
+        _mm512_storeu_ps(out, vacc);
+        memcpy(Y + r0, out, sizeof(float) * (size_t)nr);
+    }
+}
+
+/* Q4_1 / Q5_1: gemv_1 for one token, the AVX2 kernels for more (32-element
+ * blocks, the same order) */
 static void gemm_q4_1(int K, const void *W, size_t rb, int nr, const kvv_cpu_qact *A, int nt,
                       float *Y, size_t ldy)
 {
-    kvv_cpu_kq_avx2[KVV_KQ_Q4_1](K, W, rb, nr, A, nt, Y, ldy);
+    if (nt == 1)
+        gemv_1(0, K, (const uint8_t *)W, rb, nr, A, Y);
+    else
+        kvv_cpu_kq_avx2[KVV_KQ_Q4_1](K, W, rb, nr, A, nt, Y, ldy);
 }
 
 static void gemm_q5_1(int K, const void *W, size_t rb, int nr, const kvv_cpu_qact *A, int nt,
                       float *Y, size_t ldy)
 {
-    kvv_cpu_kq_avx2[KVV_KQ_Q5_1](K, W, rb, nr, A, nt, Y, ldy);
+    if (nt == 1)
+        gemv_1(1, K, (const uint8_t *)W, rb, nr, A, Y);
+    else
+        kvv_cpu_kq_avx2[KVV_KQ_Q5_1](K, W, rb, nr, A, nt, Y, ldy);
 }
 
 const kvv_cpu_kq_fn kvv_cpu_kq_avx512[KVV_KQ_COUNT] = {
