@@ -84,7 +84,7 @@ static bool is_q40_x16(const kvv_cpu_weight *w)
 
 static bool is_q80_x16(const kvv_cpu_weight *w)
 {
-    return w->x16 && w->type == KVV_TYPE_Q8_0;
+    return (w->x16 || w->x16_fly) && w->type == KVV_TYPE_Q8_0;
 }
 
 /* Does any product satisfy pred? */
@@ -176,7 +176,7 @@ static void plan_of(const kvv_cpu *c, kvv_mem_plan *p)
         cols = (uint64_t)hp->n_head * (uint64_t)hp->head_dim_v;
     if ((uint64_t)hp->n_ff > cols)
         cols = (uint64_t)hp->n_ff;
-    uint64_t tile = 4 * cols > KVV_CPU_TILE_FLOATS ? 4 * cols : KVV_CPU_TILE_FLOATS;
+    uint64_t tile = 5 * cols > KVV_CPU_TILE_FLOATS ? 5 * cols : KVV_CPU_TILE_FLOATS;
     uint64_t per_thread = kvv_mem_mul(kvv_mem_add(kvv_mem_add(kvv_mem_mul(grp, ctx),
                                                               kvv_mem_mul(ctx, rowmax)),
                                                   kvv_mem_add(tile, grp * (uint64_t)hp->head_dim)),
@@ -283,7 +283,7 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
         return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
     }
     int mc = max_cols(c);
-    size_t tile = (size_t)mc * 4 > KVV_CPU_TILE_FLOATS ? (size_t)mc * 4 : KVV_CPU_TILE_FLOATS;
+    size_t tile = (size_t)mc * 5 > KVV_CPU_TILE_FLOATS ? (size_t)mc * 5 : KVV_CPU_TILE_FLOATS;
     int rowmax = hp->head_dim > hp->head_dim_v ? hp->head_dim : hp->head_dim_v;
     for (int i = 0; i < c->n_threads; i++) {
         size_t grp = (size_t)(hp->n_head / hp->n_head_kv);
@@ -316,8 +316,13 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                  co->dequant_all ? "f32" : c->q8_act ? "int8-x16(act q8_0)" : "fused", x16, kq);
     else
         snprintf(c->kernels, sizeof c->kernels,
-                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q4_0/q5_0=%s k-quants=%s",
+                 "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q8_0-head=%s "
+                 "q4_0/q5_0=%s k-quants=%s",
                  k->name, k->lanes, k->name, k->name,
+                 co->dequant_all ? "f32"
+                 : !c->kq_act    ? "tile"
+                 : k->pack_x16[KVV_X16_Q8_0] ? "int8-x16-packed(act q8_0)"
+                                             : "int8-x16(act q8_0)",
                  co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused", x16, kq);
     *out = e;
     return KVV_OK;

@@ -39,7 +39,10 @@ typedef struct {
     const uint8_t *data;    /* first row; borrowed from the map or c->owned */
     size_t row_bytes;
     bool x4;                /* Q8_0 in the 4-row interleaved layout (KVV_CPU_X4) */
-    bool x16;               /* Q4_0 in the 16-row layout of cpu_q4x16.h (fast mode) */
+    bool x16;               /* in the 16-row layout of cpu_x16.h (an X16 copy) */
+    bool x16_fly;           /* in the file's rows, with the X16 products through
+                             * 16-row groups packed per call (cpu_matmul.c):
+                             * invariant mode's layer Q8_0 with a table pack */
 } kvv_cpu_weight;
 
 /* KVV_CPU_X4: invariant mode re-lays each Q8_0 matrix (rows % 4 == 0) out
@@ -84,7 +87,8 @@ typedef struct {
     float *scores;  /* [n_head/n_head_kv][n_ctx] attention scores / probabilities */
     float *krows;   /* [n_ctx][max(head_dim, head_dim_v)] K or V rows widened from an
                      * f16/bf16 cache */
-    float *tile;    /* [KVV_CPU_TILE_FLOATS or 4*max_cols] dequantized weight rows */
+    float *tile;    /* [KVV_CPU_TILE_FLOATS or 5*max_cols] dequantized weight rows, or
+                     * 16 rows packed to X16 (at most 17 bytes per column) */
     float *qs;      /* [n_head/n_head_kv][head_dim] pre-scaled query heads */
 } kvv_cpu_scratch;
 

@@ -134,9 +134,13 @@ typedef struct {
     void (*quantize_q8_1)(int K, const float *x, int8_t *q, float *d, float *s);
     const kvv_cpu_kq_fn *gemm_kq;
 
-    /* Fast mode's Q4_0, Q5_0, Q4_1, Q5_1 products on 16-row groups
-     * (cpu_x16.h, K11): gemm_x16[kvv_x16] for each type. */
+    /* Products on 16-row groups (cpu_x16.h, K11): gemm_x16[kvv_x16] for
+     * each type; pack_x16[kvv_x16] a faster kvv_cpu_x16_pack (the same
+     * bytes) or NULL; rows_x16[kvv_x16] one token on the file's rows with
+     * gemm_x16's bits, or NULL. */
     const kvv_cpu_x16_fn *gemm_x16;
+    const kvv_cpu_x16_pack_fn *pack_x16;
+    const kvv_cpu_x16_rows_fn *rows_x16;
 } kvv_cpu_kernels;
 
 extern const kvv_cpu_kernels kvv_cpu_kernels_generic;

@@ -463,6 +463,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .quantize_q8_k = kvv_cpu_quantize_q8_k_avx2,
     .quantize_q8_1 = kvv_cpu_quantize_q8_1_avx2,
     .gemm_kq = kvv_cpu_kq_avx2,
+    .pack_x16 = kvv_cpu_x16_pack_none,
+    .rows_x16 = kvv_cpu_x16_rows_avx2,
     .gemm_x16 = kvv_cpu_x16_avx2,
 };
 

@@ -201,5 +201,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .quantize_q8_k = kvv_cpu_quantize_q8_k_generic,
     .quantize_q8_1 = kvv_cpu_quantize_q8_1_generic,
     .gemm_kq = kvv_cpu_kq_generic,
+    .pack_x16 = kvv_cpu_x16_pack_none,
+    .rows_x16 = kvv_cpu_x16_rows_generic,
     .gemm_x16 = kvv_cpu_x16_generic,
 };

@@ -66,7 +66,7 @@ const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b)
 bool kvv_cpu_rounds_act(const kvv_cpu *c, const kvv_cpu_weight *w)
 {
     return (w->kq >= 0 && c->kq_act) || w->x16 ||
-           (c->q8_act && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0));
+           w->x16_fly || (c->q8_act && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0));
 }
 
 static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
@@ -126,20 +126,27 @@ static bool x16_repackable(const kvv_cpu *c, const kvv_cpu_weight *w)
     return (x == KVV_X16_Q4_1 || x == KVV_X16_Q5_1 || x == KVV_X16_Q4_K) && c->k->gemm_x16[x];
 }
 
-/* Rows [r0, r0+nr) of a file-block weight for a batch: each 16-row group is
- * repacked into the thread's scratch (16 rows' bytes; the tile holds at
- * least 4*cols floats) and multiplied there, so a prompt gets the X16
- * product without an X16 copy of the matrix (invariant mode keeps the
- * file's blocks for the audit's memory). The repack reads each weight once
- * per call, the products n times. */
+/* Rows [r0, r0+nr) of a weight in the file's rows: each 16-row group is
+ * repacked into the thread's scratch (16 rows' bytes, at most 17 per
+ * column for Q8_0; the tile holds at least 5*cols floats) and multiplied
+ * there, so the X16 product runs without an X16 copy of the matrix
+ * (invariant mode keeps the file's blocks for the audit's memory). The
+ * repack reads each weight once per call, the products n times: prompts
+ * of Q4_1/Q5_1/Q4_K (generic pack), and Q8_0 at every batch size with a
+ * table's own pack (x16_fly). */
 static void x16_repacked(const kvv_cpu *c, int n, const kvv_cpu_weight *w, int r0, int nr,
                          float *y, size_t ldy, uint8_t *scratch)
 {
     const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
     const kvv_cpu_x16_act a = x16_act(c, x);
+    const kvv_cpu_x16_pack_fn pack = c->k->pack_x16[x];
     for (int r = r0; r < r0 + nr; r += KVV_CPU_X16) {
         const int g = r0 + nr - r < KVV_CPU_X16 ? r0 + nr - r : KVV_CPU_X16;
-        kvv_cpu_x16_pack(x, w->cols, w->data + (size_t)r * w->row_bytes, w->row_bytes, g, scratch);
+        const uint8_t *src = w->data + (size_t)r * w->row_bytes;
+        if (pack)
+            pack(w->cols, src, w->row_bytes, g, scratch);
+        else
+            kvv_cpu_x16_pack(x, w->cols, src, w->row_bytes, g, scratch);
         c->k->gemm_x16[x](w->cols, scratch, g, &a, n, y + r, ldy);
     }
 }
@@ -155,6 +162,17 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
     if (w->type == KVV_TYPE_F32) {
         f32_rows(c, j->use_sgemm, K, (const float *)(w->data + (size_t)r0 * w->row_bytes), nr,
                  j->x, j->ldx, j->n, out->y + r0, out->ldy);
+        return;
+    }
+    if (w->x16_fly && r0 % KVV_CPU_X16 == 0) { /* every batch size, the same bits */
+        const kvv_x16 x = (kvv_x16)kvv_cpu_x16_of((kvv_type)w->type);
+        if (j->n == 1 && c->k->rows_x16[x]) { /* decode: the file's rows as they stream by */
+            const kvv_cpu_x16_act a = x16_act(c, x);
+            c->k->rows_x16[x](K, w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, &a,
+                              out->y + r0);
+        } else {
+            x16_repacked(c, j->n, w, r0, nr, out->y, out->ldy, (uint8_t *)c->ts[ith].tile);
+        }
         return;
     }
     if (w->x16 && r0 % KVV_CPU_X16 == 0) {
@@ -219,8 +237,11 @@ static void weight_paths(const kvv_cpu *c, const kvv_cpu_weight *w, kvv_batch_pa
                                 "Q4_1/Q5_1/Q4_K products: 16-row groups repacked to X16 from here");
         return; /* otherwise one integer kernel at every batch size */
     }
-    if (w->x16)
-        return; /* X16: one integer kernel at every batch size */
+    if (w->x16_fly && c->k->rows_x16[kvv_cpu_x16_of((kvv_type)w->type)])
+        kvv_batch_paths_add(p, 2, "Q8_0 products: the X16 bits from the file's rows for one "
+                                  "token, 16-row groups packed per call from here");
+    if (w->x16 || w->x16_fly)
+        return; /* X16: one integer kernel (order) at every batch size */
     if (fast) /* every other route but the integer one ends in sgemm from here */
         kvv_batch_paths_add(p, KVV_CPU_SGEMM_MIN_TOKENS, "products: OpenBLAS sgemm from here");
     bool q = w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0;
@@ -284,7 +305,7 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     for (int o = 0; o < n_out; o++) {
         j.q8 = j.q8 || (c->q8_act && n <= KVV_CPU_FUSED_MAX_TOKENS &&
                         (outs[o].w->type == KVV_TYPE_Q8_0 || outs[o].w->type == KVV_TYPE_Q4_0));
-        j.sums = j.sums || (outs[o].w->x16 && outs[o].w->kq < 0);
+        j.sums = j.sums || ((outs[o].w->x16 || outs[o].w->x16_fly) && outs[o].w->kq < 0);
     }
     if (j.q8 || j.sums) {
         int K = outs[0].w->cols;
@@ -317,7 +338,8 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     /* sgemm runs only for outputs without an integer product */
     bool sgemm_any = false;
     for (int o = 0; o < n_out; o++)
-        sgemm_any = sgemm_any || !((outs[o].w->kq >= 0 && c->kq_act) || outs[o].w->x16);
+        sgemm_any = sgemm_any ||
+                    !((outs[o].w->kq >= 0 && c->kq_act) || outs[o].w->x16 || outs[o].w->x16_fly);
     int nth = c->n_threads;
     if (nth == 1 || macs < MIN_PARALLEL_MACS) {
         j.rows_per_chunk = max_rows > 0 ? max_rows : 1;

@@ -170,8 +170,8 @@ static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
     const int x = kvv_cpu_x16_of((kvv_type)t->type);
     if (x < 0 || !(flags & LOAD_SPLIT16) || !c->k->gemm_x16[x])
         return false;
-    if (x == KVV_X16_Q8_0) /* invariant mode keeps fp32 activations for Q8_0 */
-        return c->mode == KVV_MODE_FAST && c->q8_act && !(flags & LOAD_HEAD);
+    if (x == KVV_X16_Q8_0) /* the layers; the head keeps fp32 activations */
+        return (c->mode == KVV_MODE_FAST ? c->q8_act : c->kq_act) && !(flags & LOAD_HEAD);
     /* Q4_1/Q5_1/Q4_K: the bits of the file-block kernels, so only fast mode
      * pays for the copy; invariant mode (the audit's, which holds several
      * engines beside the reference's mapping) reads the mapped blocks */
@@ -182,6 +182,16 @@ static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
     /* Q4_0/Q5_0: X16 (Q8_0 activations) in both modes, the head excepted;
      * invariant mode otherwise widens them to Q8_0, a larger copy */
     return c->kq_act && !(flags & LOAD_HEAD);
+}
+
+/* Invariant mode's X16 Q8_0: no copy; batches pack 16 rows per call and
+ * one token reads the file's rows (rows_x16). The audit keeps several
+ * engines beside the reference's mapping, and a copy each would hold the
+ * file once per engine. */
+static bool want_x16_fly(const kvv_cpu *c, const kvv_gguf_tensor *t)
+{
+    const int x = kvv_cpu_x16_of((kvv_type)t->type);
+    return c->mode == KVV_MODE_INVARIANT && x == KVV_X16_Q8_0 && c->k->rows_x16[x];
 }
 
 /* A weight matrix in the form the header lists. */
@@ -213,8 +223,12 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
         w->kq = kq;
         w->data = t->data;
         w->row_bytes = kvv_type_row_size(t->type, w->cols);
-        if ((split4 && want_x4(c, w) && !relayout_x4(c, w)) ||
-            (want_x16(c, t, flags) && !relayout_x16(c, w)))
+        const bool x16 = want_x16(c, t, flags);
+        if (x16 && want_x16_fly(c, t))
+            w->x16_fly = true;
+        else if ((!x16 && split4 && !(flags & LOAD_HEAD) && want_x4(c, w) &&
+                  !relayout_x4(c, w)) ||
+                 (x16 && !relayout_x16(c, w)))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
                                  t->name);
         return KVV_OK;
@@ -246,8 +260,8 @@ static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned fl
     const uint64_t cols = (uint64_t)t->ne[0];
     const uint64_t rows = kvv_mem_mul(kvv_mem_mul((uint64_t)t->ne[1], (uint64_t)t->ne[2]),
                                       (uint64_t)t->ne[3]);
-    const bool x4 = (flags & LOAD_SPLIT4) && c->mode == KVV_MODE_INVARIANT &&
-                    c->k->gemv_q8_0_x4 && rows % 4 == 0;
+    const bool x4 = (flags & LOAD_SPLIT4) && !(flags & LOAD_HEAD) &&
+                    c->mode == KVV_MODE_INVARIANT && c->k->gemv_q8_0_x4 && rows % 4 == 0;
     if (want_q8_0(c, t, flags))
         return kvv_mem_mul(rows, kvv_type_row_size(KVV_TYPE_Q8_0, (int64_t)cols));
     const int kq = kvv_cpu_kq_of((kvv_type)t->type);
@@ -256,7 +270,7 @@ static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned fl
                  (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
     if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
         if (want_x16(c, t, flags))
-            return kvv_cpu_x16_bytes((kvv_x16)kvv_cpu_x16_of((kvv_type)t->type), (int)rows,
+            return want_x16_fly(c, t) ? 0 : kvv_cpu_x16_bytes((kvv_x16)kvv_cpu_x16_of((kvv_type)t->type), (int)rows,
                                      (int)cols);
         return x4 && t->type == KVV_TYPE_Q8_0 ? t->nbytes : 0;
     }
@@ -348,11 +362,11 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
             return st;
     } else {
         /* tied: the embedding keeps the file's layout or F32 (rows are
-         * looked up one by one); the output shares it, or gets its own X4
-         * copy when one pays */
+         * looked up one by one); the output shares it, or gets its own X16
+         * copy where one applies (fast mode; a head keeps no X4 copy: in
+         * the audit every engine's copy comes on top of the mapping) */
         c->output = c->tok_embd;
-        if ((want_x4(c, &c->output) && !relayout_x4(c, &c->output)) ||
-            (want_x16(c, m->tok_embd, LOAD_WHOLE | LOAD_HEAD) && !relayout_x16(c, &c->output)))
+        if (want_x16(c, m->tok_embd, LOAD_WHOLE | LOAD_HEAD) && !relayout_x16(c, &c->output))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
     }
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {

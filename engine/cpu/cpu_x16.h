@@ -70,7 +70,7 @@ typedef enum {
     KVV_X16_Q5_0,
     KVV_X16_Q4_1,
     KVV_X16_Q5_1,
-    KVV_X16_Q8_0, /* fast mode only: invariant mode keeps fp32 activations for Q8_0 */
+    KVV_X16_Q8_0, /* the layers' Q8_0 (the output head keeps fp32 activations) */
     KVV_X16_Q4_K, /* AVX-512 only (NULL elsewhere): the bits of gemm_kq (cpu_kquant.h) */
     KVV_X16_COUNT
 } kvv_x16;
@@ -116,6 +116,12 @@ size_t kvv_cpu_x16_bytes(kvv_x16 x, int n_rows, int K);
 /* Repack n_rows rows of the file (src, row_bytes apart) into dst
  * (kvv_cpu_x16_bytes of it). */
 void kvv_cpu_x16_pack(kvv_x16 x, int K, const void *src, size_t row_bytes, int n_rows, void *dst);
+/* A table's faster kvv_cpu_x16_pack for one type (the same bytes); NULL
+ * where it has none (kvv_cpu_x16_pack serves). Invariant mode multiplies
+ * batches of the mapped Q8_0 through 16-row groups packed per call instead
+ * of holding a copy (cpu_matmul.c). */
+typedef void (*kvv_cpu_x16_pack_fn)(int K, const void *src, size_t row_bytes, int n_rows,
+                                    void *dst);
 /* Row r of an X16 matrix as K floats, exactly kvv_dequantize_row's. */
 void kvv_cpu_x16_dequant_row(kvv_x16 x, int K, const void *G, int r, float *dst);
 /* sum[t*nb + b] = the sum of the 32 q of block b of token t (nb = K/32). */
@@ -135,9 +141,20 @@ typedef struct {
 typedef void (*kvv_cpu_x16_fn)(int K, const void *G, int n_rows, const kvv_cpu_x16_act *A,
                                int n_tok, float *Y, size_t ldy);
 
+/* A table's product of one token with n_rows rows in the FILE's layout
+ * (row_bytes apart), with gemm_x16's bits for the type (A's first token;
+ * Y[r]); NULL where it has none. Decode of invariant mode's Q8_0, which
+ * keeps no copy (cpu_weights.c). */
+typedef void (*kvv_cpu_x16_rows_fn)(int K, const void *W, size_t row_bytes, int n_rows,
+                                    const kvv_cpu_x16_act *A, float *Y);
+
 /* A table may leave an entry NULL (Q4_K outside AVX-512): the engine then
  * keeps that type's file layout and its own kernels. */
 extern const kvv_cpu_x16_fn kvv_cpu_x16_generic[KVV_X16_COUNT];
+/* All NULL: the generic and AVX2 tables' packs (kvv_cpu_x16_pack serves). */
+extern const kvv_cpu_x16_pack_fn kvv_cpu_x16_pack_none[KVV_X16_COUNT];
+/* The generic table's rows products: Q8_0 (the order in plain C). */
+extern const kvv_cpu_x16_rows_fn kvv_cpu_x16_rows_generic[KVV_X16_COUNT];
 /* x86-64 only: AVX2 (vpmaddubsw + vpmaddwd), AVX-512BW (the same, 16
  * lanes) and AVX-512 VNNI (vpdpbusd, compiled apart with -mavx512vnni);
  * the AVX-512 table's entries take VNNI when the CPU has it. */
@@ -145,5 +162,10 @@ extern const kvv_cpu_x16_fn kvv_cpu_x16_avx2[KVV_X16_COUNT];
 extern const kvv_cpu_x16_fn kvv_cpu_x16_avx512[KVV_X16_COUNT];
 extern const kvv_cpu_x16_fn kvv_cpu_x16_avx512bw[KVV_X16_COUNT];
 extern const kvv_cpu_x16_fn kvv_cpu_x16_avx512vnni[KVV_X16_COUNT];
+/* The AVX-512 table's packs: Q8_0 (a 16 x 8 transpose of 4-byte groups per
+ * block); the others NULL. */
+extern const kvv_cpu_x16_pack_fn kvv_cpu_x16_pack_avx512[KVV_X16_COUNT];
+/* The AVX2 and AVX-512 tables' rows products: Q8_0; the others NULL. */
+extern const kvv_cpu_x16_rows_fn kvv_cpu_x16_rows_avx2[KVV_X16_COUNT];
 
 #endif

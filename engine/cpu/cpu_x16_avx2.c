@@ -4,7 +4,9 @@
  * vpmaddubsw (u8 levels x s8 activations, pairs into int16: at most
  * 2*31*127, no saturation; Q8_0 as |w| * sign(x, w), at most 2*128*127)
  * then vpmaddwd by ones gives each lane the sum of 4 products, the same
- * int32 as VNNI's vpdpbusd. Tiles: 8 rows x up to TT tokens.
+ * int32 as VNNI's vpdpbusd. Tiles: 8 rows x up to TT tokens. Also the
+ * one-token Q8_0 product on the file's rows (rows_x16; the AVX-512 table
+ * uses it too).
  */
 #include "engine/cpu/cpu_x16.h"
 
@@ -15,6 +17,8 @@
 #include <immintrin.h>
 #endif
 #include <string.h>
+
+#include "engine/cpu/cpu_avx2.h"
 
 #define TT 4
 
@@ -162,6 +166,55 @@ X16_FN(x16_q5_0, KVV_X16_Q5_0)
 X16_FN(x16_q4_1, KVV_X16_Q4_1)
 X16_FN(x16_q5_1, KVV_X16_Q5_1)
 X16_FN(x16_q8_0, KVV_X16_Q8_0)
+
+#define QR 8 /* rows_q8_0: rows at a time */
+
+/* Q8_0 rows in the file's layout, one token, with gemm_x16's bits (the
+ * AVX2 and AVX-512 tables' rows_x16): per block the exact S = sum w*q
+ * (|w| times q with w's sign, vpmaddubsw then vpmaddwd), which equals the
+ * X16 form's sum u*q - 128*sum q, then acc = fmaf(dw*dx, (float)S, acc) in
+ * ascending blocks. QR rows at a time, block by block, each row's bytes
+ * prefetched QR rows ahead; kvv_avx2_hsum8x8 turns the 8 rows' vectors
+ * into their sums, lane = row, so the fused steps run 8 rows wide. */
+static void rows_q8_0(int K, const void *W, size_t row_bytes, int n_rows,
+                      const kvv_cpu_x16_act *A, float *Y)
+{
+    const int nb = K / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r0 = 0; r0 < n_rows; r0 += QR) {
+        const int nr = n_rows - r0 < QR ? n_rows - r0 : QR;
+        const uint8_t *row[QR];
+        for (int r = 0; r < QR; r++)
+            row[r] = (const uint8_t *)W + (size_t)(r0 + (r < nr ? r : nr - 1)) * row_bytes;
+        __m256 vacc = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(A->q + 32 * b));
+            __m256i v[QR];
+            uint16_t d16[QR];
+            #pragma GCC unroll 8
+            for (int r = 0; r < QR; r++) {
+                const uint8_t *x = row[r] + (size_t)b * 34;
+                _mm_prefetch((const char *)(x + QR * row_bytes), _MM_HINT_T0);
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(x + 2));
+                v[r] = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w)), ones);
+                memcpy(&d16[r], x, 2);
+            }
+            const __m128i dh = _mm_setr_epi16((short)d16[0], (short)d16[1], (short)d16[2],
+                                              (short)d16[3], (short)d16[4], (short)d16[5],
+                                              (short)d16[6], (short)d16[7]);
+            vacc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(A->d[b])),
+                                   _mm256_cvtepi32_ps(kvv_avx2_hsum8x8(v)), vacc);
+        }
+        float out[QR];
+        _mm256_storeu_ps(out, vacc);
+        memcpy(Y + r0, out, sizeof(float) * (size_t)nr);
+    }
+}
+
+const kvv_cpu_x16_rows_fn kvv_cpu_x16_rows_avx2[KVV_X16_COUNT] = {
+    [KVV_X16_Q8_0] = rows_q8_0,
+};
 
 const kvv_cpu_x16_fn kvv_cpu_x16_avx2[KVV_X16_COUNT] = {x16_q4_0, x16_q5_0, x16_q4_1, x16_q5_1,
                                                         x16_q8_0, NULL};

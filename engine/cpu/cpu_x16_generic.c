@@ -59,9 +59,13 @@ static void put_block(kvv_x16 x, const uint8_t *blk, int i, uint8_t *o)
             memcpy(o + 256 + 64 * c + 4 * i, blk + 16 + 4 * c, 4);
         return;
     }
-    if (x == KVV_X16_Q8_0) { /* int8 -> unsigned level w + 128 */
-        for (int e = 0; e < 32; e++)
-            o[32 + 64 * (e / 4) + 4 * i + e % 4] = (uint8_t)(blk[2 + e] ^ 0x80);
+    if (x == KVV_X16_Q8_0) { /* int8 -> unsigned level w + 128, 4 bytes at a time */
+        for (int c = 0; c < 8; c++) {
+            uint32_t v;
+            memcpy(&v, blk + 2 + 4 * c, 4);
+            v ^= 0x80808080u;
+            memcpy(o + 32 + 64 * c + 4 * i, &v, 4);
+        }
         return;
     }
     if (f.m >= 0)
@@ -151,30 +155,49 @@ static inline int level(kvv_x16 x, const uint8_t *o, int i, int e)
     return u;
 }
 
+/* Per group, per block: the 16 rows' levels and scales unpacked once, then
+ * every token; Y carries each output's accumulator between blocks (from
+ * +0, one fused step per block: the header's order). */
 static void gemm(kvv_x16 x, int K, const void *G, int n_rows, const kvv_cpu_x16_act *A,
                  int n_tok, float *Y, size_t ldy)
 {
     const int nb = K / 32;
     const size_t bb = kvv_cpu_x16_block(x);
     const int off = kvv_cpu_x16_offset(x), min = kvv_cpu_x16_has_min(x);
-    for (int r = 0; r < n_rows; r++) {
-        const int i = r % KVV_CPU_X16;
-        const uint8_t *g = (const uint8_t *)G + (size_t)(r / KVV_CPU_X16) * nb * bb;
-        for (int t = 0; t < n_tok; t++) {
-            const int8_t *q = A->q + (size_t)t * K;
-            float acc = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                const uint8_t *o = g + (size_t)b * bb;
-                const size_t tb = (size_t)t * nb + b;
-                int32_t S = min ? 0 : -off * A->sum[tb];
-                for (int e = 0; e < 32; e++)
-                    S += level(x, o, i, e) * q[32 * b + e];
-                const float p = le_fp16(o + 2 * i) * A->d[tb];
-                acc = fmaf(p, (float)S, acc);
-                if (min)
-                    acc = fmaf(le_fp16(o + 32 + 2 * i), A->s[tb], acc);
+    for (int g0 = 0; g0 < n_rows; g0 += KVV_CPU_X16) {
+        const int ng = n_rows - g0 < KVV_CPU_X16 ? n_rows - g0 : KVV_CPU_X16;
+        const uint8_t *g = (const uint8_t *)G + (size_t)(g0 / KVV_CPU_X16) * nb * bb;
+        for (int t = 0; t < n_tok; t++)
+            for (int i = 0; i < ng; i++)
+                Y[(size_t)t * ldy + g0 + i] = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *o = g + (size_t)b * bb;
+            int u[KVV_CPU_X16][32];
+            float dw[KVV_CPU_X16], mw[KVV_CPU_X16];
+            for (int i = 0; i < ng; i++) {
+                if (x == KVV_X16_Q8_0) /* the common case, without level()'s branches */
+                    for (int e = 0; e < 32; e++)
+                        u[i][e] = o[32 + 64 * (e / 4) + 4 * i + e % 4];
+                else
+                    for (int e = 0; e < 32; e++)
+                        u[i][e] = level(x, o, i, e);
+                dw[i] = le_fp16(o + 2 * i);
+                mw[i] = min ? le_fp16(o + 32 + 2 * i) : 0.0f;
             }
-            Y[(size_t)t * ldy + r] = acc;
+            for (int t = 0; t < n_tok; t++) {
+                const int8_t *q = A->q + (size_t)t * K + 32 * b;
+                const size_t tb = (size_t)t * nb + b;
+                for (int i = 0; i < ng; i++) {
+                    int32_t S = min ? 0 : -off * A->sum[tb];
+                    for (int e = 0; e < 32; e++)
+                        S += u[i][e] * q[e];
+                    float *y = &Y[(size_t)t * ldy + g0 + i];
+                    float acc = fmaf(dw[i] * A->d[tb], (float)S, *y);
+                    if (min)
+                        acc = fmaf(mw[i], A->s[tb], acc);
+                    *y = acc;
+                }
+            }
         }
     }
 }
@@ -193,3 +216,28 @@ X16_FN(gemm_q8_0, KVV_X16_Q8_0)
 
 const kvv_cpu_x16_fn kvv_cpu_x16_generic[KVV_X16_COUNT] = {gemm_q4_0, gemm_q5_0, gemm_q4_1,
                                                            gemm_q5_1, gemm_q8_0, NULL};
+
+const kvv_cpu_x16_pack_fn kvv_cpu_x16_pack_none[KVV_X16_COUNT] = {NULL};
+/* Q8_0 rows in the file's layout, one token: the header's order with
+ * S = sum w*q (= sum u*q - 128*sum q). */
+static void rows_q8_0(int K, const void *W, size_t row_bytes, int n_rows,
+                      const kvv_cpu_x16_act *A, float *Y)
+{
+    const int nb = K / 32;
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = (const uint8_t *)W + (size_t)r * row_bytes;
+        float acc = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * 34;
+            int32_t S = 0;
+            for (int e = 0; e < 32; e++)
+                S += (int8_t)blk[2 + e] * A->q[32 * b + e];
+            acc = fmaf(le_fp16(blk) * A->d[b], (float)S, acc);
+        }
+        Y[r] = acc;
+    }
+}
+
+const kvv_cpu_x16_rows_fn kvv_cpu_x16_rows_generic[KVV_X16_COUNT] = {
+    [KVV_X16_Q8_0] = rows_q8_0,
+};

@@ -67,6 +67,8 @@
 #define kvv_cpu_x16_avx512 kvv_cpu_x16_avx512_emu
 #define kvv_cpu_x16_avx512bw kvv_cpu_x16_avx512bw_emu
 #define kvv_cpu_x16_avx512vnni kvv_cpu_x16_avx512vnni_emu
+#define kvv_cpu_x16_pack_avx512 kvv_cpu_x16_pack_avx512_emu
+#define kvv_cpu_x16_rows_avx2 kvv_cpu_x16_rows_avx2_emu
 
 /* ---- exact fused multiply-add ---- */
 static inline simde__m256 kvv_emu_fmadd256(simde__m256 a, simde__m256 b, simde__m256 c)

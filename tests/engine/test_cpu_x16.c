@@ -6,7 +6,9 @@
  * Tables run as in test_cpu_kernels.c (kernel_runs.h). Checked:
  *  - packing keeps every value: kvv_cpu_x16_dequant_row equals
  *    kvv_dequantize_row on the file's rows, padding rows included as zeros
- *    in the layout's size;
+ *    in the layout's size; a table's own pack (pack_x16: AVX-512's Q8_0)
+ *    writes the same bytes, and its product on the file's rows (rows_x16)
+ *    gives the bits below;
  *  - gemm_x16 gives, bit for bit, a scalar model of the header's
  *    order written here from the file's bytes (not the layout), for a row
  *    count that is not a multiple of 16 and 1..11 tokens with a padded ldy;
@@ -176,6 +178,74 @@ static void test_pack(void **state)
                 assert_true(a[i] == 0.0f);
         }
     }
+}
+
+/* A table's own pack (pack_x16) writes kvv_cpu_x16_pack's bytes, every
+ * byte of the layout (the destination starts poisoned), for row counts
+ * that fill a group, leave one short, or fall below 16. */
+static void test_table_pack(void **state)
+{
+    (void)state;
+    int checked = 0;
+    const int rows[] = {1, 7, 16, 21, R};
+    FOR_EACH_RUN(run) {
+        for (int x = 0; x < N32; x++) {
+            const kvv_cpu_x16_pack_fn pack = run->k->pack_x16[x];
+            if (!pack)
+                continue;
+            const fixture *f = &F[x];
+            for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+                const size_t n = kvv_cpu_x16_bytes(f->x, rows[i], K);
+                uint8_t *want = malloc(n), *got = malloc(n);
+                assert_non_null(want);
+                assert_non_null(got);
+                kvv_cpu_x16_pack(f->x, K, f->file, NB * f->fbb, rows[i], want);
+                memset(got, 0xAB, n);
+                pack(K, f->file, NB * f->fbb, rows[i], got);
+                assert_memory_equal(got, want, n);
+                free(want);
+                free(got);
+            }
+            checked++;
+        }
+    }
+#if defined(__x86_64__)
+    /* the AVX-512 table has one for Q8_0, native (where the CPU runs it) and
+     * emulated: never a test with nothing checked */
+    assert_true(checked >= 1);
+#endif
+    print_message("  %d table packs equal kvv_cpu_x16_pack\n", checked);
+}
+
+/* A table's rows product (rows_x16: AVX-512's Q8_0) gives the model's bits
+ * token by token on the file's rows, for row counts around a group. */
+static void test_table_rows(void **state)
+{
+    (void)state;
+    int checked = 0;
+    const int rows[] = {1, 7, 16, 21, R};
+    float Y[R];
+    FOR_EACH_RUN(run) {
+        for (int x = 0; x < N32; x++) {
+            const kvv_cpu_x16_rows_fn fn = run->k->rows_x16[x];
+            if (!fn)
+                continue;
+            const fixture *f = &F[x];
+            for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+                for (int t = 0; t < T; t++) {
+                    const kvv_cpu_x16_act At = {f->q + (size_t)t * K, f->d + t * NB,
+                                                f->sum + t * NB, f->s + t * NB, NULL};
+                    memset(Y, 0xff, sizeof Y);
+                    fn(K, f->file, NB * f->fbb, rows[i], &At, Y);
+                    assert_bits(Y, f->want + t * LDY, (size_t)rows[i], "rows_x16 vs the order");
+                }
+            checked++;
+        }
+    }
+#if defined(__x86_64__)
+    assert_true(checked >= 1); /* AVX-512's Q8_0, native where it runs and emulated */
+#endif
+    print_message("  %d table rows products give gemm_x16's bits\n", checked);
 }
 
 /* fn against the model: all at once, one token at a time, group by group. */
@@ -379,6 +449,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack),
+        cmocka_unit_test(test_table_pack),
+        cmocka_unit_test(test_table_rows),
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_same_as_kquant),
         cmocka_unit_test(test_value),
