@@ -28,7 +28,7 @@
  *              (u - 8 or 16) * q, accumulated as for Q8_0 (ggml's
  *              vec_dot_q4_0_q8_0 / q5_0_q8_0; engine/cpu/cpu_x16.h is the
  *              cpu engine's fused version).
- *   Q80_ACT    the same for Q8_0 alone (the cpu engine's fast mode).
+ *   Q80_ACT    the same for Q8_0 alone (the cpu engine's X16 Q8_0, both modes).
  */
 #include <math.h>
 #include <stdlib.h>

@@ -47,8 +47,9 @@ enum {
                                      llama.cpp rounds there too, so --emulate-ggml
                                      leaves this off) */
     KVV_GGML_Q80_ACT = 1u << 4,   /* the same for the layers' Q8_0 matmuls (the cpu
-                                     engine's fast mode; ACT_QUANT, which llama.cpp's
-                                     emulation sets, covers the head and F16 too) */
+                                     engine's X16 Q8_0, both modes; ACT_QUANT, which
+                                     llama.cpp's emulation sets, covers the head and
+                                     F16 too) */
 };
 
 /* Which rows of logits forward() writes. */

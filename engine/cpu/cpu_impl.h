@@ -24,7 +24,7 @@
 #define KVV_CPU_FUSED_MAX_TOKENS 3
 /* File-block Q4_1/Q5_1/Q4_K products over at least this many tokens repack
  * 16 rows at a time to X16 (cpu_matmul.c; the same bits as gemm_kq). */
-#define KVV_CPU_X16_REPACK_MIN_TOKENS 8
+#define KVV_CPU_X16_REPACK_MIN_TOKENS 4
 /* Floats in one thread's dequantization tile (sgemm uses all of it, the
  * blocked kernel a quarter, to stay in L2). */
 #define KVV_CPU_TILE_FLOATS 262144
@@ -126,7 +126,7 @@ typedef struct {
     float *g;    /* [n][n_ff] */
     float *u;    /* [n][n_ff] */
     float *y;    /* [n][n_embd] */
-    int8_t *qx;  /* [n][max input width] activations rounded to Q8_0 (fast mode) */
+    int8_t *qx;  /* [n][max input width] activations rounded to Q8_0 */
     float *dx;   /* [n][max input width / 32] their block scales */
     int32_t *sx; /* [n][max input width / 32] their block sums (X16 Q4_0) */
     bool q8_act; /* fast mode: Q8_0/Q4_0 products take Q8_0 activations */

@@ -9,7 +9,8 @@
  * activation block is then an exact int32 sum, scaled by dw*dx. It trades
  * the numerics contract's fp32 activations (relative logit error ~1e-2, as
  * llama.cpp's own) for 32 multiply-adds per few instructions, so only the
- * fast mode uses it; invariant mode keeps fp32 activations.
+ * fast mode uses it (invariant mode's Q8_0 layers round the same way, with
+ * the X16 order of cpu_x16.h; its heads keep fp32 activations).
  *
  * Order, for every table: 8 float lanes; lane j takes, for each block b in
  * ascending order, the exact integer sum of elements 4j..4j+3 of the block,

@@ -2,8 +2,10 @@
  * cpu_weights.c — how the cpu engine holds each weight matrix (chosen at
  * open, docs/cpu-engine.md "Weights"):
  *   F32                  the mapped file, in place;
- *   Q8_0                 the mapped file; invariant mode: a copy in the X4
- *                        layout (cpu_impl.h);
+ *   Q8_0                 the mapped file (the X16 products in invariant
+ *                        mode pack 16 rows per call: x16_fly); a Q8_0
+ *                        matrix outside X16 in invariant mode (split off a
+ *                        multiple of 4, not 16): a copy in the X4 layout;
  *   Q4_0, Q5_0; in fast mode also Q8_0, Q4_1, Q5_1 and (AVX-512) Q4_K:
  *                        a copy in the 16-row X16 layout (cpu_x16.h, the
  *                        file's size) for its integer products; not the
