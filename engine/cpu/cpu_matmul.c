@@ -13,7 +13,7 @@
  * its integer products (cpu_x16.h: Q8_0, Q8_1 or Q8_K activations) at every
  * batch size. Invariant mode's layer Q8_0 (x16_fly) stays in the file and
  * gets the same products through 16-row groups packed per call (batches)
- * or rows_x16 (one token); its Q4_1/Q5_1/Q4_K batches of 8 or more tokens
+ * or rows_x16 (one token); its Q4_1/Q5_1/Q4_K batches of 4 or more tokens
  * are packed the same way (the bits of gemm_kq).
  *
  * Other quantized weights (Q8_0, Q4_0: heads, --f32-act): small batches use

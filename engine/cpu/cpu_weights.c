@@ -271,8 +271,10 @@ static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned fl
                 (!c->copts.dequant_all &&
                  (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
     if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
+        if (want_x16(c, t, flags) && want_x16_fly(c, t))
+            return 0;
         if (want_x16(c, t, flags))
-            return want_x16_fly(c, t) ? 0 : kvv_cpu_x16_bytes((kvv_x16)kvv_cpu_x16_of((kvv_type)t->type), (int)rows,
+            return kvv_cpu_x16_bytes((kvv_x16)kvv_cpu_x16_of((kvv_type)t->type), (int)rows,
                                      (int)cols);
         return x4 && t->type == KVV_TYPE_Q8_0 ? t->nbytes : 0;
     }
