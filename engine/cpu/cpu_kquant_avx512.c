@@ -229,6 +229,24 @@ static inline __m512i reduce16(const __m512i *a)
                             _mm512_shuffle_i32x4(e01, e23, 0xDD));
 }
 
+/* The GEMV tiles' rows r0..r0+GR-1 (a short tile repeats its last row);
+ * returns the next tile's start, to prefetch. */
+static inline const uint8_t *tile_rows(const uint8_t *W, size_t row_bytes, int r0, int nr,
+                                       const uint8_t **row)
+{
+    for (int r = 0; r < GR; r++)
+        row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * row_bytes;
+    return W + (size_t)(r0 + GR) * row_bytes;
+}
+
+/* The first nr lanes of a tile's outputs to y. */
+static inline void store_tile(float *y, __m512 v, int nr)
+{
+    float out[GR];
+    _mm512_storeu_ps(out, v);
+    memcpy(y, out, sizeof(float) * (size_t)nr);
+}
+
 /* GEMV: 16 rows at a time (a short tile repeats its last row, never
  * stored). Per super-block each row's integer sums stay a vector until
  * reduce16 turns the 16 rows' vectors into one (lane = row), so the two
@@ -245,9 +263,7 @@ static inline __attribute__((always_inline)) void gemv_k(const int kq, int K, co
     for (int r0 = 0; r0 < n_rows; r0 += GR) {
         const int nr = n_rows - r0 < GR ? n_rows - r0 : GR;
         const uint8_t *row[GR];
-        for (int r = 0; r < GR; r++)
-            row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * row_bytes;
-        const uint8_t *pf = W + (size_t)(r0 + GR) * row_bytes; /* the next tile */
+        const uint8_t *pf = tile_rows(W, row_bytes, r0, nr, row);
         __m512 vacc = _mm512_setzero_ps();
         for (int sb = 0; sb < nsb; sb++) {
             const int8_t *q = A->q + 256 * sb;
@@ -280,9 +296,7 @@ static inline __attribute__((always_inline)) void gemv_k(const int kq, int K, co
                                        _mm512_cvtepi32_ps(_mm512_sub_epi32(S, M)), vacc);
             }
         }
-        float out[GR];
-        _mm512_storeu_ps(out, vacc);
-        memcpy(Y + r0, out, sizeof(float) * (size_t)nr);
+        store_tile(Y + r0, vacc, nr);
     }
 }
 
@@ -439,9 +453,7 @@ static inline __attribute__((always_inline)) void gemv_1(const int five, int K, 
     for (int r0 = 0; r0 < n_rows; r0 += GR) {
         const int nr = n_rows - r0 < GR ? n_rows - r0 : GR;
         const uint8_t *row[GR];
-        for (int r = 0; r < GR; r++)
-            row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * row_bytes;
-        const uint8_t *pf = W + (size_t)(r0 + GR) * row_bytes; /* the next tile */
+        const uint8_t *pf = tile_rows(W, row_bytes, r0, nr, row);
         __m512 vacc = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(A->q + 32 * b));
@@ -466,9 +478,7 @@ static inline __attribute__((always_inline)) void gemv_1(const int five, int K, 
                                    _mm512_cvtepi32_ps(S), vacc);
             vacc = _mm512_fmadd_ps(mw, _mm512_set1_ps(A->s[b]), vacc);
         }
-        float out[GR];
-        _mm512_storeu_ps(out, vacc);
-        memcpy(Y + r0, out, sizeof(float) * (size_t)nr);
+        store_tile(Y + r0, vacc, nr);
     }
 }
 
