@@ -63,6 +63,7 @@ static void bench_args_init(bench_args *a)
     a->seed = 1;
     a->against_cache = KVV_CACHE_F16;
     kvv_engine_cli_init(&a->engine, "bench", "cpu", KVV_ENGINE_OPT_ALL);
+    a->engine.repack_default = true; /* one engine: decode speed over memory */
     kvv_output_cli_init(&a->out, "bench", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (one line on stdout)";
 }

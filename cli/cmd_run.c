@@ -58,6 +58,7 @@ static void run_args_init(run_args *a)
     a->n_gen = 16;
     a->top_k = 5;
     kvv_engine_cli_init(&a->engine, "run", "ref", KVV_ENGINE_OPT_ALL);
+    a->engine.repack_default = true; /* one engine: decode speed over memory */
     kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON | KVV_OUT_PROGRESS);
     a->out.json_help = "one JSON object (steps: position, argmax, top-K)";
 }

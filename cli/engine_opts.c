@@ -14,6 +14,7 @@ void kvv_engine_cli_init(kvv_engine_cli *e, const char *cmd, const char *default
     e->default_engine = default_engine;
     e->engine = default_engine;
     e->cache_type = KVV_CACHE_F32;
+    e->repack = -1;
 }
 
 /* Is o->arg the engine option `name` (bit) taking a value? One this
@@ -73,6 +74,12 @@ bool kvv_engine_cli_parse(void *state, kvv_opts *o)
             e->n_ubatch = (int)v;
     } else if (option(e, o, "--engine-opt", KVV_ENGINE_OPT_EOPT)) {
         engine_opt(e, o);
+    } else if (kvv_opts_flag(o, "--repack") || kvv_opts_flag(o, "--no-repack")) {
+        if (!(e->accepts & KVV_ENGINE_OPT_REPACK))
+            kvv_opts_error(o, "option %s: not used by %s", o->arg, e->cmd);
+        else if (e->repack >= 0 && e->repack != (strcmp(o->arg, "--repack") == 0))
+            kvv_opts_error(o, "options --repack and --no-repack: give one");
+        e->repack = strcmp(o->arg, "--repack") == 0;
     } else if (option(e, o, "--isa", KVV_ENGINE_OPT_ISA)) {
         kvv_cpu_isa t;
         if (o->value && !o->failed && strcmp(o->value, "auto") != 0 &&
@@ -129,6 +136,11 @@ static void finish(void *state, kvv_opts *o)
         return;
     if (!e->isa_elsewhere && !kvv_engine_cli_check_isa(o, "--isa", e->isa, e->engine))
         return;
+    if (e->repack >= 0 && strcmp(e->engine, "cpu") != 0) {
+        kvv_opts_error(o, "option %s applies to the cpu engine (engine %s reads its weights "
+                          "as it does)", e->repack ? "--repack" : "--no-repack", e->engine);
+        return;
+    }
     if (strcmp(e->engine, "ref") == 0 && e->n_threads > 1 && !e->threads_elsewhere) {
         fprintf(stderr, "kvverify %s: note: the ref engine runs one thread (its sums have one "
                         "order); --threads %d applies to the other engines\n", e->cmd,
@@ -173,6 +185,12 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)
     if (e->accepts & KVV_ENGINE_OPT_EOPT)
         fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (plugins: see\n"
                    "                      docs/plugins.md, plugins/llama.cpp/README.md)\n");
+    if (e->accepts & KVV_ENGINE_OPT_REPACK)
+        fprintf(f, "  --repack            cpu, invariant mode: hold repacked copies of quantized\n"
+                   "                      weights (faster decode; a copy beside any other mapping)\n"
+                   "  --no-repack         ... or read them from the mapped file; the same bits\n"
+                   "                      (default here: %s)\n",
+                e->repack_default ? "--repack" : "--no-repack");
     if ((e->accepts & KVV_ENGINE_OPT_ISA) && e->isa_help)
         fprintf(f, "  --isa NAME          %s\n", e->isa_help);
     else if (e->accepts & KVV_ENGINE_OPT_ISA)
@@ -200,5 +218,6 @@ kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e)
     eo.engine_opts = e->n_engine_opts ? e->engine_opts : NULL;
     eo.n_engine_opts = e->n_engine_opts;
     eo.isa = e->isa;
+    eo.repack = e->repack >= 0 ? e->repack : e->repack_default;
     return eo;
 }

@@ -18,6 +18,14 @@
  *                     auto (default: the widest this CPU runs; cpu_isa.h);
  *                     refused, before anything runs, with another engine or
  *                     when this CPU cannot run the table (exit 2)
+ *   --repack, --no-repack
+ *                     the cpu engine's invariant mode holds repacked copies
+ *                     of quantized weights (faster decode, one more copy of
+ *                     the weights) or reads the mapped file; the same bits
+ *                     (kvv_engine_opts.repack). Default: the command's
+ *                     (repack_default: on for run and bench, which hold one
+ *                     engine; off for the checks and the audit, which hold
+ *                     the reference's mapping too). Refused with another engine
  *
  *   kvv_engine_cli e;
  *   kvv_engine_cli_init(&e, "kv", "ref", KVV_ENGINE_OPT_ALL);
@@ -56,9 +64,10 @@ enum {
     KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* --ubatch */
     KVV_ENGINE_OPT_EOPT = 1u << 6,     /* --engine-opt KEY=VALUE (repeatable) */
     KVV_ENGINE_OPT_ISA = 1u << 7,      /* --isa (the cpu engine's kernel table) */
+    KVV_ENGINE_OPT_REPACK = 1u << 8,   /* --repack / --no-repack (cpu, invariant mode) */
     /* what only a plugin engine uses: --device --ubatch --engine-opt */
     KVV_ENGINE_OPT_PLUGIN = KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH | KVV_ENGINE_OPT_EOPT,
-    KVV_ENGINE_OPT_ALL = 0xffu
+    KVV_ENGINE_OPT_ALL = 0x1ffu
 };
 
 /* --engine-opt may be given this many times. */
@@ -77,6 +86,7 @@ typedef struct {
                                     so the ref engine's one-thread note does not apply */
     bool isa_elsewhere;          /* --isa is another engine's (compare: --against's): the
                                     command checks it (kvv_engine_cli_check_isa) */
+    bool repack_default;         /* repack when neither --repack nor --no-repack is given */
     /* what the command line said */
     const char *engine;          /* --engine NAME, else default_engine (borrowed from argv) */
     const char *mode;            /* --mode NAME (validated), NULL = the engine's default */
@@ -90,6 +100,7 @@ typedef struct {
     const char *engine_opts[KVV_ENGINE_CLI_MAX_EOPTS];
     int n_engine_opts;
     const char *isa;             /* --isa NAME (validated name), NULL = not given */
+    int repack;                  /* --repack 1, --no-repack 0, -1 = not given */
 } kvv_engine_cli;
 
 /* Defaults: engine default_engine, no mode, threads and cache type not given. */
@@ -124,8 +135,9 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading);
 /* Engine options from what was given: kvv_engine_opts_default(), then the
  * name (engine, or "ref" when there is none), the mode given or the
  * engine's default, threads (1 when not given), cache type, device,
- * micro-batch size, engine options (pointing into e: valid while e is) and
- * kernel table (--isa; NULL when not given: the engine's choice). */
+ * micro-batch size, engine options (pointing into e: valid while e is),
+ * kernel table (--isa; NULL when not given: the engine's choice) and
+ * repack (given, else repack_default). */
 kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e);
 
 /* The mode given for engine `name`, or that engine's default. */

@@ -50,6 +50,7 @@ kvv_engine_opts kvv_engine_opts_default(void)
     o.control = 0;
     o.ggml = 0;
     o.isa = NULL;
+    o.repack = 0;
     o.device = NULL;
     o.n_ubatch = 0;
     o.engine_opts = NULL;

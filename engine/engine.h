@@ -82,6 +82,13 @@ typedef struct {
     const char *const *engine_opts; /* plugins: n_engine_opts "KEY=VALUE" strings
                                        (--engine-opt), borrowed; built-ins take none */
     int n_engine_opts;
+    int repack;                 /* cpu, invariant mode: 1 = hold the repacked copies that
+                                 * decode faster (the X16 copies fast mode holds; X4 for
+                                 * Q8_0/Q4_0/Q5_0 heads); 0 (default) = read the mapped
+                                 * file wherever a kernel can, for a process that also
+                                 * holds the reference or other engines on the same model
+                                 * (the checks, the audit). The bits are the same either
+                                 * way. Fast mode always repacks; other engines ignore it */
 } kvv_engine_opts;
 
 kvv_engine_opts kvv_engine_opts_default(void);

@@ -154,6 +154,7 @@ static void setup(kvv_cpu *c, const kvv_model *m, const kvv_engine_opts *o, cons
     c->copts = *co;
     c->q8_act = c->mode == KVV_MODE_FAST && !co->f32_act;
     c->kq_act = !co->f32_act && !co->dequant_all;
+    c->repack = c->mode == KVV_MODE_INVARIANT && o->repack;
     c->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     c->n_ctx = o->n_ctx;
     if (c->n_ctx == 0)
@@ -317,13 +318,16 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     else
         snprintf(c->kernels, sizeof c->kernels,
                  "gemm=%s-invariant(%d lanes) gemv=%s attn=%s q8_0=%s q8_0-head=%s "
-                 "q4_0/q5_0=%s k-quants=%s",
+                 "q4_0/q5_0=%s k-quants=%s weights=%s",
                  k->name, k->lanes, k->name, k->name,
                  co->dequant_all ? "f32"
                  : !c->kq_act    ? "tile"
-                 : k->pack_x16[KVV_X16_Q8_0] ? "int8-x16-packed(act q8_0)"
-                                             : "int8-x16(act q8_0)",
-                 co->dequant_all ? "f32" : k->gemv_q8_0_x4 ? "fused-x4" : "fused", x16, kq);
+                 : c->repack     ? "int8-x16(act q8_0)"
+                                 : "int8-x16-from-file(act q8_0)",
+                 co->dequant_all                       ? "f32"
+                 : c->repack && k->gemv_q8_0_x4        ? "fused-x4"
+                                                       : "fused",
+                 x16, kq, c->repack ? "repacked" : "in-place");
     *out = e;
     return KVV_OK;
 }

@@ -38,13 +38,14 @@
  * owned by the engine; work is cut into chunks claimed dynamically, and
  * which thread runs a chunk never changes a bit.
  *
- * Weights (cpu_weights.c): F32 used in place from the mapped file; Q8_0,
- * Q4_0 and Q5_0 held as Q8_0-like integers, Q4_1, Q5_1 and Q2_K..Q6_K as
- * int8 with an fp32 scale and offset per 16 weights, all dequantized on the
- * fly into exactly the values ggml's formulas give (in invariant mode Q8_0
- * matrices are copied at open into a 4-row interleaved layout for the
- * one-token GEMV, cpu_impl.h); F16, BF16 and the other types dequantized to
- * F32 at open.
+ * Weights (cpu_weights.c; the table in docs/cpu-engine.md): F32 used in
+ * place from the mapped file; the quantized types kept in the file's blocks
+ * or repacked into 16-row groups (X16, cpu_x16.h) and multiplied as
+ * integers, with values exactly those of ggml's formulas; F16, BF16 and the
+ * other types dequantized to F32 at open. Fast mode repacks where that is
+ * faster; invariant mode does too with o->repack (run and bench), and
+ * otherwise reads the mapped file wherever a kernel can (the checks, which
+ * hold the reference's mapping beside it): the same bits either way.
  */
 #ifndef KVV_CPU_ENGINE_H
 #define KVV_CPU_ENGINE_H

@@ -45,8 +45,9 @@ typedef struct {
                              * invariant mode's layer Q8_0 with a table pack */
 } kvv_cpu_weight;
 
-/* KVV_CPU_X4: invariant mode re-lays each Q8_0 matrix (rows % 4 == 0) out
- * at open as groups of 4 rows interleaved by block, so the one-token GEMV
+/* KVV_CPU_X4: invariant mode re-lays a Q8_0 matrix with fp32 activations
+ * (rows % 4 == 0: heads widened from Q4_0/Q5_0, and with c->repack Q8_0
+ * heads) out at open as groups of 4 rows interleaved by block, so the one-token GEMV
  * reads one linear stream with 4 independent accumulator chains (the
  * kernel table's gemv_q8_0_x4; same bits as gemv_q8_0). A group is 4 rows'
  * bytes, so row r0 (a multiple of 4) still starts at r0 * row_bytes. */
@@ -133,6 +134,8 @@ typedef struct {
     unsigned x16_outside; /* 1 << kvv_x16 of a layer matrix left out of X16 (split off 16) */
     bool kq_act; /* K-quant, Q4_1, Q5_1 products round activations to Q8_K /
                   * Q8_1 (both modes; not with --f32-act or --dequant-all) */
+    bool repack; /* invariant mode: fast mode's X16 copies and X4 heads instead of
+                  * the file's rows (kvv_engine_opts.repack; the same bits) */
     kvv_cpu_actbuf q8k, q81;   /* activations as Q8_K and as Q8_1 */
     float *probs;        /* attention probabilities for the attn hook (grown) */
     size_t cap_probs;

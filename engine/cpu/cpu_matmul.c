@@ -9,16 +9,17 @@
  * the batch has at least KVV_CPU_SGEMM_MIN_TOKENS tokens.
  *
  * Matrices held in the X16 layout (cpu_weights.c: Q4_0 and Q5_0 in both
- * modes; in fast mode also Q8_0, Q4_1, Q5_1 and, with AVX-512, Q4_K) take
- * its integer products (cpu_x16.h: Q8_0, Q8_1 or Q8_K activations) at every
- * batch size. Invariant mode's layer Q8_0 (x16_fly) stays in the file and
+ * modes; in fast mode and invariant mode with c->repack also Q8_0, Q4_1,
+ * Q5_1 and, with AVX-512, Q4_K) take its integer products (cpu_x16.h:
+ * Q8_0, Q8_1 or Q8_K activations) at every batch size. Without c->repack
+ * invariant mode's layer Q8_0 (x16_fly) stays in the file and
  * gets the same products through 16-row groups packed per call (batches)
  * or rows_x16 (one token); its Q4_1/Q5_1/Q4_K batches of 4 or more tokens
  * are packed the same way (the bits of gemm_kq).
  *
  * Other quantized weights (Q8_0, Q4_0: heads, --f32-act): small batches use
- * the fused Q8_0 kernel (invariant mode; one token over X4-laid-out rows,
- * cpu_impl.h) or, in fast mode, the integer kernels on Q8_0-rounded
+ * the fused Q8_0 kernel (invariant mode; one token over X4-laid-out rows
+ * where the head has them, cpu_impl.h) or, in fast mode, the integer kernels on Q8_0-rounded
  * activations (cpu_q8dot.h);
  * otherwise a tile of rows is dequantized into the thread's scratch and fed
  * to the f32 kernel (or sgemm). Dequantization is exact, so in invariant

@@ -95,8 +95,22 @@ static bool relayout_x4(kvv_cpu *c, kvv_cpu_weight *w)
     return true;
 }
 
+enum {
+    LOAD_SPLIT4 = 1, /* the rows are later split (fused QKV, gate|up) at
+                      * multiples of 4, so the X4 layout may be used */
+    LOAD_LOOKUP = 2, /* rows are looked up one by one (the embedding): the
+                      * file's row layout or F32, no X4 */
+    LOAD_SPLIT16 = 4, /* ... and at multiples of 16 (X16) */
+    LOAD_WHOLE = LOAD_SPLIT4 | LOAD_SPLIT16, /* one matrix, never split */
+    LOAD_HEAD = 8, /* the output head: Q4_0/Q5_0 keep fp32 activations here
+                    * (their 8-bit rounding moves logits by whole quanta, which
+                    * compare's logit tolerance does not allow; cpu_x16.h) */
+};
+
 /* Invariant mode, a Q8_0 matrix of whole groups of 4 rows, a kernel table
- * with the X4 GEMV: worth the copy (docs/cpu-engine.md). */
+ * with the X4 GEMV: worth the copy (docs/cpu-engine.md). Heads take it
+ * when widened from Q4_0/Q5_0 (it replaces the widened copy) or with
+ * c->repack (a copy beside the file). */
 static bool want_x4(const kvv_cpu *c, const kvv_cpu_weight *w)
 {
     return c->mode == KVV_MODE_INVARIANT && w->type == KVV_TYPE_Q8_0 && c->k->gemv_q8_0_x4 &&
@@ -114,7 +128,8 @@ static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
  * reads 0.56 bytes per weight. */
 static bool want_q8_0(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
-    return !c->copts.dequant_all && !want_x16(c, t, flags) &&
+    /* a looked-up embedding keeps the file's rows (kvv_dequantize_row) */
+    return !c->copts.dequant_all && !want_x16(c, t, flags) && !(flags & LOAD_LOOKUP) &&
            (t->type == KVV_TYPE_Q5_0 || (t->type == KVV_TYPE_Q4_0 && c->mode == KVV_MODE_INVARIANT));
 }
 
@@ -155,17 +170,6 @@ static bool relayout_x16(kvv_cpu *c, kvv_cpu_weight *w)
     return true;
 }
 
-enum {
-    LOAD_SPLIT4 = 1, /* the rows are later split (fused QKV, gate|up) at
-                      * multiples of 4, so the X4 layout may be used */
-    LOAD_LOOKUP = 2, /* rows are looked up one by one (the embedding): the
-                      * file's row layout or F32, no X4 */
-    LOAD_SPLIT16 = 4, /* ... and at multiples of 16 (X16) */
-    LOAD_WHOLE = LOAD_SPLIT4 | LOAD_SPLIT16, /* one matrix, never split */
-    LOAD_HEAD = 8, /* the output head: Q4_0/Q5_0 keep fp32 activations here
-                    * (their 8-bit rounding moves logits by whole quanta, which
-                    * compare's logit tolerance does not allow; cpu_x16.h) */
-};
 
 static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
@@ -175,25 +179,59 @@ static bool want_x16(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
     if (x == KVV_X16_Q8_0) /* the layers; the head keeps fp32 activations */
         return (c->mode == KVV_MODE_FAST ? c->q8_act : c->kq_act) && !(flags & LOAD_HEAD);
     /* Q4_1/Q5_1/Q4_K: the bits of the file-block kernels, so only fast mode
-     * pays for the copy; invariant mode (the audit's, which holds several
-     * engines beside the reference's mapping) reads the mapped blocks */
-    if (x == KVV_X16_Q4_K) /* heads too */
-        return c->kq_act && c->mode == KVV_MODE_FAST;
-    if (kvv_cpu_x16_has_min((kvv_x16)x))
-        return c->kq_act && c->mode == KVV_MODE_FAST;
+     * and invariant mode with c->repack pay for the copy; otherwise
+     * invariant mode (the checks', which hold the reference's mapping
+     * beside it) reads the mapped blocks */
+    if (x == KVV_X16_Q4_K || kvv_cpu_x16_has_min((kvv_x16)x)) /* Q4_K: heads too */
+        return c->kq_act && (c->mode == KVV_MODE_FAST || c->repack);
     /* Q4_0/Q5_0: X16 (Q8_0 activations) in both modes, the head excepted;
      * invariant mode otherwise widens them to Q8_0, a larger copy */
     return c->kq_act && !(flags & LOAD_HEAD);
 }
 
-/* Invariant mode's X16 Q8_0: no copy; batches pack 16 rows per call and
- * one token reads the file's rows (rows_x16). The audit keeps several
- * engines beside the reference's mapping, and a copy each would hold the
- * file once per engine. */
+/* Invariant mode's X16 Q8_0 without c->repack: no copy; batches pack 16
+ * rows per call and one token reads the file's rows (rows_x16), the bits
+ * of the copy. The checks keep the reference's mapping beside the engine
+ * and the audit several engines, and a copy each would hold the file once
+ * per engine. */
 static bool want_x16_fly(const kvv_cpu *c, const kvv_gguf_tensor *t)
 {
     const int x = kvv_cpu_x16_of((kvv_type)t->type);
-    return c->mode == KVV_MODE_INVARIANT && x == KVV_X16_Q8_0 && c->k->rows_x16[x];
+    return c->mode == KVV_MODE_INVARIANT && !c->repack && x == KVV_X16_Q8_0 &&
+           c->k->rows_x16[x];
+}
+
+/* Does a matrix take X4 (want_x4 also holding)? Heads only with c->repack. */
+static bool x4_allowed(const kvv_cpu *c, unsigned flags)
+{
+    return (flags & LOAD_SPLIT4) && (!(flags & LOAD_HEAD) || c->repack);
+}
+
+/* want_x4 of tensor t (Q8_0 or widened to it) before it is loaded. */
+static bool x4_planned(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
+{
+    return x4_allowed(c, flags) && c->mode == KVV_MODE_INVARIANT && c->k->gemv_q8_0_x4 &&
+           (t->ne[1] * t->ne[2] * t->ne[3]) % 4 == 0;
+}
+
+/* Is t held as the file stores it (or as its X16 copy) rather than
+ * dequantized to F32? Row lookups keep Q5_0 too (kvv_dequantize_row). */
+static bool keeps(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
+{
+    const kvv_type y = (kvv_type)t->type;
+    return y == KVV_TYPE_F32 || want_x16(c, t, flags) ||
+           (!c->copts.dequant_all &&
+            (y == KVV_TYPE_Q8_0 || y == KVV_TYPE_Q4_0 || kvv_cpu_kq_of(y) >= 0 ||
+             ((flags & LOAD_LOOKUP) && y == KVV_TYPE_Q5_0)));
+}
+
+/* A tied output head gets its own form, not the looked-up embedding's:
+ * X16, Q8_0 widened from Q4_0/Q5_0, or (c->repack) an X4 copy. */
+static bool tied_head_own(const kvv_cpu *c, const kvv_gguf_tensor *t)
+{
+    const unsigned f = LOAD_WHOLE | LOAD_HEAD;
+    return want_x16(c, t, f) || want_q8_0(c, t, f) ||
+           (c->repack && keeps(c, t, f) && t->type == KVV_TYPE_Q8_0 && x4_planned(c, t, f));
 }
 
 /* A weight matrix in the form the header lists. */
@@ -204,13 +242,11 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
     w->kq = -1;
     if (!t)
         return KVV_OK;
-    const bool split4 = (flags & LOAD_SPLIT4) != 0;
+    const bool split4 = (flags & LOAD_SPLIT4) != 0; /* widened: X4 replaces the copy */
     w->rows = (int)(t->ne[1] * t->ne[2] * t->ne[3]);
     w->cols = (int)t->ne[0];
     const int kq = kvv_cpu_kq_of((kvv_type)t->type);
-    bool keep = t->type == KVV_TYPE_F32 || want_x16(c, t, flags) ||
-                (!c->copts.dequant_all &&
-                 (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
+    const bool keep = keeps(c, t, flags);
     if (!(flags & (LOAD_LOOKUP | LOAD_HEAD)) && want_x16(c, t, flags | LOAD_SPLIT16) &&
         !want_x16(c, t, flags)) /* split off a multiple of 16 */
         c->x16_outside |= 1u << kvv_cpu_x16_of((kvv_type)t->type);
@@ -228,8 +264,7 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
         const bool x16 = want_x16(c, t, flags);
         if (x16 && want_x16_fly(c, t))
             w->x16_fly = true;
-        else if ((!x16 && split4 && !(flags & LOAD_HEAD) && want_x4(c, w) &&
-                  !relayout_x4(c, w)) ||
+        else if ((!x16 && x4_allowed(c, flags) && want_x4(c, w) && !relayout_x4(c, w)) ||
                  (x16 && !relayout_x16(c, w)))
             return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for tensor %s",
                                  t->name);
@@ -256,20 +291,16 @@ static kvv_status load_mat(kvv_cpu *c, const kvv_gguf_tensor *t, kvv_cpu_weight 
 
 /* The bytes load_mat allocates for t with these flags: the same choices in
  * the same order (widened Q8_0; kept in place — K-quants in the file's
- * blocks — or re-laid out as X4; an F32 copy). X4 is assumed wherever it could apply (an upper bound). */
+ * blocks — X16, or X4; an F32 copy). */
 static uint64_t mat_plan(const kvv_cpu *c, const kvv_gguf_tensor *t, unsigned flags)
 {
     const uint64_t cols = (uint64_t)t->ne[0];
     const uint64_t rows = kvv_mem_mul(kvv_mem_mul((uint64_t)t->ne[1], (uint64_t)t->ne[2]),
                                       (uint64_t)t->ne[3]);
-    const bool x4 = (flags & LOAD_SPLIT4) && !(flags & LOAD_HEAD) &&
-                    c->mode == KVV_MODE_INVARIANT && c->k->gemv_q8_0_x4 && rows % 4 == 0;
+    const bool x4 = x4_planned(c, t, flags);
     if (want_q8_0(c, t, flags))
         return kvv_mem_mul(rows, kvv_type_row_size(KVV_TYPE_Q8_0, (int64_t)cols));
-    const int kq = kvv_cpu_kq_of((kvv_type)t->type);
-    bool keep = t->type == KVV_TYPE_F32 || want_x16(c, t, flags) ||
-                (!c->copts.dequant_all &&
-                 (t->type == KVV_TYPE_Q8_0 || t->type == KVV_TYPE_Q4_0 || kq >= 0));
+    const bool keep = keeps(c, t, flags);
     if (keep && !(t->type == KVV_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) != 0)) {
         if (want_x16(c, t, flags) && want_x16_fly(c, t))
             return 0;
@@ -297,7 +328,8 @@ uint64_t kvv_cpu_weights_plan(const kvv_cpu *c)
         uint64_t n = 0;
         if (t == m->tok_embd) {
             n = mat_plan(c, t, LOAD_LOOKUP);
-            if (m->output == m->tok_embd || !m->output) /* tied: the output's own copy */
+            if ((m->output == m->tok_embd || !m->output) && tied_head_own(c, t))
+                /* tied: the output's own form */
                 n = kvv_mem_add(n, mat_plan(c, t, LOAD_WHOLE | LOAD_HEAD));
         } else if (t->n_dims >= 2 && t->ne[1] > 1) {
             n = mat_plan(c, t, LOAD_WHOLE);
@@ -364,14 +396,15 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
     if (m->output && m->output != m->tok_embd) {
         if ((st = load_mat(c, m->output, &c->output, LOAD_WHOLE | LOAD_HEAD, err)))
             return st;
-    } else {
+    } else if (tied_head_own(c, m->tok_embd)) {
         /* tied: the embedding keeps the file's layout or F32 (rows are
-         * looked up one by one); the output shares it, or gets its own X16
-         * copy where one applies (fast mode; a head keeps no X4 copy: in
-         * the audit every engine's copy comes on top of the mapping) */
+         * looked up one by one); the output shares it unless its product
+         * wants its own form (without c->repack no Q8_0 head is copied:
+         * in the checks a copy comes on top of the reference's mapping) */
+        if ((st = load_mat(c, m->tok_embd, &c->output, LOAD_WHOLE | LOAD_HEAD, err)))
+            return st;
+    } else {
         c->output = c->tok_embd;
-        if (want_x16(c, m->tok_embd, LOAD_WHOLE | LOAD_HEAD) && !relayout_x16(c, &c->output))
-            return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory");
     }
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {
         /* The lowest mantissa bit, as the reference. When the output product

@@ -86,6 +86,21 @@ expect 2 "$KVV" bench "$tmp/q3.gguf" --prompt 0 --gen 0
 expect 2 "$KVV" bench "$tmp/q3.gguf" --engine ref --isa avx2
 expect 2 "$KVV" bench "$tmp/q3.gguf" --isa no-such-isa
 grep -q "no-such-isa: no such kernel table" "$tmp/err" || fail "bench --isa no-such-isa: no message"
+# --repack / --no-repack: bench and run repack by default, the checks do not;
+# only the cpu engine takes them, and one of the two
+expect 0 "$KVV" bench "$tmp/q3.gguf" --prompt 8 --gen 2 --repeats 1 --json="$tmp/b.json"
+grep -q 'weights=repacked' "$tmp/b.json" || fail "bench does not repack by default"
+expect 0 "$KVV" bench "$tmp/q3.gguf" --no-repack --prompt 8 --gen 2 --repeats 1 --json="$tmp/b.json"
+grep -q 'weights=in-place' "$tmp/b.json" || fail "bench --no-repack repacks"
+expect 0 "$KVV" greedy "$tmp/q3.gguf" --engine cpu --random 6 -n 3 --json="$tmp/g.json"
+grep -q 'weights=in-place' "$tmp/g.json" || fail "greedy repacks by default"
+expect 0 "$KVV" greedy "$tmp/q3.gguf" --engine cpu --repack --random 6 -n 3 --json="$tmp/g.json"
+grep -q 'weights=repacked' "$tmp/g.json" || fail "greedy --repack does not repack"
+expect 2 "$KVV" bench "$tmp/q3.gguf" --engine ref --repack
+grep -q "applies to the cpu engine" "$tmp/err" || fail "bench --engine ref --repack: $(cat "$tmp/err")"
+expect 2 "$KVV" run "$tmp/q3.gguf" --engine cpu --repack --no-repack -p hi -n 1
+grep -q "give one" "$tmp/err" || fail "--repack --no-repack: $(cat "$tmp/err")"
+expect 2 "$KVV" info "$tmp/q3.gguf" --repack
 # a table this CPU cannot run (KVV_CPU_MAX_ISA hides the wider ones on any CPU): exit 2,
 # and the message names what the engine can run
 KVV_CPU_MAX_ISA=generic expect 2 "$KVV" bench "$tmp/q3.gguf" --isa avx2 --prompt 8 --gen 2 --repeats 1

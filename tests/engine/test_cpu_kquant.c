@@ -14,6 +14,14 @@
  * token give the same bits; fast mode agrees with the emulating reference
  * too; --dequant-all (F32 copies) and --f32-act (fp32 activations) agree
  * with the plain reference to fp32 rounding.
+ *
+ * test_repack_same_bits: invariant mode with repacked copies (X16, X4
+ * heads; kvv_engine_opts.repack, bench's and run's default) and without
+ * (the file's rows; the checks' and the audit's) gives the same bits, in
+ * one batch and token by token, with every table, on synthetic Q8_0,
+ * Q4_0, Q5_0, Q4_1, Q5_1 and Q4_K_M models, tied and untied; the repacked
+ * engine does hold more (its memory plan), so the comparison is not
+ * between two identical engines.
  */
 #include <math.h>
 #include <stdio.h>
@@ -123,7 +131,8 @@ static const char *write_model(void)
 
 static const char *isa; /* the cpu engine's kernel table under test */
 
-enum { DEQUANT_ALL = 1, F32_ACT = 2 }; /* cpu options; for the reference: its ggml flags */
+enum { DEQUANT_ALL = 1, F32_ACT = 2, REPACK = 4 }; /* cpu options (REPACK: o.repack); for
+                                                      * the reference: its ggml flags */
 
 static kvv_engine *open_engine(const kvv_model *m, const char *name, kvv_mode mode, int threads,
                                unsigned opt)
@@ -135,6 +144,7 @@ static kvv_engine *open_engine(const kvv_model *m, const char *name, kvv_mode mo
     o.n_threads = threads;
     o.n_ctx = 64;
     o.ggml = strcmp(name, "ref") == 0 ? opt : 0;
+    o.repack = strcmp(name, "cpu") == 0 && (opt & REPACK);
     kvv_engine *e = NULL;
     kvv_error err = {0};
     kvv_cpu_opts co = kvv_cpu_opts_default();
@@ -264,10 +274,93 @@ static void test_kquant_engine(void **state)
     remove(path);
 }
 
+/* Bytes of weights the cpu engine plans to hold for m with these options. */
+static uint64_t weight_plan(const kvv_model *m, unsigned opt)
+{
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = "cpu";
+    o.isa = isa;
+    o.mode = KVV_MODE_INVARIANT;
+    o.n_ctx = 64;
+    o.repack = (opt & REPACK) != 0;
+    kvv_mem_plan p;
+    kvv_cpu_engine_plan(m, &o, NULL, &p);
+    for (int i = 0; i < p.n; i++)
+        if (strncmp(p.part[i].what, "weights", 7) == 0)
+            return p.part[i].bytes;
+    return 0;
+}
+
+static void test_repack_same_bits(void **state)
+{
+    (void)state;
+    const char *types[] = {"q8_0", "q4_0", "q5_0", "q4_1", "q5_1", "q4_k_m"};
+    kvv_cpu_isa_info ci;
+    kvv_error err = {0};
+    assert_int_equal(kvv_cpu_isa_probe(&ci, &err), KVV_OK);
+    int compared = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int tied = 0; tied < 2; tied++) {
+            kvv_shape sh = *kvv_shape_default(KVV_ARCH_LLAMA);
+            sh.n_embd = 256;
+            sh.n_head = 4;
+            sh.n_head_kv = 2;
+            sh.head_dim = 64;
+            sh.n_ff = 512;
+            sh.n_layer = 2;
+            sh.tied = tied;
+            kvv_synth_opts so = {.shape = &sh, .seed = 5};
+            assert_true(kvv_synth_type_parse(types[ti], &so.type, &so.mix));
+            char path[4200];
+            snprintf(path, sizeof path, "%s/repack-%s-%d.gguf", kvv_test_tmpdir(), types[ti], tied);
+            kvv_model *m;
+            if (kvv_synth_write(&so, path, &err) || kvv_model_open(path, &m, &err))
+                fail_msg("%s: %s", path, err.msg);
+            const int V = m->hp.n_vocab;
+            int32_t tok[N_TOK];
+            for (int i = 0; i < N_TOK; i++)
+                tok[i] = (int32_t)((i * 97 + 5) % V);
+            size_t bytes = sizeof(float) * N_TOK * (size_t)V;
+            float *l1 = malloc(bytes), *l2 = malloc(bytes);
+            for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
+                if (!ci.can_run[i])
+                    continue;
+                isa = kvv_cpu_isa_name((kvv_cpu_isa)i);
+                kvv_engine *e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 1, 0);
+                run(e, tok, N_TOK, l1, V);
+                kvv_engine_close(e);
+                for (int chunk = 1; chunk <= 7; chunk += 6) {
+                    e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 2, REPACK);
+                    kvv_engine_desc d;
+                    kvv_engine_describe(e, &d);
+                    assert_non_null(strstr(d.kernels, "weights=repacked"));
+                    run(e, tok, chunk, l2, V);
+                    kvv_engine_close(e);
+                    if (memcmp(l1, l2, bytes) != 0)
+                        fail_msg("%s (tied %d), table %s, chunks of %d: repacked weights change "
+                                 "the bits", types[ti], tied, isa, chunk);
+                    compared++;
+                }
+                const uint64_t lean = weight_plan(m, 0), copies = weight_plan(m, REPACK);
+                printf("  %s%s, table %s: same bits; weights held %llu B in place, %llu B "
+                       "repacked\n", types[ti], tied ? " (tied)" : "", isa,
+                       (unsigned long long)lean, (unsigned long long)copies);
+                if (strcmp(types[ti], "q8_0") == 0 || strcmp(types[ti], "q4_1") == 0)
+                    assert_true(copies > lean); /* the repacked engine holds copies */
+            }
+            free(l1);
+            free(l2);
+            kvv_model_close(m);
+            remove(path);
+        }
+    assert_true(compared > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kquant_engine),
+        cmocka_unit_test(test_repack_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
