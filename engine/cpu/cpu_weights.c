@@ -78,17 +78,22 @@ static kvv_status load_vec(kvv_cpu *c, const kvv_gguf_tensor *t, const float **o
 }
 
 /* Re-lay the Q8_0 matrix w out in the KVV_CPU_X4 layout (cpu_impl.h) in
- * owned memory. @return false on OOM. */
+ * owned memory. The map's pages are dropped every 1024 rows as they are
+ * copied, so a large head (an embedding-sized matrix) is not held twice
+ * while it is copied. @return false on OOM. */
 static bool relayout_x4(kvv_cpu *c, kvv_cpu_weight *w)
 {
     uint8_t *d = own(c, (size_t)w->rows * w->row_bytes);
     if (!d)
         return false;
     const int nb = w->cols / 32;
-    for (int r = 0; r < w->rows; r++)
+    for (int r = 0; r < w->rows; r++) {
         for (int b = 0; b < nb; b++)
             memcpy(d + (size_t)(r / 4) * 4 * w->row_bytes + ((size_t)b * 4 + (size_t)(r % 4)) * 34,
                    w->data + (size_t)r * w->row_bytes + (size_t)b * 34, 34);
+        if ((r + 1) % 1024 == 0)
+            kvv_gguf_drop_pages(c->m->gguf, w->data, (uint64_t)(r + 1) * w->row_bytes);
+    }
     kvv_gguf_drop_pages(c->m->gguf, w->data, (uint64_t)w->rows * w->row_bytes);
     w->data = d;
     w->x4 = true;
