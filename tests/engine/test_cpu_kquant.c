@@ -74,11 +74,9 @@ static void random_blocks(kvv_type t, uint8_t *x, int64_t n)
     }
 }
 
-/* Write the test model; @return its path. */
-static const char *write_model(void)
+/* The tests' llama: 256-wide rows (one K-quant super-block), 2 layers. */
+static kvv_shape small_shape(void)
 {
-    static char path[4200];
-    snprintf(path, sizeof path, "%s/kquant.gguf", kvv_test_tmpdir());
     kvv_shape sh = *kvv_shape_default(KVV_ARCH_LLAMA);
     sh.n_embd = 256;
     sh.n_head = 4;
@@ -86,6 +84,15 @@ static const char *write_model(void)
     sh.head_dim = 64;
     sh.n_ff = 512;
     sh.n_layer = 2;
+    return sh;
+}
+
+/* Write the test model; @return its path. */
+static const char *write_model(void)
+{
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/kquant.gguf", kvv_test_tmpdir());
+    kvv_shape sh = small_shape();
     kvv_synth_opts so = {.shape = &sh, .type = KVV_TYPE_F32, .seed = 3};
     kvv_gguf_writer *sw = NULL;
     kvv_error err = {0};
@@ -301,13 +308,7 @@ static void test_repack_same_bits(void **state)
     int compared = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (int tied = 0; tied < 2; tied++) {
-            kvv_shape sh = *kvv_shape_default(KVV_ARCH_LLAMA);
-            sh.n_embd = 256;
-            sh.n_head = 4;
-            sh.n_head_kv = 2;
-            sh.head_dim = 64;
-            sh.n_ff = 512;
-            sh.n_layer = 2;
+            kvv_shape sh = small_shape();
             sh.tied = tied;
             kvv_synth_opts so = {.shape = &sh, .seed = 5};
             assert_true(kvv_synth_type_parse(types[ti], &so.type, &so.mix));
