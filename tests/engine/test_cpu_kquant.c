@@ -178,6 +178,13 @@ static void run(kvv_engine *e, const int32_t *tok, int chunk, float *logits, int
     }
 }
 
+/* The tests' N_TOK tokens, spread over a vocabulary of V. */
+static void test_tokens(int32_t *tok, int V)
+{
+    for (int i = 0; i < N_TOK; i++)
+        tok[i] = (int32_t)((i * 97 + 5) % V);
+}
+
 static double worst_rel(const float *a, const float *b, int V)
 {
     double worst = 0;
@@ -254,8 +261,7 @@ static void test_kquant_engine(void **state)
         fail_msg("%s: %s", path, err.msg);
     const int V = m->hp.n_vocab;
     int32_t tok[N_TOK];
-    for (int i = 0; i < N_TOK; i++)
-        tok[i] = (int32_t)((i * 97 + 5) % V);
+    test_tokens(tok, V);
     size_t bytes = sizeof(float) * N_TOK * (size_t)V;
     float *lr = malloc(bytes), *le = malloc(bytes), *l1 = malloc(bytes), *l2 = malloc(bytes);
 
@@ -319,8 +325,7 @@ static void test_repack_same_bits(void **state)
                 fail_msg("%s: %s", path, err.msg);
             const int V = m->hp.n_vocab;
             int32_t tok[N_TOK];
-            for (int i = 0; i < N_TOK; i++)
-                tok[i] = (int32_t)((i * 97 + 5) % V);
+            test_tokens(tok, V);
             size_t bytes = sizeof(float) * N_TOK * (size_t)V;
             float *l1 = malloc(bytes), *l2 = malloc(bytes);
             for (int i = 0; i < KVV_CPU_ISA_COUNT; i++) {
