@@ -8,8 +8,8 @@
  * weight vectors in 16 ymm registers). Rows are the outer loop, so a
  * 4-row weight block stays in L1 while the token blocks stream past it;
  * tokens are tiled by 48 so the activation tile stays in L2. GEMV (one
- * token) streams one weight row at a time with a software prefetch
- * PF_BYTES ahead: on the 2-core EPYC we measure on, 4 rows read
+ * token) streams one weight row at a time (PF_BYTES): on the 2-core EPYC
+ * we measure on, 4 rows read
  * interleaved reached 3-6 GB/s of one core's ~10, one linear stream 8-10.
  * The blocking never changes an accumulator's sequence, so it is free to
  * differ between GEMV and GEMM.
@@ -32,7 +32,11 @@
 #define RB 4        /* rows per register block */
 #define TB 3        /* tokens per register block */
 #define TOK_TILE 48 /* tokens per L2 tile (a multiple of TB) */
-#define PF_BYTES 4096 /* GEMV software prefetch distance */
+/* GEMV: the line PF_BYTES ahead is touched once per 4 KB read, which
+ * readies the next page's translation and the hardware prefetcher's stream
+ * on it. On the 2-core EPYC (docs/cpu-engine.md, "F32 GEMV") that reached
+ * 95-99% of the read loop, against 80-90% with a prefetch of every line. */
+#define PF_BYTES 4096
 
 #ifdef KVV_CPU_PLANT_GEMM_TILE
 /* Test-only negative control (never in ./kvverify; Makefile PLANT_TILE_BIN,
@@ -63,7 +67,7 @@ static inline __attribute__((always_inline)) void block(int K, const float *W, s
             acc[r][t] = _mm256_setzero_ps();
     int K8 = K & ~7;
     for (int i = 0; i < K8; i += 8) {
-        if (nt == 1 && nr == 1 && (i & 15) == 0) /* GEMV streams weights from DRAM */
+        if (nt == 1 && nr == 1 && (i & 1023) == 0) /* GEMV: once per 4 KB, see PF_BYTES */
             _mm_prefetch((const char *)(W + i) + PF_BYTES, _MM_HINT_T0);
         __m256 w[RB];
         #pragma GCC unroll 16
