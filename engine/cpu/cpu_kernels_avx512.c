@@ -35,8 +35,8 @@
 /* The F32 GEMV streams one row at a time and touches the line PF_PAGE bytes
  * ahead once per 4 KB read: the next page's translation and the hardware
  * prefetcher's stream on it are then ready when the loads arrive. Measured
- * on the 2-core EPYC (docs/cpu-engine.md, "F32 GEMV"): 98-100% of the read
- * loop for rows of 2.3-12 KB, against 72-94% for the 4 rows interleaved with
+ * on the 2-core EPYC (docs/cpu-engine.md, "F32 GEMV"): 97-106% of the read
+ * loop for rows of 2.3-12 KB, against 47-95% for the 4 rows interleaved with
  * a prefetch of every line 8 rows ahead that this table used before. */
 #define PF_PAGE 4096
 #define PF_BYTES 4096 /* X4 and G16 GEMV prefetch distance (one stream) */
