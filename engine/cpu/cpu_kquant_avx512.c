@@ -230,13 +230,16 @@ static inline __m512i reduce16(const __m512i *a)
 }
 
 /* The GEMV tiles' rows r0..r0+GR-1 (a short tile repeats its last row);
- * returns the next tile's start, to prefetch. */
+ * returns what to prefetch while this tile is multiplied: the next tile's
+ * bytes, or this tile's own for the last tile of the call. The rows past
+ * the call are another chunk's, maybe another thread's (cpu_matmul.c), and
+ * reading them ahead cost a tile of traffic per chunk. */
 static inline const uint8_t *tile_rows(const uint8_t *W, size_t row_bytes, int r0, int nr,
-                                       const uint8_t **row)
+                                       int n_rows, const uint8_t **row)
 {
     for (int r = 0; r < GR; r++)
         row[r] = W + (size_t)(r0 + (r < nr ? r : nr - 1)) * row_bytes;
-    return W + (size_t)(r0 + GR) * row_bytes;
+    return W + (size_t)(r0 + GR < n_rows ? r0 + GR : r0) * row_bytes;
 }
 
 /* The first nr lanes of a tile's outputs to y. */
@@ -263,7 +266,7 @@ static inline __attribute__((always_inline)) void gemv_k(const int kq, int K, co
     for (int r0 = 0; r0 < n_rows; r0 += GR) {
         const int nr = n_rows - r0 < GR ? n_rows - r0 : GR;
         const uint8_t *row[GR];
-        const uint8_t *pf = tile_rows(W, row_bytes, r0, nr, row);
+        const uint8_t *pf = tile_rows(W, row_bytes, r0, nr, n_rows, row);
         __m512 vacc = _mm512_setzero_ps();
         for (int sb = 0; sb < nsb; sb++) {
             const int8_t *q = A->q + 256 * sb;
@@ -453,7 +456,7 @@ static inline __attribute__((always_inline)) void gemv_1(const int five, int K, 
     for (int r0 = 0; r0 < n_rows; r0 += GR) {
         const int nr = n_rows - r0 < GR ? n_rows - r0 : GR;
         const uint8_t *row[GR];
-        const uint8_t *pf = tile_rows(W, row_bytes, r0, nr, row);
+        const uint8_t *pf = tile_rows(W, row_bytes, r0, nr, n_rows, row);
         __m512 vacc = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(A->q + 32 * b));

@@ -349,10 +349,12 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
     if (nth == 1 || macs < MIN_PARALLEL_MACS) {
         j.rows_per_chunk = max_rows > 0 ? max_rows : 1;
     } else {
-        /* sgemm prefers few large calls (one per thread and output); the
-         * SIMD kernels take 4 chunks per thread for load balance. Rows per
+        /* sgemm prefers few large calls (one per thread and output), and
+         * so does one token: decode measured 4-11% faster with one chunk
+         * per thread than with 4 (docs/cpu-engine.md, "Threads"). Larger
+         * batches take 4 chunks per thread for load balance. Rows per
          * chunk are a multiple of 16 (the register and tile blocking). */
-        int parts = j.use_sgemm && sgemm_any ? nth : 4 * nth;
+        int parts = (j.use_sgemm && sgemm_any) || n == 1 ? nth : 4 * nth;
         int rpc = (max_rows + parts - 1) / parts;
         j.rows_per_chunk = (rpc + 15) / 16 * 16;
     }
