@@ -130,9 +130,11 @@ void kvv_gguf_close(kvv_gguf *g); /* accepts NULL */
 /* An engine that has copied [p, p + n) of the mapped file into its own
  * layout: drop those pages from this process's resident set (whole pages
  * inside the range only). The map is read-only and private, so a later read
- * faults them back in from the file: nothing changes but memory. No-op
- * when g does not map a file (kvv_gguf_open_memory) or the range is not in
- * it. */
+ * faults them back in from the file: nothing changes but memory. The range
+ * is also made a mapping of its own, so that the kernel, when it maps a
+ * whole large folio or fault-around window for a neighbouring page still
+ * read in place, does not map the dropped pages back. No-op when g does not
+ * map a file (kvv_gguf_open_memory) or the range is not in it. */
 void kvv_gguf_drop_pages(const kvv_gguf *g, const void *p, uint64_t n);
 
 /* Lookups; NULL if absent. Borrowed, valid until kvv_gguf_close. */

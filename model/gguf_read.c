@@ -654,7 +654,18 @@ void kvv_gguf_drop_pages(const kvv_gguf *g, const void *p, uint64_t n)
     lo = (lo + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
     hi = hi / (uintptr_t)ps * (uintptr_t)ps;
     if (hi > lo)
+    {
         (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: failure changes nothing */
+        /* The range also becomes its own mapping (VMA). A fault on a page
+         * beside it, of a tensor still read in place, is answered by the
+         * kernel with the whole large folio or fault-around window that
+         * holds the page, within the VMA: without the split that mapped
+         * back up to 15 MB of dropped Q4_K pages in a qwen3-0.6b Q4_K_M
+         * run (docs/cpu-engine.md, "Memory"). MADV_DONTDUMP is the
+         * advice that changes nothing else here: a core dump leaves out
+         * private file pages anyway. */
+        (void)madvise((void *)lo, hi - lo, MADV_DONTDUMP);
+    }
 }
 
 void kvv_gguf_close(kvv_gguf *g)
