@@ -114,7 +114,7 @@ first=1
 add_json() { [ $first -eq 1 ] || echo "," >>"$tmp/all.json"; first=0; cat "$1" >>"$tmp/all.json"; }
 printf '\n%-22s %-13s %3s %6s %9s %5s %9s %9s %7s %11s %8s %7s\n' model engine thr test tok/s cpu \
     "$BENCH_AGAINST" ratio "spread" llama-bench "GB/s" "of read"
-line() { # model label threads test ours theirs ratio lo hi util lbench gbs read
+line() { # model label threads test ours theirs ratio lo hi util lbench gbs read-fraction
     ratio=$7
     [ -n "$ratio" ] && ratio=$(awk -v r="$ratio" 'BEGIN { printf "%.2fx", r }')
     spread=""
@@ -125,7 +125,7 @@ line() { # model label threads test ours theirs ratio lo hi util lbench gbs read
     gbs=${12}
     pct=""
     [ -n "$gbs" ] && [ -n "${13}" ] &&
-        pct=$(awk -v g="$gbs" -v r="${13}" 'BEGIN { if (r > 0) printf "%.0f%%", 100 * g / r }')
+        pct=$(awk -v f="${13}" 'BEGIN { printf "%.0f%%", 100 * f }')
     [ -n "$gbs" ] && gbs=$(awk -v g="$gbs" 'BEGIN { printf "%.1f", g }')
     printf '%-22s %-13s %3s %6s %9.1f %5.2f %9s %9s %7s %11s %8s %7s\n' \
         "$(basename "$1" .gguf)" "$2" "$3" "$4" "$5" "${10}" "${th6:--}" "${ratio:--}" \
@@ -167,7 +167,7 @@ for m in $models; do
             add_json "$out"
             pp=$(field prompt_tok_s "$out"); tg=$(field decode_tok_s "$out")
             pu=$(field prompt_cpu_util "$out"); tu=$(field decode_cpu_util "$out")
-            gb=$(field decode_gb_s "$out"); rd=$(field machine_read_gb_s "$out")
+            gb=$(field decode_gb_s "$out"); rf=$(field decode_read_fraction "$out")
             app=$(against prompt_tok_s "$out"); atg=$(against decode_tok_s "$out")
             rp=$(field ratio_prompt "$out"); rt=$(field ratio_decode "$out")
             # the range of the per-repeat ratios
@@ -176,7 +176,7 @@ for m in $models; do
             line "$m" "$cfg" "$th" pp128 "$pp" "$app" "$rp" "$rp_lo" "$rp_hi" "$pu" \
                 "$(llama_ts "$m" 128 0 "$th")" "" ""
             line "$m" "$cfg" "$th" "tg$GEN" "$tg" "$atg" "$rt" "$rt_lo" "$rt_hi" "$tu" \
-                "$(llama_ts "$m" 0 "$GEN" "$th")" "$gb" "$rd"
+                "$(llama_ts "$m" 0 "$GEN" "$th")" "$gb" "$rf"
         done
     done
 done
@@ -189,4 +189,5 @@ echo "measurement of that engine in the same process, alternating with ours; rat
 echo "its (medians), spread = the range of the per-repeat ratios. cpu = process CPU time /"
 echo "wall time (below the thread count when other processes held the cores). GB/s = weight"
 echo "bytes per decoded token x tok/s; of read = that against a streaming read loop run with"
-echo "the same threads beside each repeat. JSON: $JSON"
+echo "the same threads beside each repeat (best of 3 passes), repeat by repeat, median."
+echo "JSON: $JSON"

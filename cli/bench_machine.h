@@ -14,6 +14,10 @@
 
 /* Bytes the read loop streams per pass (larger than any L3). */
 #define KVV_BENCH_READ_BYTES ((size_t)256 << 20)
+/* Passes per measurement of the read bandwidth; the best one counts. One
+ * pass lasts a few milliseconds, and on a shared machine a single pass
+ * could read a third of the bandwidth when the scheduler took a core. */
+#define KVV_BENCH_READ_PASSES 3
 
 /* Best of 10: a plain sgemm of a prompt-sized product (128 x 1536 x 576,
  * OpenBLAS with `threads` threads; set back to 1 after), in GFLOP/s. 0 on
