@@ -664,7 +664,9 @@ void kvv_gguf_drop_pages(const kvv_gguf *g, const void *p, uint64_t n)
          * run (docs/cpu-engine.md, "Memory"). MADV_DONTDUMP is the
          * advice that changes nothing else here: a core dump leaves out
          * private file pages anyway. */
+#ifdef MADV_DONTDUMP /* Linux */
         (void)madvise((void *)lo, hi - lo, MADV_DONTDUMP);
+#endif
     }
 }
 
