@@ -9,8 +9,8 @@
  * 4-row weight block stays in L1 while the token blocks stream past it;
  * tokens are tiled by 48 so the activation tile stays in L2. GEMV (one
  * token) streams one weight row at a time (PF_BYTES): on the 2-core EPYC
- * we measure on, 4 rows read
- * interleaved reached 3-6 GB/s of one core's ~10, one linear stream 8-10.
+ * we measure on, 4 rows read interleaved reached 3-6 GB/s of one core's
+ * ~10, one linear stream 8-10.
  * The blocking never changes an accumulator's sequence, so it is free to
  * differ between GEMV and GEMM.
  */

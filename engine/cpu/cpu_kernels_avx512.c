@@ -8,10 +8,10 @@
  *
  * gemm_f32 is blocked 4 rows x 4 tokens (16 of the 32 zmm registers hold
  * accumulators); one token (GEMV) streams one row at a time (PF_PAGE), like
- * the AVX2 table. The X4 and G16
- * GEMVs are the AVX2 ones widened to 16 lanes. Element-wise kernels, wsum and
- * fast mode's integer products are per element or keep cpu_q8dot.h's
- * 8-lane order, so the table shares the AVX2 versions of those.
+ * the AVX2 table. The X4 and G16 GEMVs are the AVX2 ones widened to 16
+ * lanes. Element-wise kernels, wsum and fast mode's integer products are
+ * per element or keep cpu_q8dot.h's 8-lane order, so the table shares the
+ * AVX2 versions of those.
  */
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_q8dot.h"
