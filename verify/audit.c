@@ -44,8 +44,9 @@ const kvv_check_entry *kvv_audit_find(const char *name)
     return NULL;
 }
 
-/* The audit's checks as jobs (verify/parallel.h): each writes only its own
- * result slot, opens its own engines and reads the shared model and prompt. */
+/* The audit's checks as jobs, on threads in this process (verify/parallel.h)
+ * or each in a child (verify/isolate.h): each writes only its own result
+ * slot, opens its own engines and reads the shared model and prompt. */
 typedef struct {
     const kvv_check_opts *o;       /* inner n_jobs already set */
     const kvv_check_entry *const *sel;
@@ -58,10 +59,15 @@ static void audit_job(void *user, int job, int worker)
     (void)worker;
     const audit_jobs *a = user;
     int i = a->order[job];
-    kvv_error cerr = {0};
-    /* in a child process when isolating (verify/isolate.h); the result
-     * records any error, crash or timeout */
-    kvv_isolate_check(a->o, a->sel[i]->run, &a->results[i], &cerr);
+    kvv_error cerr = {0}; /* the result records any error (verify/check.h) */
+    a->sel[i]->run(a->o, &a->results[i], &cerr);
+}
+
+/* The same job in an isolated check's child (kvv_isolate_run_jobs). */
+static kvv_status audit_child_job(void *user, int job, kvv_check_result *r, kvv_error *err)
+{
+    const audit_jobs *a = user;
+    return a->sel[a->order[job]]->run(a->o, r, err);
 }
 
 /* Rough relative cost, to start the long checks first. */
@@ -113,7 +119,20 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
             order[k - 1] = t;
         }
     audit_jobs a = {.o = &inner, .sel = sel, .results = rep->checks + first, .order = order};
-    kvv_parallel_for(ns, at_once, audit_job, &a);
+    if (kvv_isolate_wanted(&inner)) {
+        /* children run side by side, all forked from this one thread
+         * (verify/isolate.h says why not from threads) */
+        kvv_check_result *rs[N_CHECKS * 2];
+        for (int j = 0; j < ns; j++)
+            rs[j] = &a.results[order[j]];
+        kvv_isolate_opts io = {.timeout = inner.timeout > 0 ? inner.timeout
+                                                            : kvv_isolate_default_timeout(&inner),
+                               .stop = inner.stop};
+        kvv_error ierr = {0}; /* each result records its own error, crash or timeout */
+        kvv_isolate_run_jobs(&io, ns, at_once, audit_child_job, &a, rs, &ierr);
+    } else {
+        kvv_parallel_for(ns, at_once, audit_job, &a);
+    }
     for (int i = 0; i < ns && !rep->has_engine; i++) {
         const kvv_check_result *r = &rep->checks[first + i];
         if (r->has_engine) {

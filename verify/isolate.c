@@ -246,48 +246,14 @@ static bool check_child(void *u, int fd)
 
 /* ---------------------------------------------------------- the parent */
 
-/* Read fd until end of file or the deadline. @return 1 EOF, 0 timeout, -1
- * out of memory, -2 stopped (*stop). */
-static int read_until(int fd, double deadline, volatile sig_atomic_t *stop, wbuf *in)
-{
-    unsigned char chunk[65536];
-    for (;;) {
-        double left = deadline - kvv_now_seconds();
-        if (stop && *stop)
-            return -2;
-        if (left <= 0)
-            return 0;
-        if (stop && left > 0.2)
-            left = 0.2; /* look at the flag now and then (a signal may not interrupt poll) */
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
-        int k = poll(&p, 1, ms);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k == 0)
-            continue; /* the loop re-checks the deadline and the flag */
-        ssize_t n = read(fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return 1;
-        put(in, chunk, (size_t)n);
-        if (in->oom)
-            return -1;
-    }
-}
-
-static int wait_child(pid_t pid)
-{
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    return status;
-}
-
-/* What a child run gave: got (1 EOF, 0 timeout, -1 out of memory, -2
- * stopped), its wait status, the bytes it wrote and its last stage. */
+/* One child: its process, its pipe's reading end, its breadcrumb, and what
+ * it gave — got (1 EOF, 0 timeout, -1 out of memory, -2 stopped), its wait
+ * status, the bytes it wrote and its last stage. */
 typedef struct {
+    pid_t pid;
+    int fd;
+    kvv_breadcrumb *crumb;
+    double t0, deadline;
     int got;
     int status;
     wbuf in;
@@ -295,14 +261,15 @@ typedef struct {
     double seconds;
 } child_run;
 
-/* Fork; in the child body(u, fd) and _exit (0 when it returned true);
- * in the parent read its bytes until EOF, the limit or *stop, kill it if
- * need be, and reap it. KVV_ERR_INTERNAL (naming `what`) when the
- * breadcrumb, the pipe or the fork could not be made. */
-static kvv_status fork_run(double limit, volatile sig_atomic_t *stop, bool (*body)(void *, int),
-                           void *u, const char *what, child_run *cr, kvv_error *err)
+/* Fork; in the child body(u, fd) and _exit (0 when it returned true). In
+ * the parent cr holds the child, its pipe and its deadline (now + limit).
+ * KVV_ERR_INTERNAL (naming `what`) when the breadcrumb, the pipe or the fork
+ * could not be made. */
+static kvv_status child_spawn(double limit, bool (*body)(void *, int), void *u, const char *what,
+                              child_run *cr, kvv_error *err)
 {
     memset(cr, 0, sizeof *cr);
+    cr->fd = -1;
     kvv_breadcrumb *crumb = mmap(NULL, sizeof *crumb, PROT_READ | PROT_WRITE,
                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (crumb == MAP_FAILED)
@@ -316,7 +283,8 @@ static kvv_status fork_run(double limit, volatile sig_atomic_t *stop, bool (*bod
                              strerror(errno));
     }
     fflush(NULL); /* nothing buffered is written twice */
-    double t0 = kvv_now_seconds();
+    cr->t0 = kvv_now_seconds();
+    cr->deadline = cr->t0 + limit;
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -331,15 +299,111 @@ static kvv_status fork_run(double limit, volatile sig_atomic_t *stop, bool (*bod
         _exit(body(u, fds[1]) ? 0 : 3);
     }
     close(fds[1]);
-    cr->got = read_until(fds[0], t0 + limit, stop, &cr->in);
-    if (cr->got <= 0)
-        kill(pid, SIGKILL);
-    close(fds[0]);
-    cr->status = wait_child(pid);
-    cr->seconds = kvv_now_seconds() - t0;
-    kvv_breadcrumb_format(crumb, cr->stage, sizeof cr->stage);
-    munmap(crumb, sizeof *crumb);
+    cr->pid = pid;
+    cr->fd = fds[0];
+    cr->crumb = crumb;
     return KVV_OK;
+}
+
+/* Read what the pipe holds now (poll said it is readable). @return 1 at end
+ * of file, 0 when more may come, -1 out of memory. */
+static int child_read(child_run *cr)
+{
+    unsigned char chunk[65536];
+    ssize_t n = read(cr->fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    if (n <= 0)
+        return 1;
+    put(&cr->in, chunk, (size_t)n);
+    return cr->in.oom ? -1 : 0;
+}
+
+/* The child is done (cr->got set): kill it unless it ended its output, close
+ * the pipe, reap it and read its breadcrumb's last stage. */
+static void child_reap(child_run *cr)
+{
+    if (cr->got <= 0)
+        kill(cr->pid, SIGKILL);
+    close(cr->fd);
+    cr->fd = -1;
+    int status = 0;
+    while (waitpid(cr->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    cr->status = status;
+    cr->seconds = kvv_now_seconds() - cr->t0;
+    kvv_breadcrumb_format(cr->crumb, cr->stage, sizeof cr->stage);
+    munmap(cr->crumb, sizeof *cr->crumb);
+    cr->crumb = NULL;
+}
+
+/* Spawn, read until end of file, the limit or *stop, reap. */
+static kvv_status fork_run(double limit, volatile sig_atomic_t *stop, bool (*body)(void *, int),
+                           void *u, const char *what, child_run *cr, kvv_error *err)
+{
+    kvv_status st = child_spawn(limit, body, u, what, cr, err);
+    if (st)
+        return st;
+    for (;;) {
+        double left = cr->deadline - kvv_now_seconds();
+        if (stop && *stop) {
+            cr->got = -2;
+            break;
+        }
+        if (left <= 0) {
+            cr->got = 0;
+            break;
+        }
+        if (stop && left > 0.2)
+            left = 0.2; /* look at the flag now and then (a signal may not interrupt poll) */
+        struct pollfd p = {.fd = cr->fd, .events = POLLIN};
+        int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+        if (poll(&p, 1, ms) <= 0)
+            continue; /* EINTR or nothing yet: the loop re-checks the deadline and the flag */
+        int k = child_read(cr);
+        if (k != 0) {
+            cr->got = k;
+            break;
+        }
+    }
+    child_reap(cr);
+    return KVV_OK;
+}
+
+/* The verdict of a reaped check child into r (see isolate.h); the child's
+ * own status comes back as the return value, with err. */
+static kvv_status check_outcome(child_run *cr, double limit, kvv_check_result *r, kvv_error *err)
+{
+    kvv_status st = KVV_OK;
+    char sig[32], detail[400];
+    if (cr->got == 0) {
+        snprintf(detail, sizeof detail, "no result after %.3g s (killed; last stage: %s)", limit,
+                 cr->stage);
+        kvv_check_set_fault(r, "timeout", detail);
+    } else if (cr->got == -2) {
+        kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
+        kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
+    } else if (cr->got < 0) {
+        st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading the child's result",
+                           r->name);
+        kvv_check_set_error(r, err);
+    } else if (WIFSIGNALED(cr->status)) {
+        snprintf(detail, sizeof detail, "%s in %s",
+                 kvv_signal_name(WTERMSIG(cr->status), sig, sizeof sig), cr->stage);
+        kvv_check_set_fault(r, "crash", detail);
+    } else if (WEXITSTATUS(cr->status) != 0 ||
+               unpack_all(r, cr->in.p, cr->in.n, &st, err) != KVV_OK) {
+        snprintf(detail, sizeof detail, "the check's process exited with status %d without a "
+                 "whole result (last stage: %s)",
+                 WIFEXITED(cr->status) ? WEXITSTATUS(cr->status) : -1, cr->stage);
+        kvv_check_set_fault(r, "crash", detail);
+        st = KVV_OK;
+    }
+    if (r->fault[0])
+        r->seconds = cr->seconds;
+    free(cr->in.p);
+    cr->in = (wbuf){0};
+    return st;
 }
 
 kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *ctx,
@@ -349,36 +413,130 @@ kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *
     check_body body = {fn, ctx, r};
     child_run cr;
     kvv_status st = fork_run(limit, io ? io->stop : NULL, check_child, &body, r->name, &cr, err);
-    if (st)
-        return st;
-    char sig[32], detail[400];
-    if (cr.got == 0) {
-        snprintf(detail, sizeof detail, "no result after %.3g s (killed; last stage: %s)", limit,
-                 cr.stage);
-        kvv_check_set_fault(r, "timeout", detail);
-    } else if (cr.got == -2) {
-        kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
-        kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
-    } else if (cr.got < 0) {
-        st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading the child's result",
-                           r->name);
-        kvv_check_set_error(r, err);
-    } else if (WIFSIGNALED(cr.status)) {
-        snprintf(detail, sizeof detail, "%s in %s",
-                 kvv_signal_name(WTERMSIG(cr.status), sig, sizeof sig), cr.stage);
-        kvv_check_set_fault(r, "crash", detail);
-    } else if (WEXITSTATUS(cr.status) != 0 ||
-               unpack_all(r, cr.in.p, cr.in.n, &st, err) != KVV_OK) {
-        snprintf(detail, sizeof detail, "the check's process exited with status %d without a "
-                 "whole result (last stage: %s)", WIFEXITED(cr.status) ? WEXITSTATUS(cr.status) : -1,
-                 cr.stage);
-        kvv_check_set_fault(r, "crash", detail);
-        st = KVV_OK;
+    return st ? st : check_outcome(&cr, limit, r, err);
+}
+
+/* ---------------------------------------------------------- many checks */
+
+/* Job j of kvv_isolate_run_jobs as a kvv_isolate_fn (runs in its child). */
+typedef struct {
+    kvv_isolate_job_fn fn;
+    void *ctx;
+    int job;
+} job_body;
+
+static kvv_status run_job(void *u, kvv_check_result *r, kvv_error *err)
+{
+    const job_body *j = u;
+    return j->fn(j->ctx, j->job, r, err);
+}
+
+static void set_interrupted(kvv_check_result *r)
+{
+    kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
+    kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
+}
+
+/* A job's child is done (c->got set): reap it and put its verdict in r; the
+ * first failure of the harness itself (out of memory) goes to *first/err. */
+static void finish_job(child_run *c, double limit, kvv_check_result *r, kvv_status *first,
+                       kvv_error *err)
+{
+    child_reap(c);
+    kvv_error e = {0};
+    kvv_status cs = check_outcome(c, limit, r, &e);
+    if (cs && !*first && (cs == KVV_ERR_NOMEM || cs == KVV_ERR_INTERNAL))
+        *first = kvv_error_set(err, cs, "%s", e.msg);
+}
+
+#define MAX_AT_ONCE 64
+
+kvv_status kvv_isolate_run_jobs(const kvv_isolate_opts *io, int n_jobs, int at_once,
+                                kvv_isolate_job_fn fn, void *ctx, kvv_check_result *const *rs,
+                                kvv_error *err)
+{
+    double limit = io && io->timeout > 0 ? io->timeout : 120.0;
+    volatile sig_atomic_t *stop = io ? io->stop : NULL;
+    if (at_once < 1)
+        at_once = 1;
+    if (at_once > MAX_AT_ONCE)
+        at_once = MAX_AT_ONCE;
+    child_run kids[MAX_AT_ONCE];
+    int job_of[MAX_AT_ONCE]; /* -1: the slot is free */
+    for (int s = 0; s < at_once; s++)
+        job_of[s] = -1;
+    kvv_status first = KVV_OK;
+    int next = 0, running = 0;
+    while (next < n_jobs || running) {
+        bool stopped = stop && *stop;
+        /* fill the free slots, all from this thread */
+        for (int s = 0; s < at_once && next < n_jobs && !stopped; s++) {
+            if (job_of[s] >= 0)
+                continue;
+            int j = next++;
+            job_body jb = {fn, ctx, j};
+            check_body body = {run_job, &jb, rs[j]};
+            kvv_error e = {0};
+            if (child_spawn(limit, check_child, &body, rs[j]->name, &kids[s], &e) != KVV_OK) {
+                kvv_check_set_error(rs[j], &e);
+                if (!first)
+                    first = kvv_error_set(err, e.status, "%s", e.msg);
+                continue;
+            }
+            job_of[s] = j;
+            running++;
+        }
+        if (stopped) {
+            for (; next < n_jobs; next++)
+                set_interrupted(rs[next]);
+        }
+        if (!running)
+            continue;
+        /* wait for the first of: output, a deadline, the flag */
+        struct pollfd p[MAX_AT_ONCE];
+        int slot[MAX_AT_ONCE], np = 0;
+        double now = kvv_now_seconds(), left = 1e9;
+        for (int s = 0; s < at_once; s++) {
+            if (job_of[s] < 0)
+                continue;
+            child_run *c = &kids[s];
+            if (stopped)
+                c->got = -2;
+            else if (c->deadline <= now)
+                c->got = 0;
+            else {
+                if (c->deadline - now < left)
+                    left = c->deadline - now;
+                p[np] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+                slot[np++] = s;
+                continue;
+            }
+            finish_job(c, limit, rs[job_of[s]], &first, err);
+            job_of[s] = -1;
+            running--;
+        }
+        if (!np)
+            continue;
+        if (stop && left > 0.2)
+            left = 0.2; /* look at the flag now and then (a signal may not interrupt poll) */
+        int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+        if (poll(p, (nfds_t)np, ms) <= 0)
+            continue; /* EINTR or nothing yet: the loop re-checks deadlines and the flag */
+        for (int k = 0; k < np; k++) {
+            if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            int s = slot[k];
+            child_run *c = &kids[s];
+            int got = child_read(c);
+            if (got == 0)
+                continue;
+            c->got = got;
+            finish_job(c, limit, rs[job_of[s]], &first, err);
+            job_of[s] = -1;
+            running--;
+        }
     }
-    if (r->fault[0])
-        r->seconds = cr.seconds;
-    free(cr.in.p);
-    return st;
+    return first;
 }
 
 /* ---------------------------------------------------------- the plan */

@@ -22,7 +22,9 @@
  *   kvv_isolate_run(&io, my_check_body, ctx, &r, &err);   // r holds a verdict
  *
  * Cost: one fork (the model is shared copy-on-write) and one pipe per
- * check; docs/isolation.md has the measured figure.
+ * check; docs/isolation.md has the measured figure. Fork from a process
+ * with one thread: to run several checks at once use kvv_isolate_run_jobs,
+ * never kvv_isolate_run from several threads (see there why).
  */
 #ifndef KVV_ISOLATE_H
 #define KVV_ISOLATE_H
@@ -61,6 +63,29 @@ typedef kvv_status (*kvv_isolate_fn)(void *ctx, kvv_check_result *r, kvv_error *
  * pipe or the fork failed (err says which), the check not run. */
 kvv_status kvv_isolate_run(const kvv_isolate_opts *io, kvv_isolate_fn fn, void *ctx,
                            kvv_check_result *r, kvv_error *err);
+
+/* Job `job` of kvv_isolate_run_jobs, run in its child: fill r (a check
+ * function's contract, verify/check.h). */
+typedef kvv_status (*kvv_isolate_job_fn)(void *ctx, int job, kvv_check_result *r,
+                                         kvv_error *err);
+
+/* Run jobs 0..n_jobs-1 as kvv_isolate_run would, each in its own child
+ * under io's time limit (counted from its own start), up to at_once
+ * children at a time; rs[job] (initialised) receives job's result. The
+ * calling thread forks every child and reads every pipe (poll), so several
+ * checks run at once without a second thread in the parent. Why: a fork
+ * copies only the forking thread, and a lock another thread held at that
+ * moment stays held in the child forever. AddressSanitizer's allocator in
+ * GCC 12 takes no such care, and a check's child forked beside a thread in
+ * malloc hung until its time limit (docs/isolation.md). With *io->stop set
+ * the running children are killed and the remaining jobs are not started;
+ * all of those read ERROR "interrupted". @return KVV_OK when every result
+ * holds a verdict; otherwise the first KVV_ERR_INTERNAL (a pipe or fork that
+ * failed: that job's result is ERROR naming it) or KVV_ERR_NOMEM, the other
+ * jobs run all the same. */
+kvv_status kvv_isolate_run_jobs(const kvv_isolate_opts *io, int n_jobs, int at_once,
+                                kvv_isolate_job_fn fn, void *ctx, kvv_check_result *const *rs,
+                                kvv_error *err);
 
 /* Whether a check of o runs isolated: ON, or AUTO with a plugin engine
  * (kvv_engine_name_concurrent false: not "ref" or "cpu"). */

@@ -75,9 +75,9 @@ nc=$(jq '[.checks[] | select(.fault == "crash")] | length' "$T/p.json")
 
 # controls: the same plugin without a fault passes isolated; ref with --isolate passes
 "$KVV" audit "$M" --engine "$P" -q >"$T/out" 2>&1 && ok "example plugin, isolated, no fault: exit 0" \
-    || fail "example plugin without a fault: exit $?"
+    || { fail "example plugin without a fault: exit $?"; sed 's/^/    /' "$T/out" | tail -8; }
 "$KVV" audit "$M" --isolate --checks kv,greedy -q >"$T/out" 2>&1 && ok "ref --isolate: exit 0" \
-    || fail "ref --isolate: exit $?"
+    || { fail "ref --isolate: exit $?"; sed 's/^/    /' "$T/out" | tail -8; }
 "$KVV" evict "$M" --policies window,kvdirect-layer --budgets 38 -n 8 --isolate -q >"$T/out" 2>&1 \
     && ok "evict --isolate (ref): exit 0" || fail "evict --isolate: exit $?"
 "$KVV" numerics "$M" --isolate >"$T/out" 2>&1; rc=$?

@@ -4,11 +4,14 @@
  * child that dies by a signal, exits early or hangs becomes a crash or
  * timeout fault with the breadcrumb's stage; a stop flag ends the wait;
  * a result that is cut is refused by the reader; the atomic writer leaves
- * no temp file. No ../shared needed.
+ * no temp file; many jobs run side by side, forked from one thread. No
+ * ../shared needed.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engine/breadcrumb.h"
@@ -304,6 +307,105 @@ static void test_atomic_write(void **state)
     assert_non_null(strstr(err.msg, "r.json"));
 }
 
+/* ---------------------------------------------------------- many jobs */
+
+/* Shared with the children: how many ran at once, at most. */
+typedef struct {
+    int running, most;
+} overlap;
+
+/* The parent's thread count, from /proc/PPID/status (-1: unreadable). */
+static int parent_threads(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)getppid());
+    FILE *f = fopen(path, "r");
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Job j: 0 and 3 a full result, 1 a crash, 2 a hang; each notes how many
+ * jobs overlap it and how many threads its parent has. */
+static kvv_status many_job(void *ctx, int job, kvv_check_result *r, kvv_error *err)
+{
+    overlap *ov = ctx;
+    int now = __atomic_add_fetch(&ov->running, 1, __ATOMIC_SEQ_CST);
+    int seen = __atomic_load_n(&ov->most, __ATOMIC_SEQ_CST);
+    while (now > seen && !__atomic_compare_exchange_n(&ov->most, &seen, now, false,
+                                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+    usleep(300 * 1000); /* long enough for the next child to start beside this one */
+    kvv_check_set_message(r, "parent threads %d", parent_threads());
+    __atomic_sub_fetch(&ov->running, 1, __ATOMIC_SEQ_CST);
+    if (job == 1)
+        return segv_in_forward(NULL, r, err);
+    if (job == 2)
+        return hang(NULL, r, err);
+    kvv_check_set_verdict(r, KVV_VERDICT_PASS, "job %d", job);
+    return KVV_OK;
+}
+
+/* kvv_isolate_run_jobs: each job gets its own verdict (pass, crash,
+ * timeout), two children run at once and never three, and the parent forks
+ * them from its one thread (a fork beside a thread in malloc can hang the
+ * child: verify/isolate.h). */
+static void test_jobs_side_by_side(void **state)
+{
+    (void)state;
+    overlap *ov = mmap(NULL, sizeof *ov, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(ov != MAP_FAILED);
+    memset(ov, 0, sizeof *ov);
+    enum { N = 5 };
+    kvv_check_result res[N], *rs[N];
+    for (int j = 0; j < N; j++) {
+        kvv_check_result_init(&res[j], "job");
+        rs[j] = &res[j];
+    }
+    kvv_error err = {0};
+    kvv_isolate_opts io = {.timeout = 2};
+    assert_int_equal(kvv_isolate_run_jobs(&io, N, 2, many_job, ov, rs, &err), KVV_OK);
+    assert_int_equal(ov->most, 2);
+    for (int j = 0; j < N; j++) {
+        if (j == 1) {
+            assert_string_equal(res[j].fault, "crash");
+            assert_string_equal(kvv_check_message(&res[j]), "SIGSEGV in forward, layer 3, position 17");
+        } else if (j == 2) {
+            assert_string_equal(res[j].fault, "timeout");
+        } else {
+            assert_int_equal(res[j].verdict, KVV_VERDICT_PASS);
+            assert_string_equal(kvv_check_message(&res[j]), "parent threads 1");
+        }
+        kvv_check_result_free(&res[j]);
+    }
+    munmap(ov, sizeof *ov);
+}
+
+/* With the stop flag set no job starts, and every result says so. */
+static void test_jobs_stopped(void **state)
+{
+    (void)state;
+    volatile sig_atomic_t stop = 1;
+    kvv_check_result res[3], *rs[3];
+    for (int j = 0; j < 3; j++) {
+        kvv_check_result_init(&res[j], "job");
+        rs[j] = &res[j];
+    }
+    kvv_error err = {0};
+    overlap ov = {0};
+    kvv_isolate_opts io = {.timeout = 600, .stop = &stop};
+    assert_int_equal(kvv_isolate_run_jobs(&io, 3, 2, many_job, &ov, rs, &err), KVV_OK);
+    for (int j = 0; j < 3; j++) {
+        assert_int_equal(res[j].verdict, KVV_VERDICT_ERROR);
+        assert_non_null(strstr(kvv_check_message(&res[j]), "interrupted"));
+        kvv_check_result_free(&res[j]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +420,8 @@ int main(void)
         cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_default_timeout),
+        cmocka_unit_test(test_jobs_side_by_side),
+        cmocka_unit_test(test_jobs_stopped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
