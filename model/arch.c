@@ -527,9 +527,17 @@ kvv_status kvv_model_open(const char *path, kvv_model **out, kvv_error *err)
     if (st)
         return st;
     st = kvv_model_from_gguf(g, out, err);
-    if (st)
+    if (st) {
         kvv_gguf_close(g);
-    return st;
+        return st;
+    }
+    /* The header has been parsed and the model read from it (the
+     * tokenizer's strings are most of it). Give its pages back: a reader of
+     * the strings faults them in again, and a command that never tokenizes
+     * (bench) does not hold them: 650 KB of smollm2-135m's 105 MB file
+     * (docs/cpu-engine.md, "Weights"). */
+    kvv_gguf_drop_pages(g, g->base, g->data_offset);
+    return KVV_OK;
 }
 
 void kvv_model_close(kvv_model *m)

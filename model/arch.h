@@ -116,7 +116,9 @@ typedef struct {
 
 /* Open, validate and bind a model. Errors: KVV_ERR_IO / KVV_ERR_FORMAT
  * (file problems, missing or misshaped tensor: "FILE: tensor NAME: expected
- * shape {a,b}, found {c,d}"), KVV_ERR_UNSUPPORTED (architecture). */
+ * shape {a,b}, found {c,d}"), KVV_ERR_UNSUPPORTED (architecture). The
+ * header's pages leave the resident set once it is read (kvv_gguf_drop_pages):
+ * a later reader of its strings (the tokenizer) faults them back in. */
 kvv_status kvv_model_open(const char *path, kvv_model **out, kvv_error *err);
 /* Bind an already opened file; on success the model owns g. */
 kvv_status kvv_model_from_gguf(kvv_gguf *g, kvv_model **out, kvv_error *err);

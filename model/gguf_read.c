@@ -661,7 +661,7 @@ void kvv_gguf_drop_pages(const kvv_gguf *g, const void *p, uint64_t n)
          * kernel with the whole large folio or fault-around window that
          * holds the page, within the VMA: without the split that mapped
          * back up to 15 MB of dropped Q4_K pages in a qwen3-0.6b Q4_K_M
-         * run (docs/cpu-engine.md, "Memory"). MADV_DONTDUMP is the
+         * run (docs/cpu-engine.md, "Weights"). MADV_DONTDUMP is the
          * advice that changes nothing else here: a core dump leaves out
          * private file pages anyway. */
 #ifdef MADV_DONTDUMP /* Linux */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,4 +55,27 @@ int kvv_test_slow(void)
 {
     const char *s = getenv("KVV_SLOW");
     return s && *s && strcmp(s, "0") != 0;
+}
+
+long kvv_test_present_pages(const void *p, size_t n)
+{
+    const long ps = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0 || ps <= 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    long count = 0;
+    for (uintptr_t a = (uintptr_t)p / (uintptr_t)ps * (uintptr_t)ps; a < (uintptr_t)p + n;
+         a += (uintptr_t)ps) {
+        uint64_t e;
+        if (pread(fd, &e, sizeof e, (off_t)(a / (uintptr_t)ps * sizeof e)) != (ssize_t)sizeof e) {
+            count = -1;
+            break;
+        }
+        count += (long)(e >> 63);
+    }
+    close(fd);
+    return count;
 }

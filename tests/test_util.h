@@ -32,4 +32,10 @@ uint8_t *kvv_test_read_file(const char *path, size_t *size);
 /* True when KVV_SLOW is set (make test-slow). */
 int kvv_test_slow(void);
 
+/* Pages (of sysconf's size) of [p, p + n) present in this process's page
+ * table (/proc/self/pagemap, Linux), whole pages from p's down; -1 when
+ * the pagemap cannot be read. Unlike mincore, which asks the page cache,
+ * this is what the process's resident set holds of a file mapping. */
+long kvv_test_present_pages(const void *p, size_t n);
+
 #endif

@@ -219,6 +219,8 @@ static void embed(const kvv_cpu *c, int n, const int32_t *tokens)
         const uint8_t *src = w->data + (size_t)tokens[t] * w->row_bytes;
         if (w->type == KVV_TYPE_F32)
             memcpy(x, src, (size_t)hp->n_embd * sizeof(float));
+        else if (w->x4 || w->x16) /* the tied head's copy (cpu_weights.c) */
+            kvv_cpu_dequant_rows(c, w, tokens[t], 1, x);
         else
             kvv_dequantize_row((kvv_type)w->type, src, x, hp->n_embd);
         if (hp->embd_scale != 1.0f)

@@ -153,6 +153,12 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err);
  * pre-check of runtime/mem_limit.h. */
 uint64_t kvv_cpu_weights_plan(const kvv_cpu *c);
 
+/* Rows [r0, r0+nr) of w (any form but F32: X16, X4, the file's blocks, a
+ * widened Q8_0) as floats into dst[nr][w->cols]: exactly the values of
+ * kvv_dequantize_row on the file's rows. */
+void kvv_cpu_dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr,
+                          float *dst);
+
 /* ---- cpu_matmul.c ---- */
 /* Does the product with w round its activations (Q8_0 in fast mode, Q8_K
  * or Q8_1 for the kq types)? */

@@ -74,7 +74,7 @@ bool kvv_cpu_rounds_act(const kvv_cpu *c, const kvv_cpu_weight *w)
            w->x16_fly || (c->q8_act && (w->type == KVV_TYPE_Q8_0 || w->type == KVV_TYPE_Q4_0));
 }
 
-static void dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
+void kvv_cpu_dequant_rows(const kvv_cpu *c, const kvv_cpu_weight *w, int r0, int nr, float *dst)
 {
     if (w->x16) {
         for (int r = 0; r < nr; r++)
@@ -226,7 +226,7 @@ static void mm_rows(const mm_job *j, int ith, const kvv_cpu_mm_out *out, int r0,
     rt = rt < 4 ? 4 : rt - rt % 4;
     for (int r = r0; r < r1; r += rt) {
         int n_r = r1 - r < rt ? r1 - r : rt;
-        dequant_rows(c, w, r, n_r, tile);
+        kvv_cpu_dequant_rows(c, w, r, n_r, tile);
         f32_rows(c, j->use_sgemm, K, tile, n_r, j->x, j->ldx, j->n, out->y + r, out->ldy);
     }
 }
@@ -377,7 +377,7 @@ void kvv_cpu_matmul_reversed(kvv_cpu *c, int n, const float *x, size_t ldx,
         if (w->type == KVV_TYPE_F32) {
             wr = (const float *)(w->data + (size_t)r * w->row_bytes);
         } else {
-            dequant_rows(c, w, r, 1, row);
+            kvv_cpu_dequant_rows(c, w, r, 1, row);
             wr = row;
         }
         for (int t = 0; t < n; t++) {

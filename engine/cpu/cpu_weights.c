@@ -21,7 +21,10 @@
  * Every form dequantizes to exactly the values of kvv_dequantize_row, so the
  * choice changes speed and memory, never a result in invariant mode. A
  * copy's source pages are dropped from the resident set once copied
- * (kvv_gguf_drop_pages): the process then holds the copy, not both.
+ * (kvv_gguf_drop_pages): the process then holds the copy, not both. After
+ * the load every page between the weights read in place goes too
+ * (drop_unread), and a tied head's copy also serves the embedding's
+ * lookups, so the file's rows are not faulted back beside it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -346,6 +349,68 @@ uint64_t kvv_cpu_weights_plan(const kvv_cpu *c)
     return b;
 }
 
+/* A byte range of the map that a weight reads in place. */
+typedef struct {
+    const uint8_t *lo, *hi;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Whether p points into the mapped file (not into a copy). */
+static bool mapped(const kvv_cpu *c, const uint8_t *p)
+{
+    const kvv_gguf *g = c->m->gguf;
+    return p >= g->base && p < g->base + g->size;
+}
+
+static void add_span(const kvv_cpu *c, const kvv_cpu_weight *w, span *s, int *n)
+{
+    if (w->data && mapped(c, w->data)) {
+        s[*n].lo = w->data;
+        s[*n].hi = w->data + (size_t)w->rows * w->row_bytes;
+        (*n)++;
+    }
+}
+
+/* After every weight is held: drop the data section's pages that no weight
+ * reads in place, i.e. every whole page between two in-place weights. Each
+ * copy dropped its own whole pages as it went (keeping the load's peak at
+ * one tensor); this takes the pages it shared with a neighbour that was
+ * copied too, the pages of the vectors load_vec copied, and the padding.
+ * smollm2-135m "Q4_K_M": 800 KB (docs/cpu-engine.md, "Weights"). Anything
+ * else that reads the map later only faults its pages back in. */
+static void drop_unread(kvv_cpu *c)
+{
+    const kvv_gguf *g = c->m->gguf;
+    const kvv_hparams *hp = c->hp;
+    span *s = malloc(((size_t)hp->n_layer * 7 + 2) * sizeof *s);
+    if (!s)
+        return; /* advice only */
+    int n = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const kvv_cpu_layer *L = &c->layers[l];
+        const kvv_cpu_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            add_span(c, ws[i], s, &n);
+    }
+    add_span(c, &c->tok_embd, s, &n);
+    add_span(c, &c->output, s, &n);
+    qsort(s, (size_t)n, sizeof *s, span_cmp);
+    const uint8_t *from = g->base + g->data_offset; /* the header: kvv_gguf_open */
+    for (int i = 0; i <= n; i++) {
+        const uint8_t *to = i < n ? s[i].lo : g->base + g->size;
+        if (to > from)
+            kvv_gguf_drop_pages(g, from, (uint64_t)(to - from));
+        if (i < n && s[i].hi > from)
+            from = s[i].hi;
+    }
+    free(s);
+}
+
 kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
 {
     const kvv_model *m = c->m;
@@ -408,9 +473,16 @@ kvv_status kvv_cpu_load_weights(kvv_cpu *c, kvv_error *err)
          * in the checks a copy comes on top of the reference's mapping) */
         if ((st = load_mat(c, m->tok_embd, &c->output, LOAD_WHOLE | LOAD_HEAD, err)))
             return st;
+        /* the copy has the same values row for row, so the lookups read it
+         * too and the file's rows are not held beside it: each lookup
+         * faulted in a 64 KB window of the map, 2.5 MB of smollm2-135m's
+         * for a 40-token bench (drop_unread) */
+        if (c->output.data && !mapped(c, c->output.data))
+            c->tok_embd = c->output;
     } else {
         c->output = c->tok_embd;
     }
+    drop_unread(c);
     if (c->control & KVV_CTL_PERTURB_WEIGHT) {
         /* The lowest mantissa bit, as the reference. When the output product
          * rounds its activations (Q8_0 in fast mode, Q8_K / Q8_1), a 1-ulp

@@ -27,25 +27,6 @@
 #define N_FLOATS 16384 /* 64 KiB: 16 pages of 4 KiB */
 #define PAGE 4096
 
-/* Pages of [p, p + n) present in this process's page table. -1: no pagemap. */
-static long present_pages(const void *p, size_t n)
-{
-    int fd = open("/proc/self/pagemap", O_RDONLY);
-    if (fd < 0)
-        return -1;
-    long count = 0;
-    for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + n; a += PAGE) {
-        uint64_t e;
-        if (pread(fd, &e, sizeof e, (off_t)(a / PAGE * sizeof e)) != (ssize_t)sizeof e) {
-            count = -1;
-            break;
-        }
-        count += (long)(e >> 63);
-    }
-    close(fd);
-    return count;
-}
-
 /* Whether /proc/self/maps has a mapping that is exactly [lo, hi). */
 static int own_mapping(uintptr_t lo, uintptr_t hi)
 {
@@ -101,7 +82,7 @@ static void test_drop_middle_tensor(void **state)
             sum += ((const float *)g->tensors[t].data)[i];
     }
     (void)sum;
-    long before = present_pages(g->tensors[1].data, bytes);
+    long before = kvv_test_present_pages(g->tensors[1].data, bytes);
     if (before < 0) {
         printf("  (no /proc/self/pagemap here: skipped)\n");
         kvv_gguf_close(g);
@@ -113,9 +94,9 @@ static void test_drop_middle_tensor(void **state)
     assert_int_equal(before, N_FLOATS * 4 / PAGE);
 
     kvv_gguf_drop_pages(g, g->tensors[1].data, bytes);
-    assert_int_equal(present_pages(g->tensors[1].data, bytes), 0);
-    assert_int_equal(present_pages(g->tensors[0].data, bytes), N_FLOATS * 4 / PAGE);
-    assert_int_equal(present_pages(g->tensors[2].data, bytes), N_FLOATS * 4 / PAGE);
+    assert_int_equal(kvv_test_present_pages(g->tensors[1].data, bytes), 0);
+    assert_int_equal(kvv_test_present_pages(g->tensors[0].data, bytes), N_FLOATS * 4 / PAGE);
+    assert_int_equal(kvv_test_present_pages(g->tensors[2].data, bytes), N_FLOATS * 4 / PAGE);
     const uintptr_t lo = (uintptr_t)g->tensors[1].data;
     assert_true(own_mapping(lo, lo + bytes));
 
@@ -124,7 +105,7 @@ static void test_drop_middle_tensor(void **state)
     /* a range outside the map, or of another buffer, changes nothing */
     kvv_gguf_drop_pages(g, data, bytes);
     kvv_gguf_drop_pages(NULL, g->tensors[0].data, bytes);
-    assert_int_equal(present_pages(g->tensors[0].data, bytes), N_FLOATS * 4 / PAGE);
+    assert_int_equal(kvv_test_present_pages(g->tensors[0].data, bytes), N_FLOATS * 4 / PAGE);
 
     kvv_gguf_close(g);
     remove(path);
