@@ -1,8 +1,9 @@
 /*
  * cpu_matmul.c — threaded weight products y = x W^T of the cpu engine.
  *
- * Threads split the OUTPUT rows of each matrix in units of 4 rows; a thread
- * computes every token of its rows. In invariant mode each (row, token)
+ * Threads split the OUTPUT rows of each matrix in units of 16 rows (one
+ * token: the call's outputs end to end, cut in equal weight bytes); a
+ * thread computes every token of its rows. In invariant mode each (row, token)
  * element is one kernel dot product in the fixed order of cpu_kernels.h,
  * so neither the split nor the batch changes a bit. In fast mode a thread's
  * rows go to cblas_sgemm (OpenBLAS, single-threaded inside our pool) when
@@ -61,6 +62,10 @@ typedef struct {
     bool q8k, q81;  /* ... and in c->q8k / c->q81 (Q8_K, Q8_1 activations) */
     int rows_per_chunk;
     int first_chunk[4];   /* chunk index where output o starts; [n_out] = total */
+    /* One token on several threads: chunk k is the rows [cut[k], cut[k+1])
+     * of the outputs laid end to end (n_cut chunks; 0: per-output chunks). */
+    int n_cut;
+    int cut[KVV_ENGINE_MAX_THREADS + 1];
 } mm_job;
 
 const uint8_t *kvv_cpu_x4_block(const kvv_cpu_weight *w, int r, int b)
@@ -278,10 +283,20 @@ void kvv_cpu_batch_paths(const kvv_cpu *c, kvv_batch_paths *p)
     weight_paths(c, &c->output, p);
 }
 
-/* Chunk k: a block of rows_per_chunk rows of one output, all tokens. */
+/* Chunk k: a block of rows_per_chunk rows of one output, all tokens; or,
+ * with cuts, the part of each output inside [cut[k], cut[k+1]). */
 static void mm_task(void *ctx, int k, int ith)
 {
     const mm_job *j = ctx;
+    if (j->n_cut) {
+        for (int o = 0, base = 0; o < j->n_out; base += j->outs[o++].w->rows) {
+            int r0 = j->cut[k] - base, r1 = j->cut[k + 1] - base;
+            r0 = r0 < 0 ? 0 : r0;
+            r1 = r1 > j->outs[o].w->rows ? j->outs[o].w->rows : r1;
+            mm_rows(j, ith, &j->outs[o], r0, r1);
+        }
+        return;
+    }
     int o = 0;
     while (o + 1 < j->n_out && k >= j->first_chunk[o + 1])
         o++;
@@ -289,6 +304,36 @@ static void mm_task(void *ctx, int k, int ith)
     int r0 = (k - j->first_chunk[o]) * j->rows_per_chunk;
     int r1 = r0 + j->rows_per_chunk < out->w->rows ? r0 + j->rows_per_chunk : out->w->rows;
     mm_rows(j, ith, out, r0, r1);
+}
+
+/* The one-token split: nth chunks of about equal weight bytes (decode
+ * reads each weight once, so bytes are its time), across output
+ * boundaries. A cut inside an output falls on a multiple of 16 rows (the
+ * X16 groups). Splitting each output in nth instead left one thread with
+ * Wv's Q6_K beside its half of Wq (qwen3-0.6b Q4_K_M: 1.45 MB against
+ * 1.18 MB per layer). */
+static int one_token_cuts(const kvv_cpu_mm_out *outs, int n_out, int nth, int *cut)
+{
+    double total = 0;
+    for (int o = 0; o < n_out; o++)
+        total += (double)outs[o].w->rows * (double)outs[o].w->row_bytes;
+    cut[0] = 0;
+    int o = 0, base = 0;
+    double before = 0; /* bytes of the outputs before o */
+    for (int k = 1; k < nth; k++) {
+        double at = total * k / nth;
+        while (o < n_out - 1 && before + (double)outs[o].w->rows * outs[o].w->row_bytes <= at) {
+            before += (double)outs[o].w->rows * outs[o].w->row_bytes;
+            base += outs[o++].w->rows;
+        }
+        int r = (int)((at - before) / (double)outs[o].w->row_bytes + 8) / 16 * 16;
+        r = r > outs[o].w->rows ? outs[o].w->rows : r;
+        cut[k] = base + r < cut[k - 1] ? cut[k - 1] : base + r;
+    }
+    cut[nth] = 0;
+    for (int q = 0; q < n_out; q++)
+        cut[nth] += outs[q].w->rows;
+    return nth;
 }
 
 void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
@@ -346,15 +391,19 @@ void kvv_cpu_matmul(kvv_cpu *c, int n, const float *x, size_t ldx, int n_out,
         sgemm_any = sgemm_any ||
                     !((outs[o].w->kq >= 0 && c->kq_act) || outs[o].w->x16 || outs[o].w->x16_fly);
     int nth = c->n_threads;
+    j.n_cut = 0;
+    if (n == 1 && nth > 1 && macs >= MIN_PARALLEL_MACS) {
+        j.n_cut = one_token_cuts(outs, n_out, nth, j.cut);
+        kvv_cpu_pool_run(c->pool, mm_task, &j, j.n_cut);
+        return;
+    }
     if (nth == 1 || macs < MIN_PARALLEL_MACS) {
         j.rows_per_chunk = max_rows > 0 ? max_rows : 1;
     } else {
-        /* sgemm prefers few large calls (one per thread and output), and
-         * so does one token: decode measured 4-11% faster with one chunk
-         * per thread than with 4 (docs/cpu-engine.md, "Threads"). Larger
-         * batches take 4 chunks per thread for load balance. Rows per
-         * chunk are a multiple of 16 (the register and tile blocking). */
-        int parts = (j.use_sgemm && sgemm_any) || n == 1 ? nth : 4 * nth;
+        /* sgemm prefers few large calls (one per thread and output).
+         * Other batches take 4 chunks per thread for load balance. Rows
+         * per chunk are a multiple of 16 (the register and tile blocking). */
+        int parts = j.use_sgemm && sgemm_any ? nth : 4 * nth;
         int rpc = (max_rows + parts - 1) / parts;
         j.rows_per_chunk = (rpc + 15) / 16 * 16;
     }

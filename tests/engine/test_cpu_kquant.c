@@ -11,7 +11,7 @@
  * its logits agree to rounding with the reference engine emulating that
  * activation rounding (and to the rounding's size with the plain
  * reference), and one batch on 1 thread, chunks on 2 threads and token by
- * token give the same bits; fast mode agrees with the emulating reference
+ * token on 2 and 3 threads give the same bits; fast mode agrees with the emulating reference
  * too; --dequant-all (F32 copies) and --f32-act (fp32 activations) agree
  * with the plain reference to fp32 rounding.
  *
@@ -225,11 +225,17 @@ static void check_table(const kvv_model *m, const int32_t *tok, const float *lr,
      * rounding itself. */
     assert_true(r <= 1e-2);
     assert_true(rp >= 10 * r && rp <= 1.0);
-    for (int chunk = 1; chunk <= 7; chunk += 6) { /* token by token; chunks of 7 */
-        e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 2, 0);
-        run(e, tok, chunk, l2, V);
+    /* token by token on 2 and 3 threads (one-token products cut the
+     * outputs of a call, of mixed types here, in equal bytes: cpu_matmul.c);
+     * chunks of 7 on 2 threads */
+    const int split[][2] = {{1, 2}, {1, 3}, {7, 2}};
+    for (int i = 0; i < 3; i++) {
+        e = open_engine(m, "cpu", KVV_MODE_INVARIANT, split[i][1], 0);
+        run(e, tok, split[i][0], l2, V);
         kvv_engine_close(e);
-        assert_memory_equal(l1, l2, bytes);
+        if (memcmp(l1, l2, bytes) != 0)
+            fail_msg("table %s, chunks of %d on %d threads: the bits differ from one batch on "
+                     "one thread", isa, split[i][0], split[i][1]);
     }
     for (unsigned opt = DEQUANT_ALL; opt <= F32_ACT; opt++) { /* fp32 activations */
         e = open_engine(m, "cpu", KVV_MODE_INVARIANT, 2, opt);
