@@ -125,9 +125,7 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
         kvv_check_result *rs[N_CHECKS * 2];
         for (int j = 0; j < ns; j++)
             rs[j] = &a.results[order[j]];
-        kvv_isolate_opts io = {.timeout = inner.timeout > 0 ? inner.timeout
-                                                            : kvv_isolate_default_timeout(&inner),
-                               .stop = inner.stop};
+        kvv_isolate_opts io = kvv_isolate_opts_for(&inner);
         kvv_error ierr = {0}; /* each result records its own error, crash or timeout */
         kvv_isolate_run_jobs(&io, ns, at_once, audit_child_job, &a, rs, &ierr);
     } else {

@@ -617,6 +617,14 @@ double kvv_isolate_default_timeout(const kvv_check_opts *o)
     return t;
 }
 
+kvv_isolate_opts kvv_isolate_opts_for(const kvv_check_opts *o)
+{
+    return (kvv_isolate_opts){
+        .timeout = o->timeout > 0 ? o->timeout : kvv_isolate_default_timeout(o),
+        .stop = o->stop,
+    };
+}
+
 typedef struct {
     const kvv_check_opts *o;
     kvv_check_fn fn;
@@ -633,8 +641,7 @@ kvv_status kvv_isolate_check(const kvv_check_opts *o, kvv_check_fn fn, kvv_check
 {
     if (!kvv_isolate_wanted(o))
         return fn(o, r, err);
-    kvv_isolate_opts io = {.timeout = o->timeout > 0 ? o->timeout : kvv_isolate_default_timeout(o),
-                           .stop = o->stop};
+    kvv_isolate_opts io = kvv_isolate_opts_for(o);
     check_ctx c = {o, fn};
     return kvv_isolate_run(&io, run_check, &c, r, err);
 }

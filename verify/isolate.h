@@ -98,8 +98,12 @@ bool kvv_isolate_wanted(const kvv_check_opts *o);
  * lavapipe runs ~250x slower than llama.cpp's CPU backend). */
 double kvv_isolate_default_timeout(const kvv_check_opts *o);
 
-/* Run check fn with o into r: isolated when kvv_isolate_wanted(o) (time
- * limit o->timeout, or the default above when 0), else directly. The same
+/* The isolation of a check of o: time limit o->timeout, or the default
+ * above when 0, and o's stop flag. */
+kvv_isolate_opts kvv_isolate_opts_for(const kvv_check_opts *o);
+
+/* Run check fn with o into r: isolated when kvv_isolate_wanted(o) (with
+ * kvv_isolate_opts_for(o)), else directly. The same
  * contract as the check itself (verify/check.h). */
 kvv_status kvv_isolate_check(const kvv_check_opts *o, kvv_check_fn fn, kvv_check_result *r,
                              kvv_error *err);
