@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "engine/cpu/cpu_impl.h"
-#include "model/tensor_types.h"
 
 typedef struct {
     kvv_cpu *c;
@@ -41,9 +40,9 @@ typedef struct {
 } attn_job;
 
 /* Row of K or V of (layer, pos, kv head) as fp32: a pointer into the cache
- * for f32, else widened into buf. */
-static const float *cache_row(const kvv_kv_cache *kc, int is_v, int layer, int pos, int kh,
-                              float *buf)
+ * for f32, else widened into buf by the table's exact conversion (K12). */
+static const float *cache_row(const kvv_cpu_kernels *k, const kvv_kv_cache *kc, int is_v,
+                              int layer, int pos, int kh, float *buf)
 {
     int hd = is_v ? kc->head_dim_v : kc->head_dim_k;
     size_t width = (size_t)kc->n_kv_head * (size_t)hd;
@@ -52,12 +51,7 @@ static const float *cache_row(const kvv_kv_cache *kc, int is_v, int layer, int p
     if (kc->type == KVV_CACHE_F32)
         return (const float *)base + off;
     const uint16_t *s = (const uint16_t *)base + off;
-    if (kc->type == KVV_CACHE_F16)
-        for (int i = 0; i < hd; i++)
-            buf[i] = kvv_fp16_to_fp32(s[i]);
-    else
-        for (int i = 0; i < hd; i++)
-            buf[i] = kvv_bf16_to_fp32(s[i]);
+    (kc->type == KVV_CACHE_F16 ? k->widen_f16 : k->widen_bf16)(hd, s, buf);
     return buf;
 }
 
@@ -80,7 +74,7 @@ static void score_run(const attn_job *j, int ith, int kh, const float *q, int gr
     } else {
         float *kb = c->ts[ith].krows;
         for (int p = a; p <= b; p++)
-            cache_row(kc, 0, j->layer, p, kh, kb + (size_t)(p - a) * D);
+            cache_row(c->k, kc, 0, j->layer, p, kh, kb + (size_t)(p - a) * D);
         K = kb;
         ldk = (size_t)D;
     }
@@ -182,7 +176,7 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
     } else {
         float *vb = c->ts[ith].krows;
         for (int p = p0; p <= p1; p++)
-            cache_row(kc, 1, j->layer, p, kh, vb + (size_t)(p - p0) * Dv);
+            cache_row(c->k, kc, 1, j->layer, p, kh, vb + (size_t)(p - p0) * Dv);
         V = vb;
         ldv = (size_t)Dv;
     }

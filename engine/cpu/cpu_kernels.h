@@ -59,11 +59,14 @@
  *      the same bits in every table (and in both AVX-512 instances, BW and
  *      VNNI; for Q4_1/Q5_1 the bits of gemm_kq) — for any batch, row count
  *      or token place (K2).
+ *   K12 widen_f16 / widen_bf16 give kvv_fp16_to_fp32 / kvv_bf16_to_fp32
+ *      of every element, bit for bit (every one of the 65536 inputs, NaNs
+ *      quieted as those functions do), in the vector body and the tail.
  * A table may leave gemv_q8_0_x4 NULL; the engine then takes a slower route
  * with the same bits (K3).
  *
  * Adding a table (or a kernel): write it in a file named *_ISA.c (the
- * Makefile gives it the ISA's flags), keep K1-K9, add it to
+ * Makefile gives it the ISA's flags), keep K1-K12, add it to
  * kvv_cpu_kernels_of (cpu_isa.c) and to the test's list of tables; x86
  * files must also compile against SIMDe (guard: KVV_CPU_EMULATED).
  */
@@ -112,6 +115,10 @@ typedef struct {
     /* Dequantize n elements (a multiple of 32) of Q8_0 / Q4_0 (K4). */
     void (*dequant_q8_0)(const void *src, float *dst, int n);
     void (*dequant_q4_0)(const void *src, float *dst, int n);
+    /* dst[i] = src[i] as fp32 for i < n (K12): the rows of an f16 or bf16
+     * KV cache, widened for the attention (exact conversions). */
+    void (*widen_f16)(int n, const uint16_t *src, float *dst);
+    void (*widen_bf16)(int n, const uint16_t *src, float *dst);
     /* Element-wise (K8): g[i] = silu(g[i]) * u[i]; and
      * e[i] = s[i] == -inf ? 0 : exp(s[i] - m) (softmax numerators). */
     void (*silu_mul)(int n, float *g, const float *u);
@@ -153,6 +160,8 @@ extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
 void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
                        size_t ldv, float *o, size_t ldo);
 void kvv_cpu_avx2_scale(int n, float *x, float a);
+void kvv_cpu_avx2_widen_f16(int n, const uint16_t *src, float *dst);
+void kvv_cpu_avx2_widen_bf16(int n, const uint16_t *src, float *dst);
 
 /* The table of isa in this build, whether or not the CPU can run it; NULL
  * when the build has none (avx2/avx512 off x86-64). Check the CPU first

@@ -356,6 +356,45 @@ void kvv_cpu_avx2_scale(int n, float *x, float a)
         x[i] = x[i] * a;
 }
 
+/* 8 fp16 -> fp32. F16C converts exactly and quiets a NaN keeping its
+ * payload, as kvv_fp16_to_fp32 does (K12); the quiet bit is set again here
+ * because SIMDe's emulation of vcvtph2ps (the test build) leaves it. */
+static inline __m256 widen8_f16(const uint16_t *src)
+{
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src));
+    const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x400000));
+    return _mm256_or_ps(v, _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), quiet));
+}
+
+/* The tail goes through a zero-padded vector. */
+void kvv_cpu_avx2_widen_f16(int n, const uint16_t *src, float *dst)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, widen8_f16(src + i));
+    if (i < n) {
+        uint16_t h[8] = {0};
+        float f[8];
+        memcpy(h, src + i, sizeof(uint16_t) * (size_t)(n - i));
+        _mm256_storeu_ps(f, widen8_f16(h));
+        memcpy(dst + i, f, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+/* bf16 is the top half of an fp32: a shift, NaNs untouched (K12). */
+void kvv_cpu_avx2_widen_bf16(int n, const uint16_t *src, float *dst)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++) {
+        const uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}
+
 static void avx2_dequant_q8_0(const void *src, float *dst, int n)
 {
     const uint8_t *p = src;
@@ -457,6 +496,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .wsum = kvv_cpu_avx2_wsum,
     .sum = avx2_sum,
     .scale = kvv_cpu_avx2_scale,
+    .widen_f16 = kvv_cpu_avx2_widen_f16,
+    .widen_bf16 = kvv_cpu_avx2_widen_bf16,
     .dequant_q8_0 = avx2_dequant_q8_0,
     .dequant_q4_0 = avx2_dequant_q4_0,
     .silu_mul = avx2_silu_mul,

@@ -179,6 +179,18 @@ static void gen_exp_shift(int n, const float *s, float m, float *e)
         e[i] = s[i] == -INFINITY ? 0.0f : kvv_cpu_expf_inline(s[i] - m);
 }
 
+static void gen_widen_f16(int n, const uint16_t *src, float *dst)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = kvv_fp16_to_fp32(src[i]);
+}
+
+static void gen_widen_bf16(int n, const uint16_t *src, float *dst)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = kvv_bf16_to_fp32(src[i]);
+}
+
 const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .name = "generic",
     .lanes = LANES,
@@ -191,6 +203,8 @@ const kvv_cpu_kernels kvv_cpu_kernels_generic = {
     .wsum = gen_wsum,
     .sum = gen_sum,
     .scale = gen_scale,
+    .widen_f16 = gen_widen_f16,
+    .widen_bf16 = gen_widen_bf16,
     .dequant_q8_0 = gen_dequant_q8_0,
     .dequant_q4_0 = gen_dequant_q4_0,
     .silu_mul = gen_silu_mul,

@@ -1,5 +1,5 @@
 /*
- * test_cpu_kernels.c — every contract of engine/cpu/cpu_kernels.h (K1-K9),
+ * test_cpu_kernels.c — the contracts K1-K9 and K12 of engine/cpu/cpu_kernels.h,
  * for every kernel table, on every machine.
  *
  * Tables run: generic natively; avx2 and avx512 natively where this CPU
@@ -353,6 +353,45 @@ static void test_attention_kernels(void **state)
     free(ym);
 }
 
+/* K12: widen_f16 / widen_bf16 on all 65536 bit patterns (zeros, subnormals,
+ * infinities, quiet and signalling NaNs) give the scalar conversions' bits,
+ * and so does every length 1..40 from every start (body and tail). */
+static void test_widen(void **state)
+{
+    (void)state;
+    const int N = 65536;
+    uint16_t *h = malloc(sizeof(uint16_t) * N);
+    float *got = malloc(sizeof(float) * N), *want16 = malloc(sizeof(float) * N),
+          *wantb = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        h[i] = (uint16_t)(i * 40503u); /* a permutation: neighbours differ */
+        want16[i] = kvv_fp16_to_fp32(h[i]);
+        wantb[i] = kvv_bf16_to_fp32(h[i]);
+    }
+    FOR_EACH_RUN(run) {
+        const kvv_cpu_kernels *k = run->k;
+        k->widen_f16(N, h, got);
+        assert_bits(got, want16, (size_t)N, "widen_f16 vs kvv_fp16_to_fp32");
+        k->widen_bf16(N, h, got);
+        assert_bits(got, wantb, (size_t)N, "widen_bf16 vs kvv_bf16_to_fp32");
+        for (int m = 1; m <= 40; m++)
+            for (int at = 0; at < 9; at++) {
+                float sentinel = -7.0f;
+                got[m] = sentinel;
+                k->widen_f16(m, h + 1000 * at + 7, got);
+                assert_bits(got, want16 + 1000 * at + 7, (size_t)m, "widen_f16, short rows");
+                assert_bits(got + m, &sentinel, 1, "widen_f16 writes past n");
+                k->widen_bf16(m, h + 1000 * at + 7, got);
+                assert_bits(got, wantb + 1000 * at + 7, (size_t)m, "widen_bf16, short rows");
+                assert_bits(got + m, &sentinel, 1, "widen_bf16 writes past n");
+            }
+    }
+    free(h);
+    free(got);
+    free(want16);
+    free(wantb);
+}
+
 /* ------------------------------------------------------------ K8 */
 
 /* K8: silu_mul and exp_shift give the scalar bits (cpu_expf.h) in every
@@ -691,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_gemm_batch_invariant),
         cmocka_unit_test(test_q8_0_fused_and_dequant),
         cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_widen),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_q8_activation_products),
         cmocka_unit_test(test_emulated_agrees),
