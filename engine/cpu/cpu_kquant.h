@@ -92,6 +92,10 @@ extern const kvv_cpu_kq_fn kvv_cpu_kq_generic[KVV_KQ_COUNT];
 void kvv_cpu_quantize_q8_k_avx2(int K, const float *x, int8_t *q, float *d, int16_t *bsums);
 void kvv_cpu_quantize_q8_1_avx2(int K, const float *x, int8_t *q, float *d, float *s);
 extern const kvv_cpu_kq_fn kvv_cpu_kq_avx2[KVV_KQ_COUNT];
+/* The AVX-512 table's entries: for batches the VNNI instance where cpuid
+ * reports it, else the AVX-512BW one; both are reachable for tests. */
 extern const kvv_cpu_kq_fn kvv_cpu_kq_avx512[KVV_KQ_COUNT];
+extern const kvv_cpu_kq_fn kvv_cpu_kq_avx512bw[KVV_KQ_COUNT];
+extern const kvv_cpu_kq_fn kvv_cpu_kq_avx512vnni[KVV_KQ_COUNT];
 
 #endif

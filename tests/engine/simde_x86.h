@@ -61,6 +61,8 @@
 #define kvv_cpu_quantize_q8_1_avx2 kvv_cpu_quantize_q8_1_avx2_emu
 #define kvv_cpu_kq_avx2 kvv_cpu_kq_avx2_emu
 #define kvv_cpu_kq_avx512 kvv_cpu_kq_avx512_emu
+#define kvv_cpu_kq_avx512bw kvv_cpu_kq_avx512bw_emu
+#define kvv_cpu_kq_avx512vnni kvv_cpu_kq_avx512vnni_emu
 #define kvv_cpu_avx2_scale kvv_cpu_avx2_scale_emu
 #define kvv_cpu_quantize_act_avx2 kvv_cpu_quantize_act_avx2_emu
 #define kvv_cpu_gemm_q8_0_q8_avx2 kvv_cpu_gemm_q8_0_q8_avx2_emu

@@ -12,9 +12,11 @@
  *    sums, d = 1/(-127/max));
  *  - every gemm_kq gives, bit for bit, a plain scalar model of the header's
  *    order written here (integers from kvv_kblock_unpack, whose values are
- *    checked against kvv_dequantize_row first), for 1..9 rows, 1..5 tokens,
+ *    checked against kvv_dequantize_row first), for 1..21 rows, 1..5 tokens,
  *    one, two and three super-blocks, with a padded ldy; one token at a
- *    time and one row at a time give the same bits (K2);
+ *    time and one row at a time give the same bits (K2); so do both
+ *    instances the AVX-512 table picks from (AVX-512BW, VNNI), each
+ *    natively where the CPU has it and emulated always;
  *  - the result is the dot product it claims to be: within 1e-5 (relative to
  *    the sum of |w*x|) of the double-precision sum over the dequantized
  *    weights and activations.
@@ -32,6 +34,10 @@
 #include "model/tensor_types.h"
 #include "tests/engine/kernel_runs.h"
 #include "tests/test_util.h"
+
+/* The emulated AVX-512 instances (test-only objects, tests/engine/simde_x86.h). */
+extern const kvv_cpu_kq_fn kvv_cpu_kq_avx512bw_emu[KVV_KQ_COUNT];
+extern const kvv_cpu_kq_fn kvv_cpu_kq_avx512vnni_emu[KVV_KQ_COUNT];
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
@@ -287,6 +293,34 @@ static void check_is_dot(kvv_kq kq, const case_data *c)
     free(w);
 }
 
+/* Every product of f (one table's gemm_kq[kq], or one AVX-512 instance's)
+ * against the model: 1, 5, .., 21 rows (GEMV tiles of 16: full, short),
+ * 1, 3, 5 tokens, a padded ldy; one token and one row at a time. */
+static void check_fn(kvv_kq kq, const case_data *c, kvv_cpu_kq_fn f, const char *what)
+{
+    const int kk = kvv_cpu_kq_is_k(kq), R = c->R, T = c->T, PAD = 3;
+    const kvv_cpu_qact A = {c->q, c->d, c->bs, c->s};
+    float *Y = malloc(sizeof(float) * T * (R + PAD)), *Y1 = malloc(sizeof(float) * T * R);
+    for (int nr = 1; nr <= R; nr += 4)
+        for (int nt = 1; nt <= T; nt += 2) {
+            memset(Y, 0xff, sizeof(float) * T * (R + PAD));
+            f(c->K, c->W, c->rb, nr, &A, nt, Y, R + PAD);
+            for (int tk = 0; tk < nt; tk++)
+                assert_bits(Y + tk * (R + PAD), c->M + tk * R, (size_t)nr, what);
+        }
+    for (int tk = 0; tk < T; tk++) { /* one token at a time */
+        const kvv_cpu_qact At = {c->q + tk * c->K, c->d + tk * (c->K / (kk ? 256 : 32)),
+                                 c->bs + tk * (c->K / 16), c->s + tk * (c->K / 32)};
+        f(c->K, c->W, c->rb, R, &At, 1, Y1 + tk * R, R);
+    }
+    assert_bits(Y1, c->M, (size_t)T * R, "one token at a time");
+    for (int r = 0; r < R; r++) /* one row at a time */
+        f(c->K, c->W + r * c->rb, c->rb, 1, &A, T, Y1 + r, R);
+    assert_bits(Y1, c->M, (size_t)T * R, "one row at a time");
+    free(Y);
+    free(Y1);
+}
+
 static void test_products(void **state)
 {
     (void)state;
@@ -295,34 +329,24 @@ static void test_products(void **state)
         const int Ks[3] = {kk ? 256 : 32, kk ? 512 : 96, kk ? 768 : 256};
         for (int ki = 0; ki < 3; ki++) {
             case_data c;
-            const int R = 21, T = 5, PAD = 3; /* GEMV tiles of 16 rows: full, short */
-            make_case((kvv_kq)kq, Ks[ki], R, T, &c);
+            make_case((kvv_kq)kq, Ks[ki], 21, 5, &c);
             check_is_dot((kvv_kq)kq, &c);
-            const kvv_cpu_qact A = {c.q, c.d, c.bs, c.s};
-            float *Y = malloc(sizeof(float) * T * (R + PAD)), *Y1 = malloc(sizeof(float) * T * R);
             print_message("  %s K=%d\n", kvv_type_name(TYPES[kq]), Ks[ki]);
             FOR_EACH_RUN(run) {
-                const kvv_cpu_kq_fn f = run->k->gemm_kq[kq];
-                for (int nr = 1; nr <= R; nr += 4) /* 1, 5, .., 21 rows; all tokens, padded ldy */
-                    for (int nt = 1; nt <= T; nt += 2) {
-                        memset(Y, 0xff, sizeof(float) * T * (R + PAD));
-                        f(c.K, c.W, c.rb, nr, &A, nt, Y, R + PAD);
-                        for (int tk = 0; tk < nt; tk++)
-                            assert_bits(Y + tk * (R + PAD), c.M + tk * R, (size_t)nr,
-                                        "gemm_kq vs the order");
-                    }
-                for (int tk = 0; tk < T; tk++) { /* one token at a time */
-                    const kvv_cpu_qact At = {c.q + tk * c.K, c.d + tk * (c.K / (kk ? 256 : 32)),
-                                             c.bs + tk * (c.K / 16), c.s + tk * (c.K / 32)};
-                    f(c.K, c.W, c.rb, R, &At, 1, Y1 + tk * R, R);
-                }
-                assert_bits(Y1, c.M, (size_t)T * R, "gemm_kq one token at a time");
-                for (int r = 0; r < R; r++) /* one row at a time */
-                    f(c.K, c.W + r * c.rb, c.rb, 1, &A, T, Y1 + r, R);
-                assert_bits(Y1, c.M, (size_t)T * R, "gemm_kq one row at a time");
+                check_fn((kvv_kq)kq, &c, run->k->gemm_kq[kq], "gemm_kq vs the order");
             }
-            free(Y);
-            free(Y1);
+            cur = NULL;
+#if defined(__x86_64__)
+            /* the AVX-512 table picks one of two instances by cpuid: both */
+            if (run_cpu.can_run[KVV_CPU_ISA_AVX512]) {
+                check_fn((kvv_kq)kq, &c, kvv_cpu_kq_avx512bw[kq], "avx512 BW instance");
+                if (__builtin_cpu_supports("avx512vnni"))
+                    check_fn((kvv_kq)kq, &c, kvv_cpu_kq_avx512vnni[kq], "avx512 VNNI instance");
+            }
+            check_fn((kvv_kq)kq, &c, kvv_cpu_kq_avx512bw_emu[kq], "emulated avx512 BW instance");
+            check_fn((kvv_kq)kq, &c, kvv_cpu_kq_avx512vnni_emu[kq],
+                     "emulated avx512 VNNI instance");
+#endif
             free_case(&c);
         }
     }
