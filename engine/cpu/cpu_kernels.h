@@ -157,8 +157,6 @@ extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
 /* AVX2 kernels the AVX-512 table shares (x86-64 builds only; per element,
  * the 8-lane order of cpu_q8dot.h, or cpu_kquant.h's, so the lane count
  * does not matter). */
-void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
-                       size_t ldv, float *o, size_t ldo);
 void kvv_cpu_avx2_scale(int n, float *x, float a);
 void kvv_cpu_avx2_widen_f16(int n, const uint16_t *src, float *dst);
 void kvv_cpu_avx2_widen_bf16(int n, const uint16_t *src, float *dst);

@@ -311,8 +311,8 @@ static inline __attribute__((always_inline)) void wsum_block(int n, const float 
             wsum_block(n, wh, ldw, V + c, ldv, oh + c, ldo, NH, 1);                              \
     } while (0)
 
-void kvv_cpu_avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
-                       size_t ldv, float *o, size_t ldo)
+static void avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
+                      size_t ldv, float *o, size_t ldo)
 {
     for (int h0 = 0; h0 < nh; h0 += 3) { /* up to 3 heads share each value row */
         const float *wh = w + (size_t)h0 * ldw;
@@ -493,7 +493,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx2 = {
     .gemv_q8_0_x4 = avx2_gemv_q8_0_x4,
     .dot = avx2_dot,
     .axpy = avx2_axpy,
-    .wsum = kvv_cpu_avx2_wsum,
+    .wsum = avx2_wsum,
     .sum = avx2_sum,
     .scale = kvv_cpu_avx2_scale,
     .widen_f16 = kvv_cpu_avx2_widen_f16,

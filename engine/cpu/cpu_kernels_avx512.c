@@ -280,6 +280,85 @@ static void avx512_axpy(int n, float a, const float *x, float *y)
         y[i] = fmaf(a, x[i], y[i]);
 }
 
+/* wsum's columns [0, 16*NV) for NH heads, in NH*NV registers: each output
+ * a chain of fused steps over the nonzero weights in ascending p (K6), as
+ * avx512_axpy's. 128 columns at once read a head_dim-128 value row in one
+ * pass, where the AVX2 kernel's 32-column passes read each row four times,
+ * 128 bytes at a 4 KB stride. */
+static inline __attribute__((always_inline)) void wsum16_block(int n, const float *w, size_t ldw,
+                                                               const float *V, size_t ldv,
+                                                               float *o, size_t ldo, const int NH,
+                                                               const int NV)
+{
+    __m512 acc[2][8];
+    #pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+        #pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
+            acc[h][v] = _mm512_setzero_ps();
+    for (int p = 0; p < n; p++) {
+        const float *row = V + (size_t)p * ldv;
+        __m512 x[8];
+        #pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
+            x[v] = _mm512_loadu_ps(row + 16 * v);
+        #pragma GCC unroll 8
+        for (int h = 0; h < NH; h++) {
+            const float wp = w[(size_t)h * ldw + p];
+            if (wp == 0.0f)
+                continue;
+            const __m512 a = _mm512_set1_ps(wp);
+            #pragma GCC unroll 8
+            for (int v = 0; v < NV; v++)
+                acc[h][v] = _mm512_fmadd_ps(a, x[v], acc[h][v]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int h = 0; h < NH; h++)
+        #pragma GCC unroll 8
+        for (int v = 0; v < NV; v++)
+            _mm512_storeu_ps(o + (size_t)h * ldo + 16 * v, acc[h][v]);
+}
+
+#define WSUM16_CASE(NV)                                                                           \
+    case NV:                                                                                      \
+        if (nh2 == 2)                                                                             \
+            wsum16_block(n, wh, ldw, V + c, ldv, oh + c, ldo, 2, NV);                             \
+        else                                                                                      \
+            wsum16_block(n, wh, ldw, V + c, ldv, oh + c, ldo, 1, NV);                             \
+        break;
+
+static void avx512_wsum(int n, int D, int nh, const float *w, size_t ldw, const float *V,
+                        size_t ldv, float *o, size_t ldo)
+{
+    const int D16 = D - D % 16;
+    for (int h0 = 0; h0 < nh; h0 += 2) { /* two heads share each value row */
+        const int nh2 = nh - h0 < 2 ? nh - h0 : 2;
+        const float *wh = w + (size_t)h0 * ldw;
+        float *oh = o + (size_t)h0 * ldo;
+        for (int c = 0; c < D16; c += 128) {
+            switch ((D16 - c < 128 ? D16 - c : 128) / 16) {
+                WSUM16_CASE(1)
+                WSUM16_CASE(2)
+                WSUM16_CASE(3)
+                WSUM16_CASE(4)
+                WSUM16_CASE(5)
+                WSUM16_CASE(6)
+                WSUM16_CASE(7)
+                WSUM16_CASE(8)
+            default: break;
+            }
+        }
+    }
+    for (int c = D16; c < D; c++) /* the tail, as avx512_axpy's scalar tail */
+        for (int h = 0; h < nh; h++) {
+            float s = 0.0f;
+            for (int p = 0; p < n; p++)
+                if (w[(size_t)h * ldw + p] != 0.0f)
+                    s = fmaf(w[(size_t)h * ldw + p], V[(size_t)p * ldv + c], s);
+            o[(size_t)h * ldo + c] = s;
+        }
+}
 
 /* exp of 16 lanes: exactly the operations of kvv_cpu_expf_inline. */
 static inline __m512 exp16(__m512 x)
@@ -347,7 +426,7 @@ const kvv_cpu_kernels kvv_cpu_kernels_avx512 = {
     .gemv_q8_0_x4 = avx512_gemv_q8_0_x4,
     .dot = avx512_dot,
     .axpy = avx512_axpy,
-    .wsum = kvv_cpu_avx2_wsum, /* per element, fused like avx512_axpy (K6) */
+    .wsum = avx512_wsum,
     .sum = avx512_sum,
     .scale = kvv_cpu_avx2_scale,
     .widen_f16 = kvv_cpu_avx2_widen_f16, /* exact per element: the width does not matter */
