@@ -1,9 +1,10 @@
 /*
  * cpu_kquant_generic.c — the portable C K-quant and Q4_1/Q5_1 products and
  * activation rounding: the definition of the bits every table gives
- * (cpu_kquant.h). Written plainly, one output at a time; the weights are
- * unpacked with the model layer's decoders (kvv_kblock_unpack, the one
- * reader of each K layout).
+ * (cpu_kquant.h). Written plainly: a K-type row's super-blocks in order,
+ * each unpacked once for every token with the model layer's decoders
+ * (kvv_kblock_unpack, the one reader of each K layout); Q4_1/Q5_1 one
+ * output at a time.
  */
 #include "engine/cpu/cpu_kquant.h"
 
@@ -88,30 +89,48 @@ void kvv_cpu_quantize_q8_1_generic(int K, const float *x, int8_t *q, float *d, f
     }
 }
 
-/* One output of a K-type row: the order of cpu_kquant.h. */
-static float dot_k(kvv_type t, const uint8_t *row, int K, const int8_t *q, const float *dx,
-                   const int16_t *bs)
+/* Super-block sb of one row (unpacked in b) against every token: each
+ * output (Y[tk*ldy + r]) takes its two float steps of cpu_kquant.h's order
+ * for this super-block, its running sum kept in Y between super-blocks (a
+ * float stored and read back: the same bits as a local). */
+static void sb_step(const kvv_kblock *b, bool mins, int K, int sb, const kvv_cpu_qact *A,
+                    int n_tok, float *Y, size_t ldy)
 {
-    float acc = 0.0f;
+    for (int tk = 0; tk < n_tok; tk++) {
+        const int8_t *q = A->q + (size_t)tk * K + 256 * sb;
+        const int16_t *bs = A->bsums + (size_t)tk * (K / 16) + 16 * sb;
+        const float dx = A->d[(size_t)tk * (K / 256) + sb];
+        int32_t S = 0, M = 0;
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *u = b->u + 16 * g;
+            const int8_t *x = q + 16 * g;
+            int32_t s = 0;
+            for (int i = 0; i < 16; i++)
+                s += (int32_t)u[i] * x[i];
+            S += b->sc[g] * (s - b->off * bs[g]);
+            M += b->mn[g] * bs[g];
+        }
+        float *y = Y + (size_t)tk * ldy;
+        float acc = sb == 0 ? 0.0f : *y;
+        acc = fmaf(b->d * dx, (float)S, acc);
+        if (mins)
+            acc = fmaf(-(b->dmin * dx), (float)M, acc);
+        *y = acc;
+    }
+}
+
+/* The outputs of a K-type row r for every token, super-block by
+ * super-block: each block is unpacked once for all the tokens. */
+static void row_k(kvv_type t, const uint8_t *row, int K, const kvv_cpu_qact *A, int n_tok,
+                  float *Y, size_t ldy)
+{
     kvv_kblock b;
     const size_t bb = kvv_type_row_size(t, 256);
     const bool mins = t == KVV_TYPE_Q2_K || t == KVV_TYPE_Q4_K || t == KVV_TYPE_Q5_K;
     for (int sb = 0; sb < K / 256; sb++) {
         kvv_kblock_unpack(t, row + (size_t)sb * bb, &b);
-        int32_t S = 0, M = 0;
-        for (int g = 0; g < 16; g++) {
-            int32_t s = 0;
-            for (int i = 16 * g; i < 16 * g + 16; i++)
-                s += (int32_t)b.u[i] * q[256 * sb + i];
-            const int32_t bsum = bs[16 * sb + g];
-            S += b.sc[g] * (s - b.off * bsum);
-            M += b.mn[g] * bsum;
-        }
-        acc = fmaf(b.d * dx[sb], (float)S, acc);
-        if (mins)
-            acc = fmaf(-(b.dmin * dx[sb]), (float)M, acc);
+        sb_step(&b, mins, K, sb, A, n_tok, Y, ldy);
     }
-    return acc;
 }
 
 static float le_fp16(const uint8_t *p)
@@ -149,14 +168,14 @@ static void gemm(kvv_type t, int K, const void *W, size_t row_bytes, int n_rows,
     const int k = kvv_cpu_kq_is_k((kvv_kq)kvv_cpu_kq_of(t));
     for (int r = 0; r < n_rows; r++) {
         const uint8_t *row = (const uint8_t *)W + (size_t)r * row_bytes;
-        for (int tk = 0; tk < n_tok; tk++) {
-            const int8_t *q = A->q + (size_t)tk * K;
-            Y[(size_t)tk * ldy + r] =
-                k ? dot_k(t, row, K, q, A->d + (size_t)tk * (K / 256),
-                          A->bsums + (size_t)tk * (K / 16))
-                  : dot_1(t == KVV_TYPE_Q5_1, row, K, q, A->d + (size_t)tk * (K / 32),
-                          A->s + (size_t)tk * (K / 32));
+        if (k) {
+            row_k(t, row, K, A, n_tok, Y + r, ldy);
+            continue;
         }
+        for (int tk = 0; tk < n_tok; tk++)
+            Y[(size_t)tk * ldy + r] =
+                dot_1(t == KVV_TYPE_Q5_1, row, K, A->q + (size_t)tk * K,
+                      A->d + (size_t)tk * (K / 32), A->s + (size_t)tk * (K / 32));
     }
 }
 
