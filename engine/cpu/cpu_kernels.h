@@ -160,6 +160,10 @@ extern const kvv_cpu_kernels kvv_cpu_kernels_avx512;
 void kvv_cpu_avx2_scale(int n, float *x, float a);
 void kvv_cpu_avx2_widen_f16(int n, const uint16_t *src, float *dst);
 void kvv_cpu_avx2_widen_bf16(int n, const uint16_t *src, float *dst);
+/* wsum's columns [c0, D) one at a time, fused steps (K6): the scalar tail of
+ * the AVX2 and AVX-512 wsum kernels. */
+void kvv_cpu_wsum_tail(int c0, int n, int D, int nh, const float *w, size_t ldw,
+                       const float *V, size_t ldv, float *o, size_t ldo);
 
 /* The table of isa in this build, whether or not the CPU can run it; NULL
  * when the build has none (avx2/avx512 off x86-64). Check the CPU first

@@ -324,7 +324,13 @@ static void avx2_wsum(int n, int D, int nh, const float *w, size_t ldw, const fl
         else
             WSUM_NV(1);
     }
-    for (int c = D - D % 8; c < D; c++) /* the tail, as avx2_axpy's scalar tail */
+    kvv_cpu_wsum_tail(D - D % 8, n, D, nh, w, ldw, V, ldv, o, ldo);
+}
+
+void kvv_cpu_wsum_tail(int c0, int n, int D, int nh, const float *w, size_t ldw,
+                       const float *V, size_t ldv, float *o, size_t ldo)
+{
+    for (int c = c0; c < D; c++) /* as the axpy kernels' scalar tails: fused steps */
         for (int h = 0; h < nh; h++) {
             float s = 0.0f;
             for (int p = 0; p < n; p++)

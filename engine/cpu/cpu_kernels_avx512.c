@@ -350,14 +350,7 @@ static void avx512_wsum(int n, int D, int nh, const float *w, size_t ldw, const 
             }
         }
     }
-    for (int c = D16; c < D; c++) /* the tail, as avx512_axpy's scalar tail */
-        for (int h = 0; h < nh; h++) {
-            float s = 0.0f;
-            for (int p = 0; p < n; p++)
-                if (w[(size_t)h * ldw + p] != 0.0f)
-                    s = fmaf(w[(size_t)h * ldw + p], V[(size_t)p * ldv + c], s);
-            o[(size_t)h * ldo + c] = s;
-        }
+    kvv_cpu_wsum_tail(D16, n, D, nh, w, ldw, V, ldv, o, ldo);
 }
 
 /* exp of 16 lanes: exactly the operations of kvv_cpu_expf_inline. */

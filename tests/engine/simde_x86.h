@@ -55,6 +55,7 @@
 #define kvv_cpu_kernels_avx2 kvv_cpu_kernels_avx2_emu
 #define kvv_cpu_kernels_avx512 kvv_cpu_kernels_avx512_emu
 #define kvv_cpu_avx2_widen_f16 kvv_cpu_avx2_widen_f16_emu
+#define kvv_cpu_wsum_tail kvv_cpu_wsum_tail_emu
 #define kvv_cpu_avx2_widen_bf16 kvv_cpu_avx2_widen_bf16_emu
 #define kvv_cpu_quantize_q8_k_avx2 kvv_cpu_quantize_q8_k_avx2_emu
 #define kvv_cpu_quantize_q8_1_avx2 kvv_cpu_quantize_q8_1_avx2_emu
