@@ -90,7 +90,7 @@ void kvv_cpu_quantize_q8_1_generic(int K, const float *x, int8_t *q, float *d, f
 }
 
 /* Super-block sb of one row (unpacked in b) against every token: each
- * output (Y[tk*ldy + r]) takes its two float steps of cpu_kquant.h's order
+ * output (Y[tk*ldy]) takes its two float steps of cpu_kquant.h's order
  * for this super-block, its running sum kept in Y between super-blocks (a
  * float stored and read back: the same bits as a local). */
 static void sb_step(const kvv_kblock *b, bool mins, int K, int sb, const kvv_cpu_qact *A,
@@ -119,8 +119,9 @@ static void sb_step(const kvv_kblock *b, bool mins, int K, int sb, const kvv_cpu
     }
 }
 
-/* The outputs of a K-type row r for every token, super-block by
- * super-block: each block is unpacked once for all the tokens. */
+/* One K-type row's outputs for every token (Y: the row's first output,
+ * tokens ldy apart), super-block by super-block: each block is unpacked
+ * once for all the tokens. */
 static void row_k(kvv_type t, const uint8_t *row, int K, const kvv_cpu_qact *A, int n_tok,
                   float *Y, size_t ldy)
 {
