@@ -231,7 +231,7 @@ kvv_plugin_host kvv_plugin_host_table(kvv_plugin_state *ps)
     h.struct_size = sizeof h;
     h.abi_major = KVV_PLUGIN_ABI_MAJOR;
     h.abi_minor = KVV_PLUGIN_ABI_MINOR;
-    h.host_version = "kvverify (plugin ABI 1.0)";
+    h.host_version = "kvverify (plugin ABI 1.1)";
     h.round_to_dtype = host_round;
     h.dtype_to_float = host_widen;
     h.log = host_log;

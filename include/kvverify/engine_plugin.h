@@ -1,5 +1,5 @@
 /*
- * engine_plugin.h — the kvverify engine plugin ABI, version 1.0.
+ * engine_plugin.h — the kvverify engine plugin ABI, version 1.1.
  *
  * A plugin is a shared object that lets kvverify certify an inference engine
  * it did not write (llama.cpp, a vendor's kernels, a team's fork). kvverify
@@ -57,6 +57,12 @@
  *   struct that crosses the boundary starts with struct_size, so each side
  *   reads only the prefix both know. A slot beyond the plugin's struct_size,
  *   or NULL, takes the default documented at it.
+ * - Minor versions: 1.0 the single-sequence engine; 1.1 appends sequences
+ *   (several requests sharing one forward call: CAP_SEQS, params.n_seq_max,
+ *   info.n_seq_max and kv_unified, slots decode, seq_rm, seq_cp,
+ *   kv_read_seq) and op taps (per-operation outputs: CAP_OP_TAPS,
+ *   info.ops, hooks.op). A 1.0 plugin loads in a 1.1 host; the checks that
+ *   need the 1.1 features list it "unsupported by this engine", never passed.
  */
 #ifndef KVVERIFY_ENGINE_PLUGIN_H
 #define KVVERIFY_ENGINE_PLUGIN_H
@@ -69,7 +75,7 @@ extern "C" {
 #endif
 
 #define KVV_PLUGIN_ABI_MAJOR 1
-#define KVV_PLUGIN_ABI_MINOR 0
+#define KVV_PLUGIN_ABI_MINOR 1
 
 /* The one symbol a plugin exports (C linkage, default visibility). */
 #define KVV_PLUGIN_ENTRY_SYMBOL "kvv_plugin_entry"
@@ -166,7 +172,70 @@ enum {
      * and overwrites them. Without it the host first removes such positions
      * with kv_evict (CAP_KV_EVICT) when that loses no other cached position,
      * and otherwise refuses the call (UNSUPPORTED). */
-    KVV_PLUGIN_CAP_OVERWRITE = 1u << 14
+    KVV_PLUGIN_CAP_OVERWRITE = 1u << 14,
+    /* (ABI 1.1) the engine serves several sequences at once: decode,
+     * seq_rm, seq_cp and kv_read_seq are set, and info.n_seq_max >= 2.
+     * Needed by the batch check. See "Sequences" below. */
+    KVV_PLUGIN_CAP_SEQS = 1u << 15,
+    /* (ABI 1.1) forward calls hooks->op with the outputs of the operations
+     * info.ops lists. Needed by compare --ops. See "Op taps" below. */
+    KVV_PLUGIN_CAP_OP_TAPS = 1u << 16
+};
+
+/* ------------------------------------------------------------------------
+ * Sequences (ABI 1.1). A server batches requests: one call carries tokens
+ * of several sequences (requests), each with its own cache. Sequence ids
+ * are 0..info.n_seq_max-1; sequence 0 is the one forward, kv_read,
+ * kv_evict, kv_write, kv_from_residual and kv_clear act on, so a 1.0 host
+ * and the single-sequence checks see an unchanged engine. A token of
+ * sequence s attends only to s's cache (positions <= its own, inside the
+ * window): what another sequence holds must never change a bit of s's
+ * results beyond what the engine's kernels do with batch shape. Positions
+ * are per sequence: each sequence's tokens in a call have strictly
+ * increasing positions, the first one past the sequence's last cached
+ * position (no gaps). Engines whose cache is one pool shared by every
+ * sequence (llama.cpp's kv_unified) say so in info.kv_unified.
+ * ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------
+ * Op taps (ABI 1.1). The outputs of each operation of a layer, in data-flow
+ * order, so that a difference between engines can be localized to one
+ * operation: the host recomputes the operation exactly on the engine's own
+ * inputs (the outputs of the operation before it) and compares. An engine
+ * emits the ops it can (info.ops, a bit per KVV_PLUGIN_OP_* value) and
+ * leaves the others out; the host lists those as "not tapped". Unless
+ * noted, a tap's data is x [n][width] with one row per token of the call,
+ * in call order, as float.
+ * ------------------------------------------------------------------------ */
+enum {
+    KVV_PLUGIN_OP_ATTN_NORM = 0,  /* rmsnorm(x) * attn_norm                    [n][n_embd] */
+    KVV_PLUGIN_OP_Q = 1,          /* xn Wq^T (+ bq), before q norm and RoPE     [n][n_head*head_dim] */
+    KVV_PLUGIN_OP_K = 2,          /* xn Wk^T (+ bk)                            [n][n_head_kv*head_dim] */
+    KVV_PLUGIN_OP_V = 3,          /* xn Wv^T (+ bv)                            [n][n_head_kv*head_dim_v] */
+    KVV_PLUGIN_OP_Q_NORM = 4,     /* per-head rmsnorm(q) * q_norm (qwen3, gemma3) */
+    KVV_PLUGIN_OP_K_NORM = 5,     /* per-head rmsnorm(k) * k_norm (qwen3, gemma3) */
+    KVV_PLUGIN_OP_Q_ROPE = 6,     /* q after RoPE (the queries attention uses) */
+    KVV_PLUGIN_OP_K_ROPE = 7,     /* k after RoPE, before rounding to the cache dtype */
+    KVV_PLUGIN_OP_KQ = 8,         /* scores q.k (scaled; soft-capped for gemma2) per head
+                                     over the call's visible keys: [n][n_head*n_keys],
+                                     n_keys = width / n_head, keys = positions 0..n_keys-1
+                                     of the sequence; invisible ones -inf */
+    KVV_PLUGIN_OP_SOFTMAX = 9,    /* probabilities, same layout as KQ; invisible ones 0 */
+    KVV_PLUGIN_OP_ATTN_OUT = 10,  /* attention output, heads concatenated [n][n_head*head_dim_v] */
+    KVV_PLUGIN_OP_WO = 11,        /* attn_out Wo^T                             [n][n_embd] */
+    KVV_PLUGIN_OP_POST_ATTN_NORM = 12, /* rmsnorm(wo) * post_attention_norm (gemma) */
+    KVV_PLUGIN_OP_ATTN_RESID = 13,/* x + attention branch (llama.cpp's ffn_inp) [n][n_embd] */
+    KVV_PLUGIN_OP_FFN_NORM = 14,  /* rmsnorm(.) * ffn_norm                     [n][n_embd] */
+    KVV_PLUGIN_OP_GATE = 15,      /* xn Wgate^T                                [n][n_ff] */
+    KVV_PLUGIN_OP_UP = 16,        /* xn Wup^T                                  [n][n_ff] */
+    KVV_PLUGIN_OP_ACT = 17,       /* act(gate) * up (SiLU or tanh-GELU)        [n][n_ff] */
+    KVV_PLUGIN_OP_DOWN = 18,      /* act Wdown^T                               [n][n_embd] */
+    KVV_PLUGIN_OP_POST_FFW_NORM = 19, /* rmsnorm(down) * post_ffw_norm (gemma) */
+    KVV_PLUGIN_OP_FFN_RESID = 20, /* the layer's output residual (l_out)       [n][n_embd] */
+    /* after the last layer, reported with layer == n_layer: */
+    KVV_PLUGIN_OP_OUT_NORM = 21,  /* rmsnorm(x) * output_norm                  [n][n_embd] */
+    KVV_PLUGIN_OP_HEAD = 22,      /* logits before the final soft-cap          [n][n_vocab] */
+    KVV_PLUGIN_OP_COUNT = 23
 };
 
 /* ------------------------------------------------------------------------
@@ -190,7 +259,7 @@ typedef struct {
     uint32_t struct_size;      /* sizeof(kvv_plugin_host) as the host knows it */
     uint32_t abi_major;        /* the host's KVV_PLUGIN_ABI_MAJOR / MINOR */
     uint32_t abi_minor;
-    const char *host_version;  /* names the host, e.g. "kvverify (plugin ABI 1.0)" */
+    const char *host_version;  /* names the host, e.g. "kvverify (plugin ABI 1.1)" */
     /* Round x to the cache dtype with kvverify's rounding (nearest, ties to
      * even; NaN stays NaN) and widen it back to float: what the host's own
      * engines store. For a plugin that keeps its cache in a host-side array. */
@@ -225,6 +294,10 @@ typedef struct {
                                    in the order given; unknown keys are USAGE errors
                                    naming the key and the keys the plugin knows */
     int n_options;
+    /* ABI 1.1 */
+    int n_seq_max;             /* sequences the host will use at once (>= 1); an engine
+                                  with CAP_SEQS serves at least these or fails open
+                                  with UNSUPPORTED saying its limit */
 } kvv_plugin_params;
 
 /* What open reports back. The host zero-fills it and sets struct_size. */
@@ -243,6 +316,12 @@ typedef struct {
     int n_threads;             /* in effect (1 without CAP_THREADS) */
     int n_ubatch;              /* in effect (0 = whole calls) */
     uint32_t controls;         /* of params.controls, those the plugin planted itself */
+    /* ABI 1.1 */
+    int n_seq_max;             /* sequences served at once (with CAP_SEQS, >= 2); 0 = 1 */
+    int kv_unified;            /* 1: one cache pool shared by every sequence; 0: a pool
+                                  per sequence; -1 (or absent): not applicable / unknown */
+    uint64_t ops;              /* with CAP_OP_TAPS: bit (1 << KVV_PLUGIN_OP_*) for each
+                                  op hooks->op is called with */
 } kvv_plugin_info;
 
 /* Strings every report records (describe). The host zero-fills it and sets
@@ -294,6 +373,14 @@ typedef struct {
      * key_pos[j] from query position qpos, head `head` (q: [head_dim], final). */
     void (*select)(void *user, int layer, int qpos, int head, const float *q, int n_keys,
                    const int32_t *key_pos, uint8_t *keep);
+    /* ABI 1.1 (read it only when struct_size covers it). With CAP_OP_TAPS:
+     * the output of operation `op` (KVV_PLUGIN_OP_*) of layer `layer`
+     * (layer == n_layer for OUT_NORM and HEAD), x [n][width] (see "Op
+     * taps"), called once per op per layer (per micro-batch), in data-flow
+     * order, for the ops info.ops lists. Read-only: observing must not
+     * change a bit of the pass. */
+    void (*op)(void *user, int layer, int op, int n, const int32_t *pos, int width,
+               const float *x);
 } kvv_plugin_hooks;
 
 typedef struct kvv_plugin_engine kvv_plugin_engine; /* the plugin's own state */
@@ -377,6 +464,38 @@ typedef struct {
      * it present. (optional, CAP_KV_WRITE) default: UNSUPPORTED. */
     int (*kv_write)(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
                     kvv_plugin_error *err);
+
+    /* ---- ABI 1.1: sequences (all four with CAP_SEQS; see "Sequences") ---- */
+
+    /* Process n tokens of one or more sequences in ONE call, as a server
+     * batches requests: token i is tokens[i] at position pos[i] of sequence
+     * seq[i] (0 <= seq[i] < info.n_seq_max). Each sequence's tokens are
+     * stored in its own cache and attend only to it. want[i] = 1 asks for
+     * token i's logits: they are written to logits as one [n_vocab] row per
+     * asked token, in call order (logits may be NULL when none is asked).
+     * No hooks. Errors: USAGE (token, position, sequence, n), UNSUPPORTED,
+     * INTERNAL. (optional, CAP_SEQS) default: UNSUPPORTED. */
+    int (*decode)(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                  const int32_t *seq, const uint8_t *want, float *logits,
+                  kvv_plugin_error *err);
+
+    /* Remove positions p0..p1-1 of sequence seq from its cache (p1 < 0: to
+     * the end); (0, -1) empties it. Other sequences are untouched.
+     * (optional, CAP_SEQS) default: UNSUPPORTED. */
+    int (*seq_rm)(kvv_plugin_engine *e, int seq, int p0, int p1, kvv_plugin_error *err);
+
+    /* Make positions p0..p1-1 of sequence dst hold what sequence src holds
+     * there (p1 < 0: to src's end), as a prompt cache or a fork does; dst
+     * must hold no position >= p0 (the host calls seq_rm first). The copy
+     * must be exact: attention in dst then computes as if dst had computed
+     * those positions itself. (optional, CAP_SEQS) default: UNSUPPORTED. */
+    int (*seq_cp)(kvv_plugin_engine *e, int src, int dst, int p0, int p1,
+                  kvv_plugin_error *err);
+
+    /* kv_read for sequence seq (same layout and rules as kv_read).
+     * (optional, CAP_SEQS) default: UNSUPPORTED. */
+    int (*kv_read_seq)(kvv_plugin_engine *e, int seq, int layer, int pos0, int n, void *k,
+                       void *v, uint8_t *present, kvv_plugin_error *err);
 } kvv_plugin_table;
 
 /* The entry symbol's type: returns the static table (never NULL). Called

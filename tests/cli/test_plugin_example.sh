@@ -150,7 +150,7 @@ expect 77 "nothing could be checked" "$KVV" audit "$M" --engine "$P" \
     --engine-opt without=kv-read,residual-write --checks kv,patch
 
 # refused
-expect 2 "speaks plugin ABI 2.0, this kvverify speaks 1.0" "$KVV" kv "$M" --engine "plugin:$O/tests/plugins/bad_abi.so"
+expect 2 "speaks plugin ABI 2.0, this kvverify speaks 1.1" "$KVV" kv "$M" --engine "plugin:$O/tests/plugins/bad_abi.so"
 expect 2 "cannot load" "$KVV" kv "$M" --engine "plugin:$T/none.so"
 expect 2 "takes no engine options" "$KVV" kv "$M" --engine-opt a=b
 expect 2 "not KEY=VALUE" "$KVV" kv "$M" --engine "$P" --engine-opt novalue

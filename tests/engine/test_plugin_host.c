@@ -59,7 +59,7 @@ static void test_refused(void **state)
         snprintf(dims[i], sizeof dims[i], "d%d=%d", i, v[i]);
         dopts[i] = dims[i];
     }
-    expect_open(&f, bad("abi"), dopts, KVV_ERR_USAGE, "speaks plugin ABI 2.0, this kvverify speaks 1.0");
+    expect_open(&f, bad("abi"), dopts, KVV_ERR_USAGE, "speaks plugin ABI 2.0, this kvverify speaks 1.1");
     expect_open(&f, bad("null"), dopts, KVV_ERR_USAGE, "returned NULL");
     expect_open(&f, bad("slot"), dopts, KVV_ERR_USAGE, "declares kv-read but its kv_read slot is NULL");
     expect_open(&f, bad("dims"), dopts, KVV_ERR_FORMAT, "n_layer");
