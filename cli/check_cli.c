@@ -156,7 +156,9 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
     if (c->accepts & KVV_CHECK_OPT_CONTROLS)
         fprintf(f, "exit codes: 0 every check that could run passed (a check the engine cannot\n"
                 "run is listed as unsupported, never passed), 1 a check failed (or a control\n"
-                "was not detected), 2 bad input or usage, 77 nothing could be checked.\n");
+                "was not detected), 2 bad input or usage, 77 nothing could be checked,\n"
+                "130 interrupted: SIGINT/SIGTERM stops the run (an isolated check at once),\n"
+                "and the reports are written with what finished, marked interrupted.\n");
 }
 
 /* What every check would refuse, refused before any runs: prompt tokens

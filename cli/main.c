@@ -94,7 +94,8 @@ static void usage(FILE *f)
     fprintf(f,
             "\nexit codes: 0 every check that could run passed (the others are listed as\n"
             "unsupported by this engine), 1 a check failed, 2 bad input or usage, 77\n"
-            "nothing could be checked (e.g. unsupported architecture).\n");
+            "nothing could be checked (e.g. unsupported architecture), 130 interrupted\n"
+            "(^C or SIGTERM: the reports hold what finished, marked interrupted).\n");
 }
 
 int main(int argc, char **argv)
