@@ -127,15 +127,23 @@ expect 0 "--json FIFO" $TO $KVV kv "$M" -q --json "$T/fifo" || true
 wait $reader
 is_json "$T/fifo.out" || fail "--json FIFO: the reader got no JSON"
 [ -p "$T/fifo" ] || fail "--json FIFO: no longer a FIFO"
-# a pipe by its descriptor name (what bash's --json >(cmd) passes): /dev/fd/3
-{ $TO $KVV kv "$M" -q --json /dev/fd/3 3>&1 >/dev/null 2>"$T/err"; echo $? >"$T/rc"; } |
+# Descriptor names: /dev/fd/N and /dev/stdout are links to /proc/self/fd/N.
+# The cases use links of their own to the same place, in the scratch folder:
+# a kvverify that renamed over its target (the bug this guards against)
+# then replaces only the scratch link, never the machine's /dev/stdout.
+# A pipe by its descriptor name (what bash's --json >(cmd) passes):
+ln -s /proc/self/fd/3 "$T/fd3"
+{ $TO $KVV kv "$M" -q --json "$T/fd3" 3>&1 >/dev/null 2>"$T/err"; echo $? >"$T/rc"; } |
     cat >"$T/pipe.out"
 [ "$(cat "$T/rc")" = 0 ] && is_json "$T/pipe.out" || fail "--json /dev/fd/3 (a pipe): exit $(cat "$T/rc")"
+[ -L "$T/fd3" ] || fail "--json /dev/fd/3: the link was replaced"
 # /dev/stdout is stdout: the document alone there, as with -
-expect 0 "--json /dev/stdout" $KVV kv "$M" --json /dev/stdout && is_json "$T/out" ||
+ln -s /proc/self/fd/1 "$T/stdout"
+expect 0 "--json /dev/stdout" $KVV kv "$M" --json "$T/stdout" && is_json "$T/out" ||
     fail "--json /dev/stdout: stdout is not one JSON document"
-expect 2 "--json /dev/stdout --junit -" $KVV kv "$M" --json /dev/stdout --junit - &&
+expect 2 "--json /dev/stdout --junit -" $KVV kv "$M" --json "$T/stdout" --junit - &&
     grep -q "only one of" "$T/err" || fail "/dev/stdout and - both taken: not refused"
+[ -L "$T/stdout" ] || fail "--json /dev/stdout: the link was replaced"
 # a symlink is followed: its target gets the report, the link stays a link
 echo old >"$T/real.json"
 ln -s real.json "$T/link.json"

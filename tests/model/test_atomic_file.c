@@ -179,7 +179,8 @@ static void test_device(void **state)
 }
 
 /* /dev/fd/N of this process: its descriptor, written to directly; fd 1
- * (/dev/stdout, /proc/self/fd/1) is stdout; "-" is stdout. */
+ * (/dev/stdout, /proc/self/fd/1) is stdout; "-" is stdout. Only resolved
+ * here, never written, are the names in /dev. */
 static void test_descriptors(void **state)
 {
     (void)state;
@@ -199,10 +200,15 @@ static void test_descriptors(void **state)
     assert_int_equal(kvv_file_target_resolve("/proc/self/fd/1", &t, &err), KVV_OK);
     assert_int_equal(t.kind, KVV_TARGET_STDOUT);
     kvv_file_target_free(&t);
+    /* written through a link of the scratch folder to /proc/self/fd/N (as
+     * /dev/fd/N is): a writer that renamed over its target would replace
+     * only that link, never the machine's /dev */
     int fds[2];
     assert_int_equal(pipe(fds), 0);
-    char p[64];
-    snprintf(p, sizeof p, "/dev/fd/%d", fds[1]);
+    char p[1024], fdp[64];
+    scratch(p, sizeof p, "fd-link");
+    snprintf(fdp, sizeof fdp, "/proc/self/fd/%d", fds[1]);
+    assert_int_equal(symlink(fdp, p), 0);
     assert_int_equal(kvv_file_target_resolve(p, &t, &err), KVV_OK);
     assert_int_equal(t.kind, KVV_TARGET_STREAM);
     assert_int_equal(t.fd, fds[1]);
@@ -220,6 +226,8 @@ static void test_descriptors(void **state)
     assert_memory_equal(buf, "GGUF", 4);
     close(fds[0]);
     close(fds[1]);
+    assert_int_equal(lmode(p), S_IFLNK);
+    unlink(p);
 }
 
 /* One file under two spellings is one target; two files are two. */
