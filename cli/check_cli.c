@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/interrupt.h"
 #include "engine/cpu/cpu_isa.h"
 #include "model/sha256.h"
 #include "verify/audit.h"
@@ -155,7 +156,9 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
     if (c->accepts & KVV_CHECK_OPT_CONTROLS)
         fprintf(f, "exit codes: 0 every check that could run passed (a check the engine cannot\n"
                 "run is listed as unsupported, never passed), 1 a check failed (or a control\n"
-                "was not detected), 2 bad input or usage, 77 nothing could be checked.\n");
+                "was not detected), 2 bad input or usage, 77 nothing could be checked,\n"
+                "130 interrupted: SIGINT/SIGTERM stops the run (an isolated check at once),\n"
+                "and the reports are written with what finished, marked interrupted.\n");
 }
 
 /* What every check would refuse, refused before any runs: prompt tokens
@@ -305,6 +308,7 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
                  : c->isolate == 1 || c->timeout > 0 ? KVV_ISOLATE_ON
                                                      : KVV_ISOLATE_AUTO;
     o->timeout = c->timeout;
+    o->stop = kvv_interrupt_flag(); /* caught while the checks run (cli/interrupt.h) */
     int per = eo.n_threads > 0 ? eo.n_threads : 1;
     o->n_jobs = c->jobs > 0 ? (int)c->jobs
                             : (kvv_parallel_cpus() / per > 1 ? kvv_parallel_cpus() / per : 1);
@@ -346,6 +350,7 @@ kvv_status kvv_check_cli_run_body(const kvv_check_run *run, double passes, kvv_i
                                   void *ctx, kvv_check_result *r, kvv_error *err)
 {
     const kvv_check_opts *o = &run->opts;
+    kvv_interrupt_catch(); /* until finish: the report is written, marked interrupted */
     if (!kvv_isolate_wanted(o))
         return fn(ctx, r, err);
     kvv_isolate_opts io = {.timeout = o->timeout > 0 ? o->timeout
@@ -357,6 +362,7 @@ kvv_status kvv_check_cli_run_body(const kvv_check_run *run, double passes, kvv_i
 
 void kvv_check_cli_close(kvv_check_cli *c, kvv_check_run *run)
 {
+    kvv_interrupt_release();
     run_free(run);
     kvv_check_cli_free(c);
 }
@@ -414,6 +420,10 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
 {
     kvv_report *rep = &run->report;
     kvv_error err = {0};
+    /* a signal while the checks ran: what finished, marked interrupted,
+     * exit 130; a signal from here on ends the command as usual */
+    rep->interrupted = run->opts.stop && *run->opts.stop;
+    kvv_interrupt_release();
     if (rep->seconds == 0)
         for (int i = 0; i < rep->n_checks; i++)
             rep->seconds += rep->checks[i].seconds;
@@ -439,7 +449,8 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     /* why a check could not run, on stderr too (stdout may be a report) */
     for (int i = 0; i < rep->n_checks; i++) {
         const kvv_check_result *r = &rep->checks[i];
-        if (r->verdict == KVV_VERDICT_ERROR || r->verdict == KVV_VERDICT_SKIPPED)
+        if ((r->verdict == KVV_VERDICT_ERROR && !r->interrupted) ||
+            r->verdict == KVV_VERDICT_SKIPPED)
             fprintf(stderr, "kvverify %s: %s %s: %s\n", c->cmd, r->name,
                     r->verdict == KVV_VERDICT_ERROR ? "could not run" : "nothing checked",
                     r->message[0] ? r->message : r->key_figure);
@@ -458,6 +469,14 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
     }
     if (c->out.junit_path && kvv_report_write_junit(rep, c->out.junit_path, &err))
         code = kvv_cli_fail(&err);
+    if (rep->interrupted) {
+        int done = 0;
+        for (int i = 0; i < rep->n_checks; i++)
+            done += !rep->checks[i].interrupted;
+        fprintf(stderr, "kvverify %s: interrupted: %d of %d checks finished before the "
+                        "signal; the report says interrupted (exit 130)\n", c->cmd, done,
+                rep->n_checks);
+    }
     kvv_check_cli_close(c, run);
     return code;
 }
@@ -473,6 +492,7 @@ int kvv_check_cli_run(kvv_check_cli *c, const char *const *names, int n_names)
     }
     kvv_error err = {0};
     trim_workload(&run.report.workload, names, n_names);
+    kvv_interrupt_catch(); /* until finish: the report is written, marked interrupted */
     if (kvv_audit_run(&run.opts, names, n_names, &run.report, &err)) {
         code = kvv_cli_fail(&err);
         kvv_check_cli_close(c, &run);

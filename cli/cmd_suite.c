@@ -8,12 +8,12 @@
  * manifest or usage, or a case could not run; 77 nothing ran (empty shard,
  * everything skipped).
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "cli/opts.h"
 #include "cli/output_opts.h"
 #include "verify/isolate.h"
@@ -108,26 +108,6 @@ static void own_finish(void *state, kvv_opts *o)
         kvv_opts_error(o, "option --timeout: needs isolation, and --no-isolate was given");
 }
 
-/* SIGINT / SIGTERM: finish the reports of the cases done, exit 130. The
- * flag is the one state a handler may touch. */
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
-static void catch_signals(bool on)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on ? on_signal : SIG_DFL;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a waiting poll returns */
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 /* --junit, --json and --html of the results so far. @return 0 or the exit
  * code of a failed write (message printed). */
 static int write_reports(const kvv_output_cli *out, const kvv_suite_results *res)
@@ -201,15 +181,14 @@ int kvv_cmd_suite(int argc, char **argv)
         .isolate = a.isolate == 2 ? KVV_ISOLATE_OFF
                    : a.isolate == 1 || a.timeout > 0 ? KVV_ISOLATE_ON : KVV_ISOLATE_AUTO,
         .timeout = a.timeout,
-        .stop = &interrupted,
+        .stop = kvv_interrupt_flag(), /* SIGINT, SIGTERM: cli/interrupt.h */
         .case_done = case_done,
         .case_done_user = &out,
         .resume = a.resume ? out.json_path : NULL,
     };
-    interrupted = 0;
-    catch_signals(true);
+    kvv_interrupt_catch();
     kvv_status st = kvv_suite_run(s, si, sn, &ro, &res, &err);
-    catch_signals(false);
+    kvv_interrupt_release();
     if (st) {
         kvv_suite_results_free(&res);
         kvv_suite_free(s);
@@ -239,7 +218,7 @@ int kvv_cmd_suite(int argc, char **argv)
         fprintf(stderr, "kvverify suite: interrupted: the reports hold the %d finished "
                         "testcases; run again with --resume --json FILE to complete them\n",
                 res.n_out);
-        rc = 130;
+        rc = KVV_EXIT_INTERRUPTED;
     }
     kvv_suite_results_free(&res);
     kvv_suite_free(s);

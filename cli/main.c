@@ -4,6 +4,7 @@
  *   kvverify COMMAND [options]      see kvverify --help
  *   kvverify MODEL.gguf [options]   the one-shot audit (kvverify audit MODEL)
  */
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,7 +94,8 @@ static void usage(FILE *f)
     fprintf(f,
             "\nexit codes: 0 every check that could run passed (the others are listed as\n"
             "unsupported by this engine), 1 a check failed, 2 bad input or usage, 77\n"
-            "nothing could be checked (e.g. unsupported architecture).\n");
+            "nothing could be checked (e.g. unsupported architecture), 130 interrupted\n"
+            "(^C or SIGTERM: the reports hold what finished, marked interrupted).\n");
 }
 
 int main(int argc, char **argv)
@@ -106,6 +108,12 @@ int main(int argc, char **argv)
      * peaks (qwen3-0.6b Q8_0 with --engine cpu: 866 MB, 544 MB with this). */
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
+    /* A closed stdout (`kvverify MODEL --json r.json | head -1`) must not
+     * kill the run before it writes its report files: console text to it
+     * is lost (the exit code stays the verdict's), and a document asked for
+     * on stdout that cannot be written is an error like any failed write
+     * (exit 2, the message on stderr). */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return KVV_EXIT_BAD_INPUT;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model/atomic_file.h"
 #include "vectors/kvv_file.h"
 #include "verify/report/report.h"
 
@@ -103,7 +104,8 @@ void kvv_output_progress(void *state, const char *label, long done, long total)
     fflush(stderr);
 }
 
-/* Does the existing file at path begin with a GGUF or .kvv magic? */
+/* Does the regular file at path begin with a GGUF or .kvv magic? (Only
+ * ever asked of a regular file: reading a FIFO would wait for a writer.) */
 static bool is_input_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -115,66 +117,107 @@ static bool is_input_file(const char *path)
     return n == 4 && (memcmp(magic, "GGUF", 4) == 0 || memcmp(magic, KVV_FILE_MAGIC, 4) == 0);
 }
 
-bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path, bool model_out)
+/* The checks of one resolved target t of path (see kvv_output_path_check). */
+static bool target_check(kvv_opts *o, const char *option, const char *path,
+                         const kvv_file_target *t, bool model_out)
 {
-    if (!path || kvv_output_is_stdout(path))
-        return true;
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            kvv_opts_error(o, "option %s: cannot write %s: it is a folder", option, path);
-            return false;
-        }
-        if (!model_out && is_input_file(path)) {
-            kvv_opts_error(o, "option %s: %s is a model or vector file; refusing to overwrite "
-                              "it (--json FILE takes the next argument: write --json=FILE, or "
-                              "put --json after MODEL)", option, path);
-            return false;
-        }
+    if (t->kind != KVV_TARGET_FILE)
+        return true; /* a stream: written through, nothing to rename or protect */
+    /* "r.json (a link to /x/r.json)": where the rename goes */
+    char shown[1200];
+    snprintf(shown, sizeof shown, t->via_link ? "%s (a link to %s)" : "%s", path, t->path);
+    if (t->is_dir) {
+        kvv_opts_error(o, "option %s: cannot write %s: it is a folder", option, shown);
+        return false;
     }
-    /* the folder: the writer creates FILE.tmp there and renames it */
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (t->exists && !model_out && is_input_file(t->path)) {
+        kvv_opts_error(o, "option %s: %s is a model or vector file; refusing to overwrite "
+                          "it (--json FILE takes the next argument: write --json=FILE, or "
+                          "put --json after MODEL)", option, shown);
+        return false;
+    }
+    /* the folder: the writer creates TARGET.tmp.PID there and renames it */
+    const char *slash = strrchr(t->path, '/');
+    char *dir = slash ? strndup(t->path, slash == t->path ? 1 : (size_t)(slash - t->path))
+                      : strdup(".");
     if (!dir) {
         kvv_opts_error(o, "option %s: out of memory", option);
         return false;
     }
+    struct stat st;
     bool ok = false;
     if (stat(dir, &st) != 0)
-        kvv_opts_error(o, "option %s: cannot write %s: folder %s %s", option, path, dir,
+        kvv_opts_error(o, "option %s: cannot write %s: folder %s %s", option, shown, dir,
                        errno == ENOENT ? "does not exist" : strerror(errno));
     else if (!S_ISDIR(st.st_mode))
-        kvv_opts_error(o, "option %s: cannot write %s: %s is not a folder", option, path, dir);
+        kvv_opts_error(o, "option %s: cannot write %s: %s is not a folder", option, shown, dir);
     else if (access(dir, W_OK | X_OK) != 0)
         kvv_opts_error(o, "option %s: cannot write %s: folder %s is not writable (%s)", option,
-                       path, dir, strerror(errno));
+                       shown, dir, strerror(errno));
     else
         ok = true;
     free(dir);
     return ok;
 }
 
-/* After the last option: the paths, at most one of them stdout, none the
- * same file twice. */
+/* Resolve path into t (model/atomic_file.h) and check it. @return true
+ * when it may be written (t filled; the caller frees it). */
+static bool resolve_check(kvv_opts *o, const char *option, const char *path, bool model_out,
+                          kvv_file_target *t)
+{
+    kvv_error err = {0};
+    if (kvv_file_target_resolve(path, t, &err)) {
+        kvv_opts_error(o, "option %s: cannot write %s", option, err.msg);
+        return false;
+    }
+    if (target_check(o, option, path, t, model_out))
+        return true;
+    kvv_file_target_free(t);
+    return false;
+}
+
+bool kvv_output_path_check(kvv_opts *o, const char *option, const char *path, bool model_out)
+{
+    if (!path || kvv_output_is_stdout(path))
+        return true;
+    kvv_file_target t;
+    if (!resolve_check(o, option, path, model_out, &t))
+        return false;
+    kvv_file_target_free(&t);
+    return true;
+}
+
+/* After the last option: the paths, at most one of them stdout ("-" or
+ * /dev/stdout, which becomes "-"), none the same file twice under two
+ * spellings (device and inode, or canonical folder and name). */
 static void finish(void *state, kvv_opts *o)
 {
     kvv_output_cli *out = state;
-    const char *names[] = {"--json", "--junit", "--html"};
-    const char *paths[] = {out->json_path, out->junit_path, out->html_path};
-    int n_stdout = 0;
-    for (int i = 0; i < 3 && !o->failed; i++) {
-        if (!paths[i])
+    static const char *const names[] = {"--json", "--junit", "--html"};
+    const char **paths[] = {&out->json_path, &out->junit_path, &out->html_path};
+    kvv_file_target t[3];
+    int n_t = 0, n_stdout = 0;
+    for (int i = 0; i < 3 && !o->failed; i++, n_t++) {
+        memset(&t[i], 0, sizeof t[i]);
+        if (!*paths[i])
             continue;
-        n_stdout += kvv_output_is_stdout(paths[i]);
-        if (!kvv_output_path_check(o, names[i], paths[i], false))
-            return;
+        if (!resolve_check(o, names[i], *paths[i], false, &t[i]))
+            break;
+        if (t[i].kind == KVV_TARGET_STDOUT) {
+            *paths[i] = KVV_OUTPUT_STDOUT; /* one spelling downstream */
+            n_stdout++;
+            continue;
+        }
         for (int j = 0; j < i; j++)
-            if (paths[j] && !kvv_output_is_stdout(paths[i]) && strcmp(paths[i], paths[j]) == 0) {
-                kvv_opts_error(o, "options %s and %s both write %s", names[j], names[i],
-                               paths[i]);
-                return;
+            if (*paths[j] && kvv_file_target_same(&t[i], &t[j])) {
+                kvv_opts_error(o, "options %s and %s both write %s%s%s", names[j], names[i],
+                               *paths[j], strcmp(*paths[j], *paths[i]) ? " and " : "",
+                               strcmp(*paths[j], *paths[i]) ? *paths[i] : "");
+                break;
             }
     }
+    for (int i = 0; i < n_t; i++)
+        kvv_file_target_free(&t[i]);
     if (n_stdout > 1 && !o->failed)
         kvv_opts_error(o, "only one of --json, --junit and --html can write to stdout; give "
                           "the others a FILE");

@@ -26,13 +26,22 @@
  * and progress stay on stderr. At most one output may take stdout.
  *
  * Output paths are checked once every option is read, before anything
- * runs (the group's finish): FILE is not a folder, its folder exists and
- * is writable, it is not an existing GGUF model or .kvv vector file (a
- * model named after --json by mistake is never overwritten), and no two
- * outputs name the same file. The writers then write through a temporary
- * file and rename (verify/report/sbuf.h), so a run that fails to write
- * leaves an existing FILE as it was. "-" is standard output to every
- * writer there (KVV_OUTPUT_STDOUT).
+ * runs (the group's finish), by what they name (model/atomic_file.h),
+ * found without opening them:
+ *   - a regular FILE, or none yet (a symbolic link is followed to the file
+ *     it points to): not a folder, its folder exists and is writable, not
+ *     an existing GGUF model or .kvv vector file (a model named after
+ *     --json by mistake is never overwritten); the writers then write a
+ *     temporary file beside it and rename it over it, so a run that fails
+ *     to write leaves an existing FILE as it was;
+ *   - a device (/dev/null), FIFO, socket or open descriptor (/dev/fd/N, a
+ *     shell's >(cmd)): written through as a stream, never replaced and
+ *     never read;
+ *   - "-" or /dev/stdout (which finish rewrites to "-"): standard output
+ *     to every writer (KVV_OUTPUT_STDOUT).
+ * No two outputs may name the same file, however spelt (same device and
+ * inode, or the same canonical folder and name), and at most one may be
+ * stdout: "options --json and --junit both write r.json and ./r.json".
  *
  *   kvv_output_cli out;
  *   kvv_output_cli_init(&out, "kv", KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_QUIET);

@@ -55,7 +55,9 @@ enum {
     KVV_EXIT_PASS = 0,        /* every requested check ran and passed */
     KVV_EXIT_FAIL = 1,        /* a check ran and failed */
     KVV_EXIT_BAD_INPUT = 2,   /* bad input or usage */
-    KVV_EXIT_NOTHING = 77     /* nothing could be checked */
+    KVV_EXIT_NOTHING = 77,    /* nothing could be checked */
+    KVV_EXIT_INTERRUPTED = 130 /* stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell
+                                  says): the reports hold what finished */
 };
 
 #endif

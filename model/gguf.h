@@ -194,8 +194,11 @@ kvv_status kvv_gguf_writer_copy_kv(kvv_gguf_writer *w, const kvv_gguf_kv *kv);
 kvv_status kvv_gguf_writer_add_tensor(kvv_gguf_writer *w, const char *name, kvv_type type,
                                       uint32_t n_dims, const int64_t *ne, const void *data);
 
-/* Serialize to path atomically (temp file + rename; nothing is left behind
- * on failure and an existing file is not touched unless the write succeeds). */
+/* Serialize to path atomically (temp file + fsync + rename beside the
+ * target, symlinks followed; nothing is left behind on failure and an
+ * existing file is not touched unless the write succeeds). A device, FIFO
+ * or open descriptor (/dev/null, /dev/stdout, "-") is written through, as
+ * model/atomic_file.h says. */
 kvv_status kvv_gguf_writer_write(kvv_gguf_writer *w, const char *path, kvv_error *err);
 /* Serialize to a malloc'ed buffer (caller frees). */
 kvv_status kvv_gguf_writer_to_buffer(kvv_gguf_writer *w, uint8_t **buf, size_t *size, kvv_error *err);

@@ -59,6 +59,10 @@ static void audit_job(void *user, int job, int worker)
     (void)worker;
     const audit_jobs *a = user;
     int i = a->order[job];
+    if (a->o->stop && *a->o->stop) { /* a signal: no new check starts */
+        kvv_check_set_interrupted(&a->results[i]);
+        return;
+    }
     kvv_error cerr = {0}; /* the result records any error (verify/check.h) */
     a->sel[i]->run(a->o, &a->results[i], &cerr);
 }

@@ -51,6 +51,9 @@ bool kvv_audit_applies(const kvv_check_entry *c, const char *engine);
  * costliest first, each on its own engines (results do not depend on it);
  * the checks' own independent runs share what is left.
  * A check that cannot run is recorded as ERROR/SKIPPED and the audit goes on.
+ * Once *o->stop is set (a signal) no check starts: the ones not started, and
+ * isolated ones running (killed), read ERROR "interrupted"; an in-process
+ * one running finishes.
  * @return KVV_OK, KVV_ERR_USAGE for an unknown check name, KVV_ERR_NOMEM. */
 kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int n_names,
                          kvv_report *rep, kvv_error *err);

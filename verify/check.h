@@ -62,9 +62,10 @@ typedef struct {
                                     a child process; 0 = off (default) */
     double timeout;              /* isolated checks: seconds before the child is killed;
                                     0 = kvv_isolate_default_timeout */
-    volatile sig_atomic_t *stop; /* isolated checks: when *stop turns nonzero (a signal
-                                    handler's flag) the child is killed and the check
-                                    ends at once; NULL = never */
+    volatile sig_atomic_t *stop; /* when *stop turns nonzero (a signal handler's flag,
+                                    cli/interrupt.h): an isolated check's child is killed
+                                    and the check ends at once, the audit starts no
+                                    further check; NULL = never */
 } kvv_check_opts;
 
 kvv_check_opts kvv_check_opts_default(void);

@@ -12,6 +12,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "engine/breadcrumb.h"
 #include "verify/audit_plan.h"
@@ -217,13 +220,23 @@ static bool write_all(int fd, const unsigned char *p, size_t n)
     return true;
 }
 
-/* The child's start: the parent's handlers (suite's SIGINT) are not the
- * child's, and a crash must reach the parent as the signal it is. */
-static void child_start(kvv_breadcrumb *crumb)
+/* The child's start: the parent's handlers (cli/interrupt.h's SIGINT) are
+ * not the child's, and a crash must reach the parent as the signal it is.
+ * ^C is the parent's to decide (it kills the child), and the child dies
+ * with its parent however the parent ends (SIGKILL, a second ^C): no check
+ * goes on alone under init. SIGPIPE stays as the parent has it (the
+ * command ignores it, cli/main.c): a table printed to a closed stdout is
+ * not a crash of the engine. */
+static void child_start(kvv_breadcrumb *crumb, pid_t parent)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGPIPE, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+    static const int sigs[] = {SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        signal(sigs[i], sigs[i] == SIGINT ? SIG_IGN : SIG_DFL); /* ^C: the parent decides */
+        signal(sigs[i], sigs[i] == SIGINT ? SIG_IGN : SIG_DFL);
+#if defined(__linux__)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent) /* the parent died before the line above */
+        _exit(3);
     kvv_breadcrumb_attach(crumb);
 }
 
@@ -285,6 +298,7 @@ static kvv_status child_spawn(double limit, bool (*body)(void *, int), void *u, 
     fflush(NULL); /* nothing buffered is written twice */
     cr->t0 = kvv_now_seconds();
     cr->deadline = cr->t0 + limit;
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -295,7 +309,7 @@ static kvv_status child_spawn(double limit, bool (*body)(void *, int), void *u, 
     }
     if (pid == 0) {
         close(fds[0]);
-        child_start(crumb);
+        child_start(crumb, parent);
         _exit(body(u, fds[1]) ? 0 : 3);
     }
     close(fds[1]);
@@ -381,8 +395,7 @@ static kvv_status check_outcome(child_run *cr, double limit, kvv_check_result *r
                  cr->stage);
         kvv_check_set_fault(r, "timeout", detail);
     } else if (cr->got == -2) {
-        kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
-        kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
+        kvv_check_set_interrupted(r);
     } else if (cr->got < 0) {
         st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading the child's result",
                            r->name);
@@ -429,12 +442,6 @@ static kvv_status run_job(void *u, kvv_check_result *r, kvv_error *err)
 {
     const job_body *j = u;
     return j->fn(j->ctx, j->job, r, err);
-}
-
-static void set_interrupted(kvv_check_result *r)
-{
-    kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
-    kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
 }
 
 /* A job's child is done (c->got set): reap it and put its verdict in r; the
@@ -488,7 +495,7 @@ kvv_status kvv_isolate_run_jobs(const kvv_isolate_opts *io, int n_jobs, int at_o
         }
         if (stopped) {
             for (; next < n_jobs; next++)
-                set_interrupted(rs[next]);
+                kvv_check_set_interrupted(rs[next]);
         }
         if (!running)
             continue;

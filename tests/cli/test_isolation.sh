@@ -139,6 +139,9 @@ xmllint --noout "$T/r.xml" && [ "$(grep -c '<testcase' "$T/r.xml")" -eq 2 ] \
     && ok "suite: JUnit valid with the 2 finished testcases" || fail "suite: JUnit after INT"
 [ "$(jq '.results | length' "$T/r.json")" -eq 2 ] && ok "suite: JSON holds the finished case" \
     || fail "suite: JSON after INT"
+[ "$(jq -c '[.interrupted, .exit_code]' "$T/r.json")" = '[true,130]' ] \
+    && ok "suite: the JSON says interrupted and exit_code 130, as the process exits" \
+    || fail "suite: JSON after INT says $(jq -c '[.interrupted, .exit_code]' "$T/r.json")"
 ls "$T" | grep -q '\.tmp\.' && fail "a temp file was left behind"
 "$KVV" suite "$MAN" --junit "$T/r.xml" --json "$T/r.json" -q --resume --timeout 1 >"$T/s.out" 2>&1
 rc=$?

@@ -3,8 +3,10 @@
 # and --json - print the JSON on stdout (and nothing else there), --json FILE
 # and --json=FILE write it; the same for --junit. Output paths are checked
 # before anything runs: a missing folder, a folder as FILE, a model named
-# after --json, two outputs on stdout or on one file are exit 2 at once,
-# and an existing file is left as it was.
+# after --json, two outputs on stdout or on one file (however spelt) are
+# exit 2 at once, and an existing file is left as it was. A device, FIFO or
+# pipe is written through and stays what it was (never read, never
+# replaced; nothing hangs), a symlink is followed, /dev/stdout is stdout.
 if [ -z "$KVV" ]; then
     if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
 fi
@@ -98,6 +100,80 @@ if [ "$(id -u)" != 0 ]; then
 else
     echo "SKIP: running as root, a read-only folder is writable (case not checked)"
 fi
+
+# ---- what a path names decides how it is written (model/atomic_file.h):
+# a device or FIFO is written through and stays what it was, a symlink is
+# followed, nothing hangs reading a stream (each run under `timeout`)
+TO="timeout 60"
+if mknod "$T/null" c 1 3 2>/dev/null; then # /dev/null's numbers, in the scratch folder
+    expect 0 "--json DEVICE" $TO $KVV kv "$M" -q --json "$T/null" &&
+        [ -c "$T/null" ] || fail "--json DEVICE: $T/null is no longer a character device"
+    expect 0 "--junit DEVICE" $TO $KVV kv "$M" -q --junit "$T/null" || true
+    [ -c "$T/null" ] || fail "--junit DEVICE: replaced"
+    expect 0 "synth -o DEVICE" $TO $KVV synth --shape llama-tiny -o "$T/null" &&
+        [ -c "$T/null" ] || fail "synth -o DEVICE: replaced"
+    expect 0 "vectors gen -o DEVICE" $TO $KVV vectors gen "$M" --random 6 -n 2 -o "$T/null" &&
+        [ -c "$T/null" ] || fail "vectors gen -o DEVICE: replaced"
+    expect 0 "evict --csv DEVICE" $TO $KVV evict "$M" --n-prompts 1 --csv "$T/null" || true
+    [ -c "$T/null" ] || fail "evict --csv DEVICE: replaced"
+    rm -f "$T/null"
+else
+    echo "SKIP: mknod of a character device not permitted here (device case not checked)"
+fi
+mkfifo "$T/fifo" || fail "mkfifo"
+$TO cat "$T/fifo" >"$T/fifo.out" &
+reader=$!
+expect 0 "--json FIFO" $TO $KVV kv "$M" -q --json "$T/fifo" || true
+wait $reader
+is_json "$T/fifo.out" || fail "--json FIFO: the reader got no JSON"
+[ -p "$T/fifo" ] || fail "--json FIFO: no longer a FIFO"
+# Descriptor names: /dev/fd/N and /dev/stdout are links to /proc/self/fd/N.
+# The cases use links of their own to the same place, in the scratch folder:
+# a kvverify that renamed over its target (the bug this guards against)
+# then replaces only the scratch link, never the machine's /dev/stdout.
+# A pipe by its descriptor name (what bash's --json >(cmd) passes):
+ln -s /proc/self/fd/3 "$T/fd3"
+{ $TO $KVV kv "$M" -q --json "$T/fd3" 3>&1 >/dev/null 2>"$T/err"; echo $? >"$T/rc"; } |
+    cat >"$T/pipe.out"
+[ "$(cat "$T/rc")" = 0 ] && is_json "$T/pipe.out" || fail "--json /dev/fd/3 (a pipe): exit $(cat "$T/rc")"
+[ -L "$T/fd3" ] || fail "--json /dev/fd/3: the link was replaced"
+# /dev/stdout is stdout: the document alone there, as with -
+ln -s /proc/self/fd/1 "$T/stdout"
+expect 0 "--json /dev/stdout" $KVV kv "$M" --json "$T/stdout" && is_json "$T/out" ||
+    fail "--json /dev/stdout: stdout is not one JSON document"
+expect 2 "--json /dev/stdout --junit -" $KVV kv "$M" --json "$T/stdout" --junit - &&
+    grep -q "only one of" "$T/err" || fail "/dev/stdout and - both taken: not refused"
+[ -L "$T/stdout" ] || fail "--json /dev/stdout: the link was replaced"
+# a symlink is followed: its target gets the report, the link stays a link
+echo old >"$T/real.json"
+ln -s real.json "$T/link.json"
+expect 0 "--json LINK" $KVV kv "$M" -q --json "$T/link.json" || true
+[ -L "$T/link.json" ] || fail "--json LINK: the link was replaced"
+is_json "$T/real.json" || fail "--json LINK: the link's target holds no JSON"
+ln -s made.json "$T/dangling.json"
+expect 0 "--json DANGLING-LINK" $KVV kv "$M" -q --json "$T/dangling.json" || true
+[ -L "$T/dangling.json" ] && is_json "$T/made.json" || fail "--json DANGLING-LINK: target not made"
+cp "$M" "$T/keep2.gguf" && ln -s keep2.gguf "$T/model-link"
+expect 2 "--json LINK-TO-MODEL" $KVV kv "$M" --json "$T/model-link" &&
+    grep -q "refusing to overwrite" "$T/err" || fail "--json LINK-TO-MODEL: not refused"
+cmp -s "$M" "$T/keep2.gguf" || fail "--json LINK-TO-MODEL: the model was overwritten"
+ls "$T" | grep -q '\.tmp\.' && fail "a temp file was left behind"
+
+# ---- one file under two spellings is refused, naming both options
+mkdir -p "$T/sub"
+for pair in "$T/same.out $T/./same.out" "$T/same.out $T/sub/../same.out" \
+            "$T/link.json $T/real.json"; do
+    set -- $pair
+    for pre in absent present; do
+        [ $pre = present ] && echo x >"$1"
+        expect 2 "--json $1 --junit $2 ($pre)" $KVV kv "$M" --json "$1" --junit "$2" &&
+            grep -q "options --json and --junit both write" "$T/err" ||
+            fail "--json $1 --junit $2 ($pre): not refused by name"
+    done
+done
+case $KVV in /*) AK=$KVV ;; *) AK=$(pwd)/$KVV ;; esac
+expect 2 "--json X --html ./X (relative)" sh -c "cd '$T' && '$AK' kv '$M' --json r.out --html ./r.out" &&
+    grep -q "both write r.out and ./r.out" "$T/err" || fail "--json X --html ./X: no message naming both"
 
 # ---- help says the convention once, in the same words everywhere
 for c in kv info run bench tokenize suite "vectors check"; do

@@ -3,7 +3,8 @@
  * every check passes, with every negative control detected, for every model
  * in ../shared/models and ../shared/peer/models and for synthetic models of
  * every architecture (written here, so this part needs no ../shared), with
- * f32, f16 and bf16 caches; and --force-fail makes every check FAIL.
+ * f32, f16 and bf16 caches; --force-fail makes every check FAIL; and a
+ * stop flag raised before the audit starts no check.
  * Prompts are short (6 tokens, 4 greedy steps) to keep the whole run fast.
  */
 #include <dirent.h>
@@ -15,6 +16,8 @@
 #include "tests/test_util.h"
 #include "verify/audit.h"
 #include "verify/check.h"
+#include "verify/isolate.h"
+#include "verify/report/report.h"
 
 #define N_PROMPT 6
 #define N_GEN 4
@@ -178,6 +181,52 @@ static void test_force_fail(void **state)
     kvv_model_close(m);
 }
 
+/* A signal before the audit's checks start (*o.stop set, cli/interrupt.h):
+ * in process and isolated, no check runs; each reads ERROR "interrupted",
+ * and the report is 130 with "interrupted" in its JSON. */
+static void test_stopped_audit(void **state)
+{
+    (void)state;
+    char path[4096];
+    synth_path("llama-tiny", path, sizeof path);
+    kvv_model *m;
+    kvv_error err = {0};
+    assert_int_equal(kvv_model_open(path, &m, &err), KVV_OK);
+    int32_t tok[N_PROMPT];
+    kvv_prompt_random(9, m->hp.n_vocab, -1, tok, N_PROMPT);
+    volatile sig_atomic_t stop = 1;
+    for (int isolate = 0; isolate < 2; isolate++) {
+        kvv_check_opts o = kvv_check_opts_default();
+        o.model = m;
+        o.tokens = tok;
+        o.n_tokens = N_PROMPT;
+        o.n_gen = N_GEN;
+        o.n_jobs = 2;
+        o.isolate = isolate ? KVV_ISOLATE_ON : KVV_ISOLATE_OFF;
+        o.stop = &stop;
+        kvv_report rep;
+        kvv_report_init(&rep, path, 1);
+        assert_int_equal(kvv_audit_run(&o, mine, N_MINE, &rep, &err), KVV_OK);
+        assert_int_equal(rep.n_checks, N_MINE);
+        for (int i = 0; i < rep.n_checks; i++) {
+            assert_int_equal(rep.checks[i].verdict, KVV_VERDICT_ERROR);
+            assert_true(rep.checks[i].interrupted);
+            assert_string_equal(rep.checks[i].key_figure, "interrupted");
+        }
+        assert_int_equal(kvv_report_exit_code(&rep), KVV_EXIT_BAD_INPUT);
+        rep.interrupted = true; /* what the command sets when its flag is up */
+        assert_int_equal(kvv_report_exit_code(&rep), KVV_EXIT_INTERRUPTED);
+        json_t *j = kvv_report_to_json(&rep);
+        assert_true(json_is_true(json_object_get(j, "interrupted")));
+        assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 130);
+        json_t *c0 = json_array_get(json_object_get(j, "checks"), 0);
+        assert_true(json_is_true(json_object_get(c0, "interrupted")));
+        json_decref(j);
+        kvv_report_free(&rep);
+    }
+    kvv_model_close(m);
+}
+
 /* Bad configurations are errors (ERROR verdict, USAGE status), not crashes. */
 static void test_bad_opts(void **state)
 {
@@ -246,6 +295,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_synth_models), cmocka_unit_test(test_force_fail),
         cmocka_unit_test(test_bad_opts),     cmocka_unit_test(test_unsupported_arch),
+        cmocka_unit_test(test_stopped_audit),
         cmocka_unit_test(test_shared_models),
         cmocka_unit_test(test_peer_models),
     };

@@ -109,10 +109,15 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
         upper(v, sizeof v, kvv_verdict_name(r->verdict));
         fprintf(f, "%-12s %-8s %8.2fs  %s\n", r->name, v, r->seconds, r->key_figure);
     }
-    int code = kvv_report_exit_code(rep), n_skipped = 0;
-    for (int i = 0; i < rep->n_checks; i++)
+    int code = kvv_report_exit_code(rep), n_skipped = 0, n_stopped = 0;
+    for (int i = 0; i < rep->n_checks; i++) {
         n_skipped += rep->checks[i].verdict == KVV_VERDICT_SKIPPED;
-    if (code == KVV_EXIT_PASS && n_skipped)
+        n_stopped += rep->checks[i].interrupted;
+    }
+    if (rep->interrupted) /* whatever the finished checks say, the run is not whole */
+        fprintf(f, "INTERRUPTED by a signal after %.2fs: %d of %d checks finished\n",
+                rep->seconds, rep->n_checks - n_stopped, rep->n_checks);
+    else if (code == KVV_EXIT_PASS && n_skipped)
         fprintf(f, "every check that could run passed (%d unsupported by this engine) in %.2fs\n",
                 n_skipped, rep->seconds);
     else

@@ -198,8 +198,11 @@ void kvv_html_report_header(kvv_sbuf *b, const json_t *doc, const char *heading)
         kvv_workload_from_json(json_object_get(doc, "workload"), &w);
         kvv_html_meta(b, "workload", kvv_workload_format(&w, buf, sizeof buf));
     }
-    snprintf(buf, sizeof buf, "%s, %.3g s, exit code %lld", kvv_jget_str(doc, "started"),
-             kvv_jget_num(doc, "seconds"), kvv_jget_int(doc, "exit_code", -1));
+    snprintf(buf, sizeof buf, "%s, %.3g s, exit code %lld%s", kvv_jget_str(doc, "started"),
+             kvv_jget_num(doc, "seconds"), kvv_jget_int(doc, "exit_code", -1),
+             json_is_true(json_object_get(doc, "interrupted"))
+                 ? " (interrupted by a signal: checks marked interrupted did not finish)"
+                 : "");
     kvv_html_meta(b, "run", buf);
     snprintf(buf, sizeof buf, "kvverify %s, report schema %lld",
              kvv_jget_str(doc, "kvverify_version"), kvv_jget_int(doc, "schema_version", 0));

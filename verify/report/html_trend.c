@@ -88,10 +88,14 @@ static void suite_header(kvv_sbuf *b, const json_t *doc, const char *heading)
                                                ? kvv_jget_str(doc, "started")
                                                : "(not recorded)");
     kvv_html_meta(b, "shard", buf);
-    snprintf(buf, sizeof buf, "%lld passed, %lld failed, %lld errors, %lld skipped; exit code %lld",
+    snprintf(buf, sizeof buf,
+             "%lld passed, %lld failed, %lld errors, %lld skipped; exit code %lld%s",
              kvv_jget_int(sum, "pass", 0), kvv_jget_int(sum, "fail", 0),
              kvv_jget_int(sum, "error", 0), kvv_jget_int(sum, "skipped", 0),
-             kvv_jget_int(doc, "exit_code", -1));
+             kvv_jget_int(doc, "exit_code", -1),
+             json_is_true(json_object_get(doc, "interrupted"))
+                 ? " (interrupted by a signal: the unfinished case is left out)"
+                 : "");
     kvv_html_meta(b, "testcases", buf);
     kvv_sbuf_str(b, "</dl>\n</header>\n");
 }

@@ -88,6 +88,8 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     if (!o)
         return NULL;
     json_object_set_new(o, "unsupported", json_boolean(r->unsupported));
+    if (r->interrupted) /* stopped by a signal (verdict error); absent otherwise */
+        json_object_set_new(o, "interrupted", json_true());
     /* how the engine broke ("crash", "timeout", "contract"), null when it did not */
     json_object_set_new(o, "fault", r->fault[0] ? json_string(r->fault) : json_null());
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
@@ -200,6 +202,7 @@ json_t *kvv_report_to_json(const kvv_report *rep)
                                     : code == KVV_EXIT_FAIL ? "fail"
                                     : code == KVV_EXIT_NOTHING ? "skipped"
                                                                : "error"));
+    json_object_set_new(o, "interrupted", json_boolean(rep->interrupted));
     json_object_set_new(o, "n_prompt", json_integer(rep->n_prompt));
     if (rep->vs[0]) /* compare: the engine under test is "engine", A is this */
         json_object_set_new(o, "compared_against", json_string(rep->vs));

@@ -39,9 +39,10 @@
  * A check that ran and failed is a verdict, not a kvv_status error (STYLE
  * habit 3).
  *
- * Exit code of a run (DESIGN.md §6, issue 15), kvv_report_exit_code: any
- * FAIL -> 1; else any ERROR -> 2; else no PASS at all (every check skipped,
- * or no checks) -> 77; else 0. So 0 means every check that could run on
+ * Exit code of a run (DESIGN.md §6, issue 15), kvv_report_exit_code: a run
+ * stopped by a signal (rep->interrupted) -> 130; else any FAIL -> 1; else
+ * any ERROR -> 2; else no PASS at all (every check skipped, or no checks)
+ * -> 77; else 0. So 0 means every check that could run on
  * this engine ran and passed; the skipped ones are listed as unsupported,
  * never counted as passed.
  */
@@ -120,6 +121,8 @@ typedef struct {
                                   "contract" (it broke the plugin contract: KVV_ERR_ENGINE).
                                   Verdict FAIL; JUnit <error type=FAULT>; summaries count
                                   faults apart from wrong bits (verify/isolate.h) */
+    bool interrupted;          /* ERROR "interrupted": stopped by a signal before it ended
+                                  (kvv_check_set_interrupted) */
     bool has_engine;
     kvv_engine_desc engine;    /* the engine the check measured */
     kvv_layer_row *rows;       /* n_rows (owned) */
@@ -171,6 +174,9 @@ void kvv_check_set_error(kvv_check_result *r, const kvv_error *err);
  * "FAULT: detail" (e.g. "crash: SIGSEGV in forward, layer 3, position 17"),
  * message detail. */
 void kvv_check_set_fault(kvv_check_result *r, const char *fault, const char *detail);
+/* Mark r ERROR, key figure "interrupted", r->interrupted: the run was
+ * stopped by a signal (SIGINT, SIGTERM) before r ended or started. */
+void kvv_check_set_interrupted(kvv_check_result *r);
 /* Number of controls not detected. */
 int kvv_check_controls_missed(const kvv_check_result *r);
 /* Record the engine description. */
@@ -239,6 +245,8 @@ typedef struct {
     kvv_workload workload;     /* what the run exercised (set by the command) */
     char started[32];          /* UTC, ISO 8601 */
     double seconds;            /* total wall time */
+    bool interrupted;          /* stopped by a signal: checks may be missing or
+                                  "interrupted"; the exit code is 130 */
     kvv_check_result *checks;  /* n_checks (owned) */
     int n_checks, cap_checks;
 } kvv_report;

@@ -310,6 +310,13 @@ void kvv_check_set_fault(kvv_check_result *r, const char *fault, const char *det
     kvv_check_set_message(r, "%s", detail);
 }
 
+void kvv_check_set_interrupted(kvv_check_result *r)
+{
+    kvv_check_set_verdict(r, KVV_VERDICT_ERROR, "interrupted");
+    kvv_check_set_message(r, "interrupted (the run was stopped by a signal)");
+    r->interrupted = true;
+}
+
 int kvv_report_count_faults(const kvv_report *rep, int *crash, int *timeout, int *contract)
 {
     int n[3] = {0, 0, 0};
@@ -415,6 +422,8 @@ kvv_check_result *kvv_report_add(kvv_report *rep, const char *name)
 
 int kvv_report_exit_code(const kvv_report *rep)
 {
+    if (rep->interrupted)
+        return KVV_EXIT_INTERRUPTED;
     bool fail = false, error = false, passed = false;
     for (int i = 0; i < rep->n_checks; i++) {
         switch (rep->checks[i].verdict) {

@@ -403,6 +403,8 @@ static kvv_status run_cases(const kvv_suite *s, int shard_i, int shard_n,
 
 int kvv_suite_exit_code(const kvv_suite_results *res)
 {
+    if (res->interrupted)
+        return KVV_EXIT_INTERRUPTED;
     int n[4] = {0, 0, 0, 0};
     for (int i = 0; i < res->n_out; i++)
         n[res->out[i].r.verdict]++;

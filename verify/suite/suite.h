@@ -207,8 +207,9 @@ kvv_status kvv_suite_resume_load(const kvv_suite *s, const char *path, kvv_suite
  * initialised here. KVV_ERR_FORMAT naming the field. */
 kvv_status kvv_check_result_from_json(const json_t *j, kvv_check_result *r, kvv_error *err);
 
-/* 1 if any FAIL; else 2 if any ERROR; else 77 if nothing passed (empty
- * shard, all skipped); else 0. */
+/* 130 (KVV_EXIT_INTERRUPTED) if res->interrupted; else 1 if any FAIL;
+ * else 2 if any ERROR; else 77 if nothing passed (empty shard, all
+ * skipped); else 0. The JSON's "exit_code" is this number. */
 int kvv_suite_exit_code(const kvv_suite_results *res);
 
 /* JUnit XML: <testsuites><testsuite name="kvverify suite MANIFEST shard I/N">
