@@ -27,7 +27,7 @@ static bool is_nan_bits(uint32_t b)
 bool kvv_f32_bit_equal(float a, float b)
 {
     uint32_t x = kvv_f32_bits(a), y = kvv_f32_bits(b);
-    return x == y && !is_nan_bits(x);
+    return x == y && (x & 0x7f800000u) != 0x7f800000u; /* NaN and inf never equal */
 }
 
 /* Sign-magnitude bits -> ordered integer (+0 and -0 both 0). */
@@ -65,7 +65,7 @@ uint64_t kvv_cmp_update(kvv_cmp_stats *s, const float *ref, const float *test, s
             s->n_inf++;
             s->inf_diff |= rb != tb;
         }
-        if (rb != tb || nan) {
+        if (rb != tb || nan || isinf(r)) { /* non-finite: never equal */
             diff++;
             if (s->first < 0) {
                 s->first = (int64_t)(s->n + i);

@@ -3,9 +3,12 @@
  * definition of "equal" every check and report in kvverify uses
  * (DESIGN.md §3 "Comparisons report").
  *
- * Two elements are EQUAL iff their 32-bit patterns are identical; a NaN is
- * never equal to anything (not even the same NaN bits), and +0 / -0 differ
- * (their bits differ) although their ULP distance is 0.
+ * Two elements are EQUAL iff their 32-bit patterns are identical and
+ * finite: a NaN or an infinity is never equal to anything (not even the
+ * same bits) — a run that overflowed proves nothing, whatever the other
+ * side holds, so every check that compares through here fails on it (and
+ * counts it: n_nan, n_inf). +0 / -0 differ (their bits differ) although
+ * their ULP distance is 0.
  *
  * ULP distance is the sign-magnitude ordered integer distance: map a float's
  * bits b to  ord(b) = b                  if the sign bit is clear,
@@ -90,7 +93,7 @@ bool kvv_cmp_equal(const kvv_cmp_stats *s);
 uint32_t kvv_f32_bits(float x);
 float kvv_f32_from_bits(uint32_t b);
 
-/* Bit-equality as defined above (NaN never equal). */
+/* Bit-equality as defined above (NaN and inf never equal). */
 bool kvv_f32_bit_equal(float a, float b);
 
 /* ULP distance as defined above; KVV_ULP_NAN when either is NaN. */

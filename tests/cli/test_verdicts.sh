@@ -144,5 +144,29 @@ expect 1 "run nan.gguf" $KVV run "$T/nan.gguf" -p Once -n 4 &&
     grep -q "logits are not finite" "$T/err" || fail "run nan.gguf: no warning on stderr"
 expect 0 "run a finite model" $KVV run "$M" -p Once -n 4 || true
 
+# ---- issue 31 item 6: a non-finite output fails every check that compares
+# it, whatever the other side holds: output_norm[0] = inf makes every logit
+# inf or NaN on both sides alike (it passed as "logits bit-equal" before)
+python3 - "$KVV" "$M" "$T/inf.gguf" <<'PY' || fail "could not build inf.gguf"
+import json, shutil, struct, subprocess, sys
+kvv, src, dst = sys.argv[1:4]
+info = json.loads(subprocess.check_output([kvv, "info", src, "--json"]))
+t = [x for x in info["tensors"] if x["name"] == "output_norm.weight"][0]
+assert t["type"] == "F32"
+shutil.copy(src, dst)
+with open(dst, "r+b") as f:
+    f.seek(info["data_offset"] + t["offset"])
+    f.write(struct.pack("<I", 0x7F800000))
+PY
+for c in greedy invariance; do
+    expect 1 "$c inf.gguf" $KVV $c "$T/inf.gguf" -q --json "$T/i.json" || true
+    grep -Eq "^$c +FAIL .*[0-9]+ compared values not finite \([0-9]+ NaN, [0-9]+ inf\)" "$T/out" ||
+        fail "$c inf.gguf: the key figure does not lead with the non-finite count: $(grep "^$c" "$T/out")"
+    python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["checks"][0]; assert c["verdict"]=="fail" and "not finite" in c["key_figure"], c["key_figure"]' "$T/i.json" ||
+        fail "$c inf.gguf: the JSON verdict"
+done
+expect 1 "audit inf.gguf" $KVV "$T/inf.gguf" -q || true
+grep -q "all checks passed" "$T/out" && fail "audit inf.gguf: passed"
+
 [ $fails -eq 0 ] && echo "verdicts: all cases passed"
 [ $fails -eq 0 ]

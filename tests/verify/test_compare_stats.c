@@ -30,7 +30,9 @@ static void test_bit_equal(void **state)
     assert_false(kvv_f32_bit_equal(0.0f, -0.0f)); /* bits differ */
     float n = NAN;
     assert_false(kvv_f32_bit_equal(n, n)); /* NaN never equal */
-    assert_true(kvv_f32_bit_equal(INFINITY, INFINITY));
+    /* an infinity is never equal either: an overflowed run proves nothing */
+    assert_false(kvv_f32_bit_equal(INFINITY, INFINITY));
+    assert_false(kvv_f32_bit_equal(-INFINITY, -INFINITY));
 }
 
 static void test_stats(void **state)
@@ -85,6 +87,14 @@ static void test_nan_and_inf(void **state)
     assert_int_equal(s.n_nan, 1);
     assert_true(s.max_ulp == KVV_ULP_NAN);
     assert_int_equal(s.first, 0);
+
+    /* inf against the same inf: counted and never equal (issue 31 item 6) */
+    float ri[3] = {1.0f, INFINITY, -INFINITY}, ti[3] = {1.0f, INFINITY, -INFINITY};
+    kvv_cmp_init(&s);
+    assert_int_equal(kvv_cmp_update(&s, ri, ti, 3), 2);
+    assert_int_equal(s.n_inf, 2);
+    assert_int_equal(s.first, 1);
+    assert_false(kvv_cmp_equal(&s));
 
     float z[2] = {0, 0}, o[2] = {0, 1};
     kvv_cmp_init(&s);

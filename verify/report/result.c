@@ -131,11 +131,12 @@ char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
         ADD("i=%d", m->index);
 #undef ADD
     char e[32], a[32];
-    const bool nan = isnan(m->expected) || isnan(m->actual);
+    const bool nonfinite = !isfinite(m->expected) || !isfinite(m->actual);
     snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%s) got 0x%08x (%s)%s", m->tensor, where,
              m->variant[0] ? " " : "", m->variant, (unsigned)kvv_f32_bits(m->expected),
              value_text(m->expected, e, sizeof e), (unsigned)kvv_f32_bits(m->actual),
-             value_text(m->actual, a, sizeof a), nan ? " — a NaN is never equal" : "");
+             value_text(m->actual, a, sizeof a),
+             nonfinite ? " — a NaN or inf is never equal" : "");
     return buf;
 }
 
