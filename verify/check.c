@@ -123,8 +123,9 @@ void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
     } else if (differs) {
         kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s", fail_key);
     } else if (missed) {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s, but %d control(s) NOT detected", clean,
-                              missed);
+        /* the reason first (the key figure states why the verdict is FAIL) */
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d control%s NOT detected; %s", missed,
+                              missed > 1 ? "s" : "", clean);
         kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
                                  "trusted to fail");
     } else {

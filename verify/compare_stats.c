@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint32_t kvv_f32_bits(float x)
@@ -160,6 +161,30 @@ const char *kvv_figure_text(double x, char *buf, size_t size)
     else
         snprintf(buf, size, "%.4g", x);
     return buf;
+}
+
+static int order_of(double a, double b)
+{
+    return (a > b) - (a < b);
+}
+
+void kvv_figure_vs_bound(double v, double bound, char *vbuf, char *bbuf, size_t size)
+{
+    if (!isfinite(v) || !isfinite(bound)) {
+        kvv_figure_text(v, vbuf, size);
+        kvv_figure_text(bound, bbuf, size);
+        if (isfinite(v))
+            snprintf(vbuf, size, "%.2g", v);
+        if (isfinite(bound))
+            snprintf(bbuf, size, "%.2g", bound);
+        return;
+    }
+    for (int p = 2; p <= 17; p++) {
+        snprintf(vbuf, size, "%.*g", p, v);
+        snprintf(bbuf, size, "%.*g", p, bound);
+        if (order_of(strtod(vbuf, NULL), strtod(bbuf, NULL)) == order_of(v, bound))
+            return;
+    }
 }
 
 bool kvv_cmp_equal(const kvv_cmp_stats *s)

@@ -86,6 +86,13 @@ const char *kvv_cmp_nonfinite(const kvv_cmp_stats *s, char *buf, size_t size);
 /* A figure as the reports print it: "%.4g", or "NaN", "inf", "-inf". @return buf. */
 const char *kvv_figure_text(double x, char *buf, size_t size);
 
+/* A figure v and the bound it is judged by, as the reports print them side
+ * by side: the fewest significant digits (2 to 17) at which the printed
+ * values compare as v and bound do, so a value past its bound never prints
+ * equal to it (0.00102 against 0.001 prints "0.00102" and "0.001", not
+ * "0.001" twice); NaN and inf as kvv_figure_text. vbuf, bbuf: size bytes. */
+void kvv_figure_vs_bound(double v, double bound, char *vbuf, char *bbuf, size_t size);
+
 /* True iff every element compared was bit-equal (and at least 0 compared). */
 bool kvv_cmp_equal(const kvv_cmp_stats *s);
 

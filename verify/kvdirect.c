@@ -194,8 +194,10 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
                               "%d/%d runs bit-equal to full%s; peak %llu B; recompute %.3g FLOPs",
                               equal, runs, skipped, (unsigned long long)peak, flops);
     else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d/%d runs bit-equal to full%s%s", equal,
-                              runs, skipped, missed ? "; a control was not detected" : "");
+        /* the reason first: differing runs, else the undetected control */
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s%d/%d runs bit-equal to full%s",
+                              equal == runs ? "control NOT detected; " : "", equal, runs,
+                              skipped);
         kvv_check_set_message(r, "%s", equal != runs ? "KV-Direct differs from the full cache"
                                                      : "the bf16-checkpoint control was not detected");
     }

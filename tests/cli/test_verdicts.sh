@@ -168,5 +168,33 @@ done
 expect 1 "audit inf.gguf" $KVV "$T/inf.gguf" -q || true
 grep -q "all checks passed" "$T/out" && fail "audit inf.gguf: passed"
 
+# ---- issue 31 item 5: compare's control tests the verdict with the tolerance
+# in force; a tolerance no planted difference can exceed is exit 2, and so is
+# an engine compared with itself
+expect 2 "compare --tol inf" $KVV compare "$M" --tol inf -q &&
+    grep -q "no planted difference can exceed it" "$T/err" || fail "compare --tol inf: no reason"
+expect 2 "compare --tol 1e38" $KVV compare "$M" --tol 1e38 -q &&
+    grep -q "no planted logit difference can exceed it" "$T/err" || fail "compare --tol 1e38: no reason"
+expect 2 "compare --engine ref --against ref" $KVV compare "$M" --engine ref --against ref -q &&
+    grep -q "same engine with the same options" "$T/err" || fail "compare ref vs ref: no reason"
+expect 0 "compare" $KVV compare "$M" -q --json "$T/c.json" || true
+python3 - "$T/c.json" <<'PY' || fail "compare: the control does not show the verdict flip"
+import json, sys
+c = json.load(open(sys.argv[1]))["checks"][0]
+assert c["controls"] and all(k["detected"] and "verdict FAIL" in k["detail"] for k in c["controls"]), c["controls"]
+PY
+# ---- issue 31 item 8: a FAIL's key figure begins with its reason, and a value
+# past its tolerance never prints equal to it (tol one part in 10^4 below it)
+rel=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["checks"][0]["details"]["logits_max_rel"])' "$T/c.json")
+tol=$(python3 -c "print(repr($rel * 0.9999))")
+expect 1 "compare --tol just below" $KVV compare "$M" --tol "$tol" -q || true
+line=$(grep "^compare " "$T/out")
+v=$(echo "$line" | sed -n 's/.*: logits rel \([^ ]*\) > tol \([^ ]*\) at position.*/\1/p')
+t=$(echo "$line" | sed -n 's/.*: logits rel \([^ ]*\) > tol \([^ ]*\) at position.*/\2/p')
+{ [ -n "$v" ] && [ "$v" != "$t" ] && echo "$line" | grep -Eq "^compare +FAIL +[0-9.]+s +ref vs cpu: logits rel "; } ||
+    fail "compare --tol $tol: the key figure does not lead with the reason, or prints the value as its tolerance: $line"
+# the key figure of a check whose control is not detected begins with that
+# (kvv_check_conclude, tests/verify/test_checks.c), not with its clean figure
+
 [ $fails -eq 0 ] && echo "verdicts: all cases passed"
 [ $fails -eq 0 ]

@@ -329,6 +329,13 @@ static void test_nonfinite_rule(void **state)
     kvv_check_conclude(&r, false, "all equal", "differ", "clean"); /* no rows: a PASS */
     assert_int_equal(r.verdict, KVV_VERDICT_PASS);
     kvv_check_result_free(&r);
+    /* issue 31 item 8: an undetected control is the reason, so it comes first */
+    kvv_check_result_init(&r, "x");
+    assert_int_equal(kvv_check_add_control(&r, "planted", false, "not seen"), KVV_OK);
+    kvv_check_conclude(&r, false, "all equal", "differ", "0 differ");
+    assert_int_equal(r.verdict, KVV_VERDICT_FAIL);
+    assert_string_equal(r.key_figure, "1 control NOT detected; 0 differ");
+    kvv_check_result_free(&r);
 }
 
 int main(void)
