@@ -196,5 +196,33 @@ t=$(echo "$line" | sed -n 's/.*: logits rel \([^ ]*\) > tol \([^ ]*\) at positio
 # the key figure of a check whose control is not detected begins with that
 # (kvv_check_conclude, tests/verify/test_checks.c), not with its clean figure
 
+# ---- issue 31 item 7: a run without its controls is unproven in every
+# format, and never says "passed" (the exit code stays 0: docs/checks.md)
+expect 0 "audit --no-controls" $KVV "$M" --no-controls --json "$T/nc.json" --junit "$T/nc.xml" \
+    --html "$T/nc.html" || true
+grep -qi "passed" "$T/out" && fail "--no-controls: the console says passed: $(grep -i passed "$T/out")"
+grep -q "^no check failed; controls off: unproven (" "$T/out" || fail "--no-controls: no unproven line"
+grep -Eq "^kv +UNPROVEN " "$T/out" || fail "--no-controls: the kv row does not say UNPROVEN"
+python3 - "$T/nc.json" <<'PY' || fail "--no-controls: the JSON does not say unproven"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verdict"] == "unproven" and d["controls"] == "off" and d["exit_code"] == 0, d["verdict"]
+assert d["checks"] and all(c["unproven"] and not c["controls"] for c in d["checks"] if c["verdict"] == "pass")
+PY
+n_tc=$(grep -c "<testcase " "$T/nc.xml"); n_up=$(grep -c '<skipped message="controls off: unproven: ' "$T/nc.xml")
+[ "$n_tc" -gt 0 ] && [ "$n_tc" = "$n_up" ] || fail "--no-controls: JUnit: $n_up of $n_tc testcases unproven"
+grep -q '<property name="controls" value="off: unproven"/>' "$T/nc.xml" || fail "--no-controls: JUnit property"
+grep -q 'badge pass' "$T/nc.html" && fail "--no-controls: the HTML shows a PASS badge"
+grep -q 'controls off: unproven' "$T/nc.html" && grep -q 'badge unproven' "$T/nc.html" ||
+    fail "--no-controls: the HTML does not say unproven"
+# with controls, the same run passes (and says so)
+expect 0 "audit" $KVV "$M" -q --json "$T/c2.json" && grep -q "all checks passed" "$T/out" ||
+    fail "audit with controls: not passed"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["verdict"]=="pass" and d["controls"]=="on" and not any(c["unproven"] for c in d["checks"])' "$T/c2.json" ||
+    fail "audit with controls: JSON"
+# a failing check without controls is still a failure
+expect 1 "kv --no-controls --engine cpu --mode fast" $KVV kv "$M" --no-controls --engine cpu --mode fast -q || true
+grep -q "FAILED (controls off)" "$T/out" || fail "--no-controls FAIL: $(tail -1 "$T/out")"
+
 [ $fails -eq 0 ] && echo "verdicts: all cases passed"
 [ $fails -eq 0 ]

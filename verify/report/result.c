@@ -433,3 +433,26 @@ int kvv_report_exit_code(const kvv_report *rep)
         return KVV_EXIT_NOTHING;
     return KVV_EXIT_PASS;
 }
+
+int kvv_report_mark_unproven(kvv_report *rep)
+{
+    int n = 0;
+    for (int i = 0; i < rep->n_checks; i++) {
+        kvv_check_result *r = &rep->checks[i];
+        r->unproven = rep->controls_off && r->verdict == KVV_VERDICT_PASS;
+        n += r->unproven;
+    }
+    return n;
+}
+
+const char *kvv_report_verdict_name(const kvv_report *rep)
+{
+    const int code = kvv_report_exit_code(rep);
+    if (code == KVV_EXIT_PASS) {
+        for (int i = 0; i < rep->n_checks; i++)
+            if (rep->checks[i].unproven)
+                return "unproven";
+        return "pass";
+    }
+    return code == KVV_EXIT_FAIL ? "fail" : code == KVV_EXIT_NOTHING ? "skipped" : "error";
+}
