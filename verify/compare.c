@@ -35,21 +35,12 @@ struct recorder {
     float *attn_out;    /* [n_layer][n_pos][ow] */
     int n_pos, ow;
     unsigned caps;      /* the engine's KVV_ENGINE_CAP_*: which hooks it recorded */
-    const recorder *feed; /* layer by layer: after recording its own residual
-                           * entering a layer, the engine continues from feed's */
 };
 
 static void rec_residual(void *u, int layer, int n, const int32_t *pos, float *h)
 {
-    recorder *r = u;
+    recorder *r = u; /* cap.feed set: layer by layer (capture.h) */
     r->inner.residual(r->inner.user, layer, n, pos, h);
-    if (!r->feed)
-        return;
-    const size_t E = (size_t)r->cap.n_embd;
-    for (int i = 0; i < n; i++)
-        if (pos[i] >= 0 && pos[i] < r->n_pos)
-            memcpy(h + (size_t)i * E, kvv_capture_resid(&r->feed->cap, layer, pos[i]),
-                   E * sizeof(float));
 }
 
 static void rec_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
@@ -112,7 +103,7 @@ static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo,
     kvv_engine_describe(e, desc);
     if (rec && feed && feed_ggml && desc->ggml &&
         (kvv_engine_caps(e) & KVV_ENGINE_CAP_RESIDUAL_WRITE))
-        rec->feed = feed;
+        rec->cap.feed = &feed->cap;
     int32_t *pos = malloc((size_t)n * sizeof *pos);
     if (!pos) {
         kvv_engine_close(e);
@@ -220,14 +211,8 @@ static void compare_layers(const kvv_hparams *hp, int n, const recorder *a, cons
 {
     const size_t E = (size_t)hp->n_embd;
     for (int l = 1; l <= hp->n_layer; l++) {
-        const float *ra = kvv_capture_resid(&a->cap, l, 0), *rb = kvv_capture_resid(&b->cap, l, 0);
-        double dd = 0, aa = 0;
-        for (size_t i = 0; i < (size_t)n * E; i++) {
-            const double d = (double)ra[i] - (double)rb[i];
-            dd += d * d;
-            aa += (double)ra[i] * (double)ra[i];
-        }
-        const double rel = aa > 0 ? sqrt(dd / aa) : sqrt(dd);
+        const double rel = kvv_rel_rms(kvv_capture_resid(&a->cap, l, 0),
+                                       kvv_capture_resid(&b->cap, l, 0), (size_t)n * E);
         if (!(rel <= f->resid_rel_max)) { /* NaN counts as the worst */
             f->resid_rel_max = rel;
             f->resid_worst_layer = l;
@@ -541,7 +526,7 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (kvv_check_add_row(r, -1, "logits", &ls))
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
     compare_logits(c->la, c->lb, n, V, f, r->details);
-    if (c->ra.feed) {
+    if (c->ra.cap.feed) {
         f->layerwise = true;
         compare_layers(hp, n, &c->ra, &c->rb, f);
     }

@@ -163,6 +163,17 @@ const char *kvv_figure_text(double x, char *buf, size_t size)
     return buf;
 }
 
+double kvv_rel_rms(const float *ref, const float *test, size_t n)
+{
+    double dd = 0, aa = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)test[i] - (double)ref[i];
+        dd += d * d;
+        aa += (double)ref[i] * (double)ref[i];
+    }
+    return aa > 0 ? sqrt(dd / aa) : sqrt(dd);
+}
+
 static int order_of(double a, double b)
 {
     return (a > b) - (a < b);

@@ -93,6 +93,11 @@ const char *kvv_figure_text(double x, char *buf, size_t size);
  * "0.001" twice); NaN and inf as kvv_figure_text. vbuf, bbuf: size bytes. */
 void kvv_figure_vs_bound(double v, double bound, char *vbuf, char *bbuf, size_t size);
 
+/* How far test is from ref as a whole: sqrt(sum (test-ref)^2 / sum ref^2)
+ * over n pairs, in double (sqrt(sum d^2) when ref is all zero); NaN when a
+ * pair holds a NaN, inf when a difference is infinite. */
+double kvv_rel_rms(const float *ref, const float *test, size_t n);
+
 /* True iff every element compared was bit-equal (and at least 0 compared). */
 bool kvv_cmp_equal(const kvv_cmp_stats *s);
 
