@@ -167,6 +167,10 @@ for c in greedy invariance; do
 done
 expect 1 "audit inf.gguf" $KVV "$T/inf.gguf" -q || true
 grep -q "all checks passed" "$T/out" && fail "audit inf.gguf: passed"
+for c in greedy invariance patch kvdirect compare; do
+    grep -Eq "^$c +FAIL +[0-9.]+s +([a-z]+ vs [a-z]+: )?[0-9]+ (compared values|logits of the full-cache run) not finite" "$T/out" ||
+        fail "audit inf.gguf: $c does not lead with the non-finite count: $(grep "^$c " "$T/out")"
+done
 
 # ---- issue 31 item 5: compare's control tests the verdict with the tolerance
 # in force; a tolerance no planted difference can exceed is exit 2, and so is
