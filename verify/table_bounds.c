@@ -36,7 +36,7 @@ static int max_i(int a, int b)
     return a > b ? a : b;
 }
 
-void kvv_table_bounds(const kvv_model *m, int n_pos, kvv_table_bound *layers,
+void kvv_table_bounds(const kvv_model *m, int n_pos, kvv_cache_type ct, kvv_table_bound *layers,
                       kvv_table_bound *head)
 {
     const kvv_hparams *hp = &m->hp;
@@ -60,6 +60,11 @@ void kvv_table_bounds(const kvv_model *m, int n_pos, kvv_table_bound *layers,
             }
         }
     }
+    if (!found_q && ct != KVV_CACHE_F32) { /* the cache's rounding at store may flip */
+        layers->kind = KVV_BOUND_QUANTUM;
+        layers->type = ct == KVV_CACHE_F16 ? KVV_TYPE_F16 : KVV_TYPE_BF16;
+        layers->cache = true;
+    }
     layers->K = max_i(max_i(hp->n_embd, hp->n_ff), max_i(hp->n_head * hp->head_dim_v, n_pos));
     layers->n = 9 + (hp->has_qk_norm ? 1 : 0) + (hp->has_post_norms ? 2 : 0);
     layers->bound = layers->kind == KVV_BOUND_QUANTUM ? KVV_COMPARE_LAYER_TOL
@@ -75,7 +80,9 @@ void kvv_table_bounds(const kvv_model *m, int n_pos, kvv_table_bound *layers,
 
 const char *kvv_table_bound_text(const kvv_table_bound *b, char *buf, size_t size)
 {
-    if (b->kind == KVV_BOUND_QUANTUM)
+    if (b->cache)
+        snprintf(buf, size, "%s cache: a rounding at store may flip", kvv_type_name(b->type));
+    else if (b->kind == KVV_BOUND_QUANTUM)
         snprintf(buf, size, "%s: 8-bit activations, a rounding may flip", kvv_type_name(b->type));
     else
         snprintf(buf, size, "%s: summation order only, 2·%d·γ_K with K %d",

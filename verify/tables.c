@@ -340,9 +340,9 @@ static kvv_status cross_tables(tables_ctx *c, kvv_error *err)
 static json_t *bound_json(const kvv_table_bound *b)
 {
     char text[160];
-    return json_pack("{s:s, s:s, s:i, s:i, s:o, s:s}", "kind",
+    return json_pack("{s:s, s:s, s:b, s:i, s:i, s:o, s:s}", "kind",
                      b->kind == KVV_BOUND_QUANTUM ? "quantum" : "order", "type",
-                     kvv_type_name(b->type), "K", b->K, "n", b->n, "bound",
+                     kvv_type_name(b->type), "cache", b->cache, "K", b->K, "n", b->n, "bound",
                      kvv_json_number(b->bound), "text",
                      kvv_table_bound_text(b, text, sizeof text));
 }
@@ -473,7 +473,7 @@ static kvv_status body(void *ctx, kvv_error *err)
         if (t->isa == chosen && t->inv.has_engine)
             kvv_check_set_engine(c->r, &t->inv.engine);
     }
-    kvv_table_bounds(o->model, c->T, &c->lb, &c->hb);
+    kvv_table_bounds(o->model, c->T, o->engine.cache_type, &c->lb, &c->hb);
     json_object_set_new(c->r->details, "bounds", json_pack("{s:o, s:o}", "layers",
                                                            bound_json(&c->lb), "head",
                                                            bound_json(&c->hb)));

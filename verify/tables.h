@@ -43,7 +43,7 @@
  *
  * Details: "mode", "tables" (per table: name, verdict, key figure, values
  * compared and differing, first mismatch), "bounds" ({layers, head}: kind
- * "order" or "quantum", the type that sets it, K, n, bound, text),
+ * "order" or "quantum", the type that sets it, cache, K, n, bound, text),
  * "cross_table" (per pair: a, b, the K, V and logits comparison objects, and
  * layer_by_layer {residual_rel_rms, worst_layer, logits_rel,
  * worst_position, within_bounds}), "note".

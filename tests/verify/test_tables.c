@@ -51,7 +51,7 @@ static void test_bounds(void **state)
     (void)state;
     kvv_table_bound lb, hb;
     kvv_model *m = synth_model("llama-tiny", "f32");
-    kvv_table_bounds(m, 16, &lb, &hb);
+    kvv_table_bounds(m, 16, KVV_CACHE_F32, &lb, &hb);
     const kvv_hparams *hp = &m->hp;
     int K = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
     K = K > hp->n_head * hp->head_dim_v ? K : hp->n_head * hp->head_dim_v;
@@ -62,12 +62,16 @@ static void test_bounds(void **state)
     assert_true(fabs(lb.bound - 2 * 9 * gamma_k(K)) < 1e-18);
     assert_int_equal(hb.kind, KVV_BOUND_ORDER);
     assert_true(fabs(hb.bound - 2 * 2 * gamma_k(hp->n_embd)) < 1e-18);
-    kvv_table_bounds(m, 4096, &lb, &hb); /* a long prompt: the softmax sum is the longest */
+    kvv_table_bounds(m, 4096, KVV_CACHE_F32, &lb, &hb); /* a long prompt: the softmax sum is the longest */
     assert_int_equal(lb.K, 4096);
+    kvv_table_bounds(m, 16, KVV_CACHE_BF16, &lb, &hb); /* a bf16 cache's rounding may flip */
+    assert_int_equal(lb.kind, KVV_BOUND_QUANTUM);
+    assert_true(lb.cache && lb.type == KVV_TYPE_BF16);
+    assert_int_equal(hb.kind, KVV_BOUND_ORDER);
     kvv_model_close(m);
 
     m = synth_model("llama-tiny", "q8_0"); /* Q8_0 layers round to 8 bits, the head not */
-    kvv_table_bounds(m, 16, &lb, &hb);
+    kvv_table_bounds(m, 16, KVV_CACHE_F32, &lb, &hb);
     assert_int_equal(lb.kind, KVV_BOUND_QUANTUM);
     assert_int_equal(lb.type, KVV_TYPE_Q8_0);
     assert_true(lb.bound == KVV_COMPARE_LAYER_TOL);
@@ -75,7 +79,7 @@ static void test_bounds(void **state)
     kvv_model_close(m);
 
     m = synth_model("llama-k256", "q2_k"); /* K-quants everywhere, the head too */
-    kvv_table_bounds(m, 16, &lb, &hb);
+    kvv_table_bounds(m, 16, KVV_CACHE_F32, &lb, &hb);
     assert_int_equal(lb.kind, KVV_BOUND_QUANTUM);
     assert_int_equal(hb.kind, KVV_BOUND_QUANTUM);
     assert_true(hb.bound == KVV_COMPARE_REL_TOL);
@@ -84,7 +88,7 @@ static void test_bounds(void **state)
     kvv_model_close(m);
 
     m = synth_model("gemma3-tiny", "f32"); /* q/k norms and post-norms: 12 reductions */
-    kvv_table_bounds(m, 16, &lb, &hb);
+    kvv_table_bounds(m, 16, KVV_CACHE_F32, &lb, &hb);
     assert_int_equal(lb.n, 12);
     assert_non_null(strstr(kvv_table_bound_text(&lb, text, sizeof text), "summation order only"));
     kvv_model_close(m);
