@@ -132,7 +132,8 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
                 c->cmd);
     fprintf(f, "%s:\n", c->accepts & KVV_CHECK_OPT_CONTROLS ? "controls and output" : "output");
     if (c->accepts & KVV_CHECK_OPT_CONTROLS)
-        fprintf(f, "  --no-controls       skip the negative controls (on by default)\n"
+        fprintf(f, "  --no-controls       skip the negative controls (on by default); every\n"
+                "                      passing check is then reported unproven, never passed\n"
                 "  --force-fail        plant each check's control into the real comparison so\n"
                 "                      the check must FAIL (exit 1); for testing pipelines\n");
     if (c->accepts & KVV_CHECK_OPT_QUICK)
@@ -320,6 +321,7 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     snprintf(rep->architecture, sizeof rep->architecture, "%s", m->hp.arch_name);
     snprintf(rep->prompt_source, sizeof rep->prompt_source, "%s", source);
     rep->n_prompt = run->n_prompt;
+    rep->controls_off = !c->controls; /* every PASS is then unproven */
     fill_workload(&rep->workload, &plan, o);
     if (strcmp(c->cmd, "audit") != 0) /* a single check's command: what that check uses */
         trim_workload(&rep->workload, &c->cmd, 1);
@@ -424,6 +426,7 @@ int kvv_check_cli_finish(kvv_check_cli *c, kvv_check_run *run)
      * exit 130; a signal from here on ends the command as usual */
     rep->interrupted = run->opts.stop && *run->opts.stop;
     kvv_interrupt_release();
+    kvv_report_mark_unproven(rep); /* --no-controls: no PASS reads as passed */
     if (rep->seconds == 0)
         for (int i = 0; i < rep->n_checks; i++)
             rep->seconds += rep->checks[i].seconds;

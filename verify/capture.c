@@ -111,6 +111,8 @@ static void on_residual(void *user, int layer, int n, const int32_t *pos, float 
         }
         if (c->resid)
             memcpy(kvv_capture_resid(c, layer, p), row, (size_t)c->n_embd * sizeof(float));
+        if (c->feed && p < c->feed->n_pos) /* continue from feed's residual */
+            memcpy(row, kvv_capture_resid(c->feed, layer, p), (size_t)c->n_embd * sizeof(float));
     }
 }
 

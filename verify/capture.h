@@ -18,6 +18,13 @@
  * [patch_lo, patch_hi]. Perturbing: set flip_layer >= 0 to flip the lowest
  * mantissa bit of resid[flip_layer][flip_pos][flip_index] as it passes (the
  * engine continues from the flipped value). Both happen before recording.
+ *
+ * Layer by layer: set feed to another run's capture (with residuals, the
+ * same positions): after recording the residual entering each layer (its
+ * own), the engine continues from feed's residual there, so each recorded
+ * residual is one layer's own computation from feed's input (compare,
+ * tables: engines that round activations to 8 bits, whose one-quantum
+ * differences later layers would amplify).
  */
 #ifndef KVV_CAPTURE_H
 #define KVV_CAPTURE_H
@@ -34,7 +41,7 @@ enum {
     KVV_CAPTURE_KV = 1u << 1
 };
 
-typedef struct {
+typedef struct kvv_capture_s {
     int n_layer, n_embd, kdim, vdim, n_pos;
     float *resid;            /* [n_layer+1][n_pos][n_embd] or NULL (owned) */
     float *k, *v;            /* [n_layer][n_pos][kdim|vdim] or NULL (owned) */
@@ -44,6 +51,8 @@ typedef struct {
     int patch_lo, patch_hi;  /* inclusive position range */
     /* perturbation (off when flip_layer < 0) */
     int flip_layer, flip_pos, flip_index;
+    /* layer by layer (off when NULL): continue from feed's residuals, borrowed */
+    const struct kvv_capture_s *feed;
 } kvv_capture;
 
 /* Allocate zeroed buffers for positions 0..n_pos-1. KVV_ERR_NOMEM. */

@@ -26,14 +26,17 @@ static const kvv_check_about about[] = {
     {"compare", "kvverify compare MODEL --engine A --against B",
      "engine B (the engine under test) agrees with engine A per layer and on the logits "
      "within --tol (ULP, NMSE, KL, top-1)",
-     "engine B with one flipped bit in output_norm[0] must differ from A", true},
+     "one logit of B moved by twice --tol (and, layer by layer, B's residual by 3 x the "
+     "layer tolerance) must make the verdict FAIL", true},
     {"tables", "kvverify audit MODEL --engine cpu --checks tables",
      "the cpu engine's invariant mode is bit-exact with every kernel table this CPU runs "
-     "(generic, avx2, avx512), each checked by the invariance check; the max ULP and NMSE "
-     "of K, V and logits between tables are reported (tables differ by design: no verdict)",
-     "each table's run flips one residual bit, which must be found; a build whose avx2 "
-     "GEMM depends on the batch (KVV_CPU_PLANT_GEMM_TILE, tests/cli/test_isa.sh) must make "
-     "the check FAIL for that table", true},
+     "(generic, avx2, avx512), each checked by the invariance check; and every pair of "
+     "tables, layer by layer, differs by no more than the kernels' contract allows for the "
+     "model's tensor types (summation order: 2·n·γ_K; 8-bit activations: one rounding)",
+     "each table's run flips one residual bit, which must be found; a residual and a logit "
+     "planted past the bound must fail it; a build whose avx2 GEMM depends on the batch "
+     "(KVV_CPU_PLANT_GEMM_TILE, tests/cli/test_isa.sh) must make the check FAIL for that "
+     "table", true},
     {"evict", "kvverify evict MODEL",
      "KV-Direct stays bit-equal to the full cache where eviction policies (window, "
      "StreamingLLM, H2O, TOVA, SnapKV, ...) at equal bytes lose tokens; the baselines' "

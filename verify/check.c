@@ -1,6 +1,7 @@
 /* check.c — what every check shares (see check.h). */
 #include "verify/check.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -66,6 +67,35 @@ kvv_status kvv_check_open_engine(const kvv_model *m, const kvv_engine_opts *eo, 
     return s;
 }
 
+uint64_t kvv_check_nonfinite(const kvv_check_result *r, uint64_t *n_nan, uint64_t *n_inf)
+{
+    uint64_t nan = 0, inf = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        nan += r->rows[i].st.n_nan;
+        inf += r->rows[i].st.n_inf;
+    }
+    if (n_nan)
+        *n_nan = nan;
+    if (n_inf)
+        *n_inf = inf;
+    return nan + inf;
+}
+
+bool kvv_check_fail_nonfinite(kvv_check_result *r, const char *figure)
+{
+    uint64_t nan, inf, bad = kvv_check_nonfinite(r, &nan, &inf);
+    if (!bad)
+        return false;
+    kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%llu compared values not finite (%llu NaN, "
+                          "%llu inf); %s", (unsigned long long)bad, (unsigned long long)nan,
+                          (unsigned long long)inf, figure);
+    kvv_check_set_message(r, "a run this check compares holds NaN or inf (%llu NaN, %llu inf "
+                          "among the compared values): a non-finite value is never equal, "
+                          "whatever the other side holds", (unsigned long long)nan,
+                          (unsigned long long)inf);
+    return true;
+}
+
 kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_positions,
                            kvv_check_body body, void *ctx, kvv_error *err)
 {
@@ -75,6 +105,11 @@ kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_p
         s = body(ctx, err);
     if (s)
         kvv_check_set_error(r, err);
+    else if (r->verdict == KVV_VERDICT_PASS) { /* whatever rule the check ended with */
+        char key[512];
+        snprintf(key, sizeof key, "%s", kvv_check_key_figure(r)); /* r's own is rewritten */
+        kvv_check_fail_nonfinite(r, key);
+    }
     r->seconds = kvv_now_seconds() - t0;
     return s;
 }
@@ -83,11 +118,14 @@ void kvv_check_conclude(kvv_check_result *r, bool differs, const char *pass_key,
                         const char *fail_key, const char *clean)
 {
     int missed = kvv_check_controls_missed(r);
-    if (differs) {
+    if (kvv_check_fail_nonfinite(r, differs ? fail_key : clean)) {
+        /* the reason first: a NaN or inf in a compared run */
+    } else if (differs) {
         kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s", fail_key);
     } else if (missed) {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s, but %d control(s) NOT detected", clean,
-                              missed);
+        /* the reason first (the key figure states why the verdict is FAIL) */
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d control%s NOT detected; %s", missed,
+                              missed > 1 ? "s" : "", clean);
         kvv_check_set_message(r, "a negative control was not detected: the check cannot be "
                                  "trusted to fail");
     } else {

@@ -119,11 +119,25 @@ typedef kvv_status (*kvv_check_body)(void *ctx, kvv_error *err);
  * (kvv_check_opts_validate), call body(ctx, err), record a failing status
  * in r (kvv_check_set_error: ERROR, or SKIPPED for KVV_ERR_UNSUPPORTED), and
  * set r->seconds to the wall time of the whole call. A validation failure
- * skips body. @return the status: KVV_OK whenever r holds a verdict. */
+ * skips body. A PASS over rows holding a NaN or inf becomes a FAIL
+ * (kvv_check_fail_nonfinite). @return the status: KVV_OK whenever r holds
+ * a verdict. */
 kvv_status kvv_check_frame(const kvv_check_opts *o, kvv_check_result *r, int n_positions,
                            kvv_check_body body, void *ctx, kvv_error *err);
 
+/* Pairs holding a NaN or an infinity (either side) over r's rows, a value
+ * compared in several rows counted in each; *n_nan, *n_inf (may be NULL)
+ * split them. @return their sum. */
+uint64_t kvv_check_nonfinite(const kvv_check_result *r, uint64_t *n_nan, uint64_t *n_inf);
+/* When r's rows compared any non-finite value (kvv_check_nonfinite): FAIL
+ * with key figure "N compared values not finite (x NaN, y inf); figure" and
+ * a message saying why. kvv_check_conclude and kvv_check_frame (after a
+ * PASS) apply it, so every check fails on a NaN or inf in a run it
+ * compares, whatever the other side holds. @return true when r was failed. */
+bool kvv_check_fail_nonfinite(kvv_check_result *r, const char *figure);
+
 /* The verdict rule every comparison check ends with, in this order: FAIL
+ * when a compared run held a NaN or inf (kvv_check_fail_nonfinite); FAIL
  * with key figure fail_key when the comparison found differences (differs);
  * else FAIL when a negative control went undetected — the check could not
  * be trusted to fail (`clean` says what the comparison found, e.g.

@@ -3,7 +3,9 @@
  */
 #include "verify/compare.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,21 +35,12 @@ struct recorder {
     float *attn_out;    /* [n_layer][n_pos][ow] */
     int n_pos, ow;
     unsigned caps;      /* the engine's KVV_ENGINE_CAP_*: which hooks it recorded */
-    const recorder *feed; /* layer by layer: after recording its own residual
-                           * entering a layer, the engine continues from feed's */
 };
 
 static void rec_residual(void *u, int layer, int n, const int32_t *pos, float *h)
 {
-    recorder *r = u;
+    recorder *r = u; /* cap.feed set: layer by layer (capture.h) */
     r->inner.residual(r->inner.user, layer, n, pos, h);
-    if (!r->feed)
-        return;
-    const size_t E = (size_t)r->cap.n_embd;
-    for (int i = 0; i < n; i++)
-        if (pos[i] >= 0 && pos[i] < r->n_pos)
-            memcpy(h + (size_t)i * E, kvv_capture_resid(&r->feed->cap, layer, pos[i]),
-                   E * sizeof(float));
 }
 
 static void rec_kv(void *u, int layer, int n, const int32_t *pos, const float *k, const float *v)
@@ -93,17 +86,24 @@ static kvv_status rec_init(recorder *r, const kvv_hparams *hp, int n, kvv_error 
     return KVV_OK;
 }
 
-/* Open engine eo, run tokens at positions 0..n-1 in one batch, all logits. */
-static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned control,
-                             const int32_t *tokens, int n, recorder *rec, float *logits,
-                             kvv_engine_desc *desc, kvv_error *err)
+/* Open engine eo, run tokens at positions 0..n-1 in one batch, all logits.
+ * feed (A's run; NULL for B's): the run B made; when both engines round
+ * activations to 8 bits (desc.ggml) and this one can overwrite its
+ * residual, it continues each layer from feed's residual (layer by layer,
+ * compare.h). */
+static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo,
+                             const int32_t *tokens, int n, recorder *rec, const recorder *feed,
+                             unsigned feed_ggml, float *logits, kvv_engine_desc *desc,
+                             kvv_error *err)
 {
-    kvv_engine_opts o = *eo;
-    o.control |= control;
     kvv_engine *e;
-    kvv_status st = kvv_check_open_engine(m, &o, KVV_CHECK_COMPARE_NEEDS, "compare", &e, err);
+    kvv_status st = kvv_check_open_engine(m, eo, KVV_CHECK_COMPARE_NEEDS, "compare", &e, err);
     if (st)
         return st;
+    kvv_engine_describe(e, desc);
+    if (rec && feed && feed_ggml && desc->ggml &&
+        (kvv_engine_caps(e) & KVV_ENGINE_CAP_RESIDUAL_WRITE))
+        rec->cap.feed = &feed->cap;
     int32_t *pos = malloc((size_t)n * sizeof *pos);
     if (!pos) {
         kvv_engine_close(e);
@@ -120,8 +120,6 @@ static kvv_status run_engine(const kvv_model *m, const kvv_engine_opts *eo, unsi
         h.attn_out = rec->caps & KVV_ENGINE_CAP_ATTN_OUT ? rec_attn_out : NULL;
     }
     st = kvv_engine_forward(e, n, tokens, pos, rec ? &h : NULL, KVV_LOGITS_ALL, logits, err);
-    if (desc)
-        kvv_engine_describe(e, desc);
     free(pos);
     kvv_engine_close(e);
     return st;
@@ -213,14 +211,8 @@ static void compare_layers(const kvv_hparams *hp, int n, const recorder *a, cons
 {
     const size_t E = (size_t)hp->n_embd;
     for (int l = 1; l <= hp->n_layer; l++) {
-        const float *ra = kvv_capture_resid(&a->cap, l, 0), *rb = kvv_capture_resid(&b->cap, l, 0);
-        double dd = 0, aa = 0;
-        for (size_t i = 0; i < (size_t)n * E; i++) {
-            const double d = (double)ra[i] - (double)rb[i];
-            dd += d * d;
-            aa += (double)ra[i] * (double)ra[i];
-        }
-        const double rel = aa > 0 ? sqrt(dd / aa) : sqrt(dd);
+        const double rel = kvv_rel_rms(kvv_capture_resid(&a->cap, l, 0),
+                                       kvv_capture_resid(&b->cap, l, 0), (size_t)n * E);
         if (!(rel <= f->resid_rel_max)) { /* NaN counts as the worst */
             f->resid_rel_max = rel;
             f->resid_worst_layer = l;
@@ -305,44 +297,179 @@ static void set_details(json_t *d, const kvv_compare_opts *o, const kvv_engine_d
 /* One compare run's buffers and the two engines' records. */
 typedef struct {
     recorder ra, rb;
-    float *la, *lb, *lc;          /* [n][V] logits of A, B, B with the control */
+    float *la, *lb, *lc;          /* [n][V] logits of A, B, B with the control's plant */
     kvv_engine_desc da, db;
     int planted;                  /* --force-fail: B's logit changed (-1: none) */
     float planted_val;
 } cmp_run;
 
-/* Control: one flipped weight bit in B must show in the logits (against
- * B's true logits, not the planted one). */
-static kvv_status control(const kvv_compare_opts *o, cmp_run *c, kvv_check_result *r,
-                          kvv_error *err)
+/* Append "; " and a printf text to buf (size bytes) at *off. */
+static void add_reason(char *buf, size_t size, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add_reason(char *buf, size_t size, size_t *off, const char *fmt, ...)
 {
-    const int n = o->n_tokens, V = o->model->hp.n_vocab;
-    c->lc = malloc((size_t)n * V * sizeof(float));
-    if (!c->lc)
+    if (*off >= size)
+        return;
+    if (*off) {
+        int w = snprintf(buf + *off, size - *off, "; ");
+        *off += w > 0 ? (size_t)w : 0;
+        if (*off >= size)
+            return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *off, size - *off, fmt, ap);
+    va_end(ap);
+    *off += w > 0 ? (size_t)w : 0;
+}
+
+/* The verdict rule on figures f — the real comparison's, or a control's
+ * with its planted difference: the reasons it fails, the most telling
+ * first, each figure beside its tolerance (printed so that a value past it
+ * never reads equal to it), into why ("" when it passes). Non-finite values
+ * and controls are judged by the caller. @return true when f passes. */
+static bool judge(const logit_figures *f, double tol, char *why, size_t size)
+{
+    size_t off = 0;
+    char v[32], t[32];
+    why[0] = '\0';
+    if (!(f->rel_max <= tol)) {
+        kvv_figure_vs_bound(f->rel_max, tol, v, t, sizeof v);
+        add_reason(why, size, &off, "logits rel %s > tol %s at position %d", v, t,
+                   f->worst_pos);
+    }
+    if (f->required_miss)
+        add_reason(why, size, &off, "%d top-1 flip%s outside the error margin",
+                   f->required_miss, f->required_miss > 1 ? "s" : "");
+    if (f->layerwise && !(f->resid_rel_max <= KVV_COMPARE_LAYER_TOL)) {
+        kvv_figure_vs_bound(f->resid_rel_max, KVV_COMPARE_LAYER_TOL, v, t, sizeof v);
+        add_reason(why, size, &off, "layer %d residual rms rel %s > tol %s",
+                   f->resid_worst_layer, v, t);
+    }
+    return why[0] == '\0';
+}
+
+/* Where the control plants: the first position from f's worst on whose
+ * logits of A have a finite largest magnitude, its index and value.
+ * @return false when no position has one. */
+static bool plant_site(const float *la, int n, int V, int from, int *pos, int *idx)
+{
+    for (int k = 0; k < n; k++) {
+        const int t = (from + k) % n;
+        const float *a = la + (size_t)t * V;
+        int best = -1;
+        for (int i = 0; i < V; i++)
+            if (isfinite(a[i]) && (best < 0 || fabsf(a[i]) > fabsf(a[best])))
+                best = i;
+        if (best >= 0) {
+            *pos = t;
+            *idx = best;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Controls: the verdict itself must flip. A difference sized from the
+ * tolerance in force is planted into B's true logits (one logit moved by
+ * twice the tolerance times the position's max|logit_A|, at the worst
+ * position), and, layer by layer, into B's residual of the worst layer
+ * (3 x KVV_COMPARE_LAYER_TOL of its RMS); the same rule (judge) must
+ * then FAIL. A tolerance no finite plant can exceed is KVV_ERR_USAGE. */
+static kvv_status controls(const kvv_compare_opts *o, cmp_run *c, const logit_figures *f,
+                           kvv_check_result *r, kvv_error *err)
+{
+    const kvv_hparams *hp = &o->model->hp;
+    const int n = o->n_tokens, V = hp->n_vocab;
+    const double tol = o->rel_tol;
+    if (!(c->lc = malloc((size_t)n * V * sizeof(float))))
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
-    kvv_engine_desc dc;
-    kvv_status st = run_engine(o->model, &o->b, KVV_CTL_PERTURB_WEIGHT, o->tokens, n, NULL,
-                               c->lc, &dc, err);
-    if (st)
-        return st;
-    char what[128], name[160];
-    snprintf(name, sizeof name, "engine B with %s",
-             kvv_engine_control_name(dc.control, "one flipped bit in output_norm[0]", what,
-                                     sizeof what));
-    if (c->planted >= 0)
-        c->lb[c->planted] = c->planted_val;
-    kvv_cmp_stats cs;
-    kvv_cmp_init(&cs);
-    kvv_cmp_update(&cs, c->lb, c->lc, (size_t)n * V);
-    char ulp[24];
-    kvv_check_add_control(r, name, cs.n_diff > 0,
-                          "%llu of %llu logits differ, max ULP %s",
-                          (unsigned long long)cs.n_diff, (unsigned long long)cs.n,
-                          kvv_ulp_text(cs.max_ulp, ulp, sizeof ulp));
+    memcpy(c->lc, c->lb, (size_t)n * V * sizeof(float));
+    if (c->planted >= 0) /* against B's true logits, not --force-fail's */
+        c->lc[c->planted] = c->planted_val;
+    int t, i;
+    char why[256], v[32], tt[32];
+    if (!plant_site(c->la, n, V, f->worst_pos, &t, &i)) {
+        kvv_check_add_control(r, "a logit moved past the tolerance", false,
+                              "not run: engine A gave no finite logit to plant against");
+        return KVV_OK;
+    }
+    const float a = c->la[(size_t)t * V + i];
+    const double m = fabs((double)a) > 0 ? fabs((double)a) : 1.0; /* compare_logits' scale */
+    const double d = 2.0 * tol * m;
+    float planted = (float)((double)a - copysign(d, (double)a));
+    if (planted == a) /* tol 0 (or below one ulp): the nearest other value */
+        planted = nextafterf(a, a > 0 ? -INFINITY : INFINITY);
+    c->lc[(size_t)t * V + i] = planted;
+    json_t *scratch = json_object();
+    logit_figures fc;
+    compare_logits(c->la, c->lc, n, V, &fc, scratch);
+    json_decref(scratch);
+    fc.layerwise = f->layerwise;
+    fc.resid_rel_max = f->resid_rel_max;
+    fc.resid_worst_layer = f->resid_worst_layer;
+    const double moved = fabs((double)planted - (double)a) / m;
+    if (!isfinite(planted) || !(moved > tol)) {
+        kvv_figure_vs_bound(isfinite(planted) ? moved : (double)FLT_MAX / m, tol, v, tt,
+                            sizeof v);
+        return kvv_error_set(err, KVV_ERR_USAGE,
+                             "compare: tolerance %s: no planted logit difference can exceed it "
+                             "(the largest finite one is %s of max|logit| at position %d), so "
+                             "the control cannot show the verdict fail; give a smaller --tol, "
+                             "or --no-controls (the run is then unproven)", tt, v, t);
+    }
+    bool fails = !judge(&fc, tol, why, sizeof why);
+    kvv_figure_vs_bound(moved, tol, v, tt, sizeof v);
+    kvv_check_add_control(r, "one logit of B moved by 2 x tol of max|logit|", fails, "logits[t=%d,i=%d] moved by %s of max|logit| "
+                          "(tol %s): verdict %s%s%s", t, i, v, tt, fails ? "FAIL (" : "PASS",
+                          fails ? why : " — the verdict did not see it", fails ? ")" : "");
+    if (!f->layerwise)
+        return KVV_OK;
+    /* B's residual entering the worst layer l, planted 3 x the layer tolerance
+     * of A's RMS away from A's; restored after */
+    const int l = f->resid_worst_layer > 0 ? f->resid_worst_layer : hp->n_layer;
+    const size_t E = (size_t)hp->n_embd, cnt = (size_t)n * E;
+    float *rb = kvv_capture_resid(&c->rb.cap, l, 0);
+    const float *ra = kvv_capture_resid(&c->ra.cap, l, 0);
+    float *saved = malloc(cnt * sizeof(float));
+    if (!saved)
+        return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
+    memcpy(saved, rb, cnt * sizeof(float));
+    double aa = 0;
+    for (size_t k = 0; k < cnt; k++)
+        aa += (double)ra[k] * (double)ra[k];
+    const double shift = 3.0 * KVV_COMPARE_LAYER_TOL * (aa > 0 ? sqrt(aa / (double)cnt) : 1.0);
+    for (size_t k = 0; k < cnt; k++)
+        rb[k] = (float)((double)ra[k] + shift);
+    logit_figures fl = *f;
+    fl.resid_rel_max = 0;
+    compare_layers(hp, n, &c->ra, &c->rb, &fl);
+    memcpy(rb, saved, cnt * sizeof(float));
+    free(saved);
+    fails = !judge(&fl, tol, why, sizeof why);
+    kvv_check_add_control(r, "B's residual moved by 3 x the layer tolerance", fails,
+                          "layer %d residual shifted by %.3g (3 x %.3g of its RMS): verdict %s%s%s",
+                          l, shift, KVV_COMPARE_LAYER_TOL, fails ? "FAIL (" : "PASS",
+                          fails ? why : " — the verdict did not see it", fails ? ")" : "");
     return KVV_OK;
 }
 
-/* Both engines over the tokens, the tables, the logits, the control. */
+/* A and B the same engine with the same options (the descriptions equal but
+ * for the controls, and B without options of its own): comparing an engine
+ * with itself proves nothing about a second one. */
+static bool same_engine(const kvv_compare_opts *o, const kvv_engine_desc *a,
+                        const kvv_engine_desc *b)
+{
+    return o->b.n_engine_opts == 0 && strcmp(a->name, b->name) == 0 &&
+           strcmp(a->mode, b->mode) == 0 && strcmp(a->cache_type, b->cache_type) == 0 &&
+           a->n_threads == b->n_threads && strcmp(a->kernels, b->kernels) == 0 &&
+           strcmp(a->isa, b->isa) == 0 && strcmp(a->version, b->version) == 0 &&
+           strcmp(a->device, b->device) == 0 && strcmp(a->variant, b->variant) == 0 &&
+           strcmp(a->flash_attn, b->flash_attn) == 0 && a->n_ubatch == b->n_ubatch &&
+           a->ggml == b->ggml;
+}
+
+/* Both engines over the tokens, the tables, the logits, the controls. */
 static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_result *r,
                           logit_figures *f, kvv_error *err)
 {
@@ -358,26 +485,34 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
      * llama.cpp's activation roundings (desc.ggml), A emulates them, so the
      * comparison measures B's kernels against the function B computes */
     kvv_engine_opts a = o->a;
-    const long runs = o->controls ? 3 : 2;
     if ((st = rec_init(&c->ra, hp, n, err)) || (st = rec_init(&c->rb, hp, n, err)) ||
-        (st = run_engine(o->model, &o->b, 0, o->tokens, n, &c->rb, c->lb, &c->db, err)))
+        (st = run_engine(o->model, &o->b, o->tokens, n, &c->rb, NULL, 0, c->lb, &c->db, err)))
         return st;
     if (o->progress)
-        o->progress(o->progress_user, "compare", 1, runs);
-    if (a.name && strcmp(a.name, "ref") == 0 && a.ggml == 0 && c->db.ggml) {
+        o->progress(o->progress_user, "compare", 1, 2);
+    if (a.name && strcmp(a.name, "ref") == 0 && a.ggml == 0 && c->db.ggml)
         a.ggml = c->db.ggml;
-        /* 8-bit activations: one that rounds the other way (the two engines'
-         * fp32 values differ in their last bits) moves a dot product by a
-         * quantum, which every later layer of a deep model amplifies; so A
-         * continues each layer from B's residual and each row measures that
-         * layer's own error */
-        c->ra.feed = &c->rb;
-    }
-    if ((st = run_engine(o->model, &a, 0, o->tokens, n, &c->ra, c->la, &c->da, err)))
+    /* 8-bit activations on both sides (the reference emulating B's, or an
+     * engine of its own, e.g. two cpu kernel tables): one that rounds the
+     * other way (the two engines' fp32 values differ in their last bits)
+     * moves a dot product by a quantum, which every later layer of a deep
+     * model amplifies; so A continues each layer from B's residual and each
+     * row measures that layer's own error */
+    if ((st = run_engine(o->model, &a, o->tokens, n, &c->ra, &c->rb, c->db.ggml, c->la, &c->da,
+                         err)))
         return st;
     if (o->progress)
-        o->progress(o->progress_user, "compare", 2, runs);
+        o->progress(o->progress_user, "compare", 2, 2);
     kvv_check_set_engine(r, &c->db);
+    if (same_engine(o, &c->da, &c->db))
+        return kvv_error_set(err, KVV_ERR_USAGE,
+                             "compare: engine A and engine B are the same engine with the same "
+                             "options (%s, %s, cache %s, %d thread%s%s%s): comparing an engine "
+                             "with itself proves nothing about a second one; name another "
+                             "--against, or give A other options (--mode-a, --isa-a)",
+                             c->db.name, c->db.mode, c->db.cache_type, c->db.n_threads,
+                             c->db.n_threads == 1 ? "" : "s", c->db.isa[0] ? ", table " : "",
+                             c->db.isa);
     if (o->force_fail) {
         c->planted = kvv_argmax_f32(c->lb, V);
         c->planted_val = c->lb[c->planted];
@@ -391,7 +526,7 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
     if (kvv_check_add_row(r, -1, "logits", &ls))
         return kvv_error_set(err, KVV_ERR_NOMEM, "compare: out of memory");
     compare_logits(c->la, c->lb, n, V, f, r->details);
-    if (c->ra.feed) {
+    if (c->ra.cap.feed) {
         f->layerwise = true;
         compare_layers(hp, n, &c->ra, &c->rb, f);
     }
@@ -403,12 +538,50 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
         kvv_check_note_mismatch(r, &mm);
     }
     set_details(r->details, o, &c->da, &c->db, f);
-    if (!o->controls)
-        return KVV_OK;
-    st = control(o, c, r, err);
-    if (!st && o->progress)
-        o->progress(o->progress_user, "compare", 3, runs);
-    return st;
+    return o->controls ? controls(o, c, f, r, err) : KVV_OK;
+}
+
+/* The verdict and its key figure: the reasons of a FAIL first (non-finite
+ * values, undetected controls, then judge's), the figures after. */
+static void conclude(const kvv_compare_opts *o, const cmp_run *c, const logit_figures *f,
+                     kvv_check_result *r)
+{
+    const int n = o->n_tokens;
+    char why[512] = "", judged[256], mean[24], max[24], v[32], t[32], lw[160] = "", rel[96] = "";
+    size_t off = 0;
+    uint64_t nan, inf, bad = kvv_check_nonfinite(r, &nan, &inf);
+    if (bad)
+        add_reason(why, sizeof why, &off, "%llu compared values not finite (%llu NaN, %llu inf)",
+                   (unsigned long long)bad, (unsigned long long)nan, (unsigned long long)inf);
+    for (int k = 0; k < r->n_controls; k++)
+        if (!r->controls[k].detected)
+            add_reason(why, sizeof why, &off, "control NOT detected (%s)", r->controls[k].detail);
+    const bool fig_ok = judge(f, o->rel_tol, judged, sizeof judged);
+    if (!fig_ok)
+        add_reason(why, sizeof why, &off, "%s", judged);
+    /* the figures a failing reason already states are not repeated */
+    if (f->rel_max <= o->rel_tol) {
+        kvv_figure_vs_bound(f->rel_max, o->rel_tol, v, t, sizeof v);
+        snprintf(rel, sizeof rel, "logits rel %s (tol %s), ", v, t);
+    }
+    if (f->layerwise && f->resid_rel_max <= KVV_COMPARE_LAYER_TOL) {
+        kvv_figure_vs_bound(f->resid_rel_max, KVV_COMPARE_LAYER_TOL, v, t, sizeof v);
+        snprintf(lw, sizeof lw, "layer by layer: residual rms rel %s (layer %d, tol %s), ", v,
+                 f->resid_worst_layer, t);
+    }
+    kvv_figure_text(f->kl_sum / n, mean, sizeof mean);
+    kvv_figure_text(f->kl_max, max, sizeof max);
+    if (!why[0]) {
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%s vs %s: %s%sKL mean %s max %s, top-1 %d/%d",
+                              c->da.name, c->db.name, rel, lw, mean, max, f->agree, n);
+        return;
+    }
+    kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s vs %s: %s; %s%sKL mean %s max %s, top-1 %d/%d",
+                          c->da.name, c->db.name, why, rel, lw, mean, max, f->agree, n);
+    kvv_figure_vs_bound(f->rel_max, o->rel_tol, v, t, sizeof v);
+    kvv_check_set_message(r, "%s (in all: max|dlogit|/max|logit| %s at position %d, tol %s; %d "
+                          "top-1 flips outside the error margin; %d non-finite logits)", why, v,
+                          f->worst_pos, t, f->required_miss, f->nonfinite);
 }
 
 kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
@@ -418,6 +591,14 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
     if (!o->model || !o->tokens || o->n_tokens < 1)
         st = kvv_error_set(err, KVV_ERR_USAGE, "compare: a model and at least one token are "
                                                "required");
+    else if (isnan(o->rel_tol) || o->rel_tol < 0)
+        st = kvv_error_set(err, KVV_ERR_USAGE, "compare: tolerance %g is not a non-negative "
+                                               "number", o->rel_tol);
+    else if (o->controls && isinf(o->rel_tol))
+        st = kvv_error_set(err, KVV_ERR_USAGE,
+                           "compare: tolerance inf: no planted difference can exceed it, so the "
+                           "control cannot show the verdict fail; give a finite --tol, or "
+                           "--no-controls (the run is then unproven)");
     for (int i = 0; !st && i < o->n_tokens; i++)
         if (o->tokens[i] < 0 || o->tokens[i] >= o->model->hp.n_vocab)
             st = kvv_error_set(err, KVV_ERR_USAGE,
@@ -431,34 +612,12 @@ kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_e
     memset(&c, 0, sizeof c);
     c.planted = -1;
     logit_figures f;
+    memset(&f, 0, sizeof f);
     st = compare(o, &c, r, &f, err);
-    if (st) {
+    if (st)
         kvv_check_set_error(r, err);
-    } else {
-        const int n = o->n_tokens;
-        bool pass = f.nonfinite == 0 && f.rel_max <= o->rel_tol && f.required_miss == 0 &&
-                    (!f.layerwise || f.resid_rel_max <= KVV_COMPARE_LAYER_TOL) &&
-                    kvv_check_controls_missed(r) == 0;
-        char nonfinite[48] = "", mean[24], max[24], lw[96] = "";
-        if (f.nonfinite)
-            snprintf(nonfinite, sizeof nonfinite, "%d logits not finite (NaN/inf); ",
-                     f.nonfinite);
-        if (f.layerwise)
-            snprintf(lw, sizeof lw, ", layer by layer: residual rms rel %.2g (layer %d, tol %.2g)",
-                     f.resid_rel_max, f.resid_worst_layer, KVV_COMPARE_LAYER_TOL);
-        kvv_check_set_verdict(r, pass ? KVV_VERDICT_PASS : KVV_VERDICT_FAIL,
-                              "%s vs %s: %slogits rel %.2g (tol %.2g)%s, KL mean %s max %s, "
-                              "top-1 %d/%d",
-                              c.da.name, c.db.name, nonfinite, f.rel_max, o->rel_tol, lw,
-                              kvv_figure_text(f.kl_sum / n, mean, sizeof mean),
-                              kvv_figure_text(f.kl_max, max, sizeof max), f.agree, n);
-        if (!pass)
-            kvv_check_set_message(r,
-                                  "max|dlogit|/max|logit| %.3g at position %d (tol %.3g), %d "
-                                  "top-1 flips outside the error margin, %d non-finite logits%s",
-                                  f.rel_max, f.worst_pos, o->rel_tol, f.required_miss,
-                                  f.nonfinite, lw);
-    }
+    else
+        conclude(o, &c, &f, r);
     r->seconds = kvv_now_seconds() - t0;
     rec_free(&c.ra);
     rec_free(&c.rb);

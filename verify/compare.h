@@ -9,7 +9,10 @@
  * engine rounds activations to Q8_K/Q8_1 for its K-quant products), A runs
  * with those KVV_GGML_* emulation flags, so the tolerance measures B's
  * kernels, not the rounding both agree on; details.engine_a says so in
- * its kernels. And A then runs layer by layer ("layerwise"): after
+ * its kernels. Whenever both engines round activations to 8 bits (the
+ * reference emulating B, or an engine of its own such as the cpu engine
+ * with another kernel table: both descriptions' ggml nonzero) and A can
+ * overwrite its residual, A runs layer by layer ("layerwise"): after
  * recording its own residual entering each layer it continues from B's.
  * The two engines' fp32 values differ in their last bits, so now and then
  * one 8-bit activation rounds the other way; every later layer of a deep
@@ -29,19 +32,31 @@
  * softmaxes (double precision; mean and max, printed %.9g and as hex float)
  * and whether the top-1 tokens agree.
  *
- * Verdict: PASS when every value is finite, the per-position error
- * max|Δlogit| / max|logit_A| stays within rel_tol at every position, the
- * top-1 tokens agree at every position whose A-margin (top1 - top2) exceeds
- * twice that position's max|Δ| (below that a flip is within the measured
- * error), and, layer by layer, every layer's residual is within
- * KVV_COMPARE_LAYER_TOL. Otherwise FAIL. Bit-equality is not required: two engines with
- * different kernels legitimately differ in the last bits; the table says by
- * how much.
+ * Verdict: PASS when every compared value is finite (rows and logits), the
+ * per-position error max|Δlogit| / max|logit_A| stays within rel_tol at
+ * every position, the top-1 tokens agree at every position whose A-margin
+ * (top1 - top2) exceeds twice that position's max|Δ| (below that a flip is
+ * within the measured error), layer by layer every layer's residual is
+ * within KVV_COMPARE_LAYER_TOL, and every control was detected. Otherwise
+ * FAIL, and the key figure begins with the reasons (the failing figure
+ * beside its tolerance, printed with enough digits that it never reads
+ * equal to it: kvv_figure_vs_bound). Bit-equality is not required: two
+ * engines with different kernels legitimately differ in the last bits; the
+ * table says by how much.
  *
- * Control (opts controls): engine B rerun with KVV_CTL_PERTURB_WEIGHT (one
- * flipped bit in output_norm[0]) must change at least one logit bit; a
- * comparator that cannot see it is a defect. force_fail negates B's top
- * logit at position 0 before the comparison, so the check must FAIL.
+ * Controls (opts controls) test the verdict itself, with the tolerance in
+ * force: one logit of B (at the worst position, the index of A's largest
+ * |logit| there) is moved by 2 x rel_tol x that |logit| (one ulp when that
+ * rounds to nothing), and, layer by layer, B's residual entering the worst
+ * layer is moved by 3 x KVV_COMPARE_LAYER_TOL of its RMS; the verdict rule
+ * must FAIL on each. A tolerance no finite plant can exceed (inf, or one
+ * past FLT_MAX / max|logit|) is KVV_ERR_USAGE (exit 2): the run could not
+ * show that its verdict can fail. force_fail negates B's top logit at
+ * position 0 before the comparison, so the check must FAIL.
+ *
+ * A and B the same engine with the same options (equal descriptions, B
+ * without --engine-opt) is KVV_ERR_USAGE: an engine compared with itself
+ * proves nothing about a second one.
  *
  *   kvv_compare_opts co = kvv_compare_opts_default();
  *   co.model = m; co.tokens = toks; co.n_tokens = 64;
@@ -85,7 +100,9 @@ kvv_compare_opts kvv_compare_opts_default(void);
 
 /* Run the comparison into r (its verdict, rows, details, controls; r's
  * engine is B's description, details.engine_a A's).
- * @return KVV_OK with a verdict, or an error (r->verdict ERROR/SKIPPED). */
+ * @return KVV_OK with a verdict, or an error (r->verdict ERROR/SKIPPED):
+ * KVV_ERR_USAGE for a bad model/tokens, a NaN or negative rel_tol, a
+ * tolerance no control can exceed, or A and B the same engine. */
 kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err);
 
 /* The audit's form: A = the reference engine (same cache dtype and n_ctx as

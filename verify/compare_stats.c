@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint32_t kvv_f32_bits(float x)
@@ -27,7 +28,7 @@ static bool is_nan_bits(uint32_t b)
 bool kvv_f32_bit_equal(float a, float b)
 {
     uint32_t x = kvv_f32_bits(a), y = kvv_f32_bits(b);
-    return x == y && !is_nan_bits(x);
+    return x == y && (x & 0x7f800000u) != 0x7f800000u; /* NaN and inf never equal */
 }
 
 /* Sign-magnitude bits -> ordered integer (+0 and -0 both 0). */
@@ -65,7 +66,7 @@ uint64_t kvv_cmp_update(kvv_cmp_stats *s, const float *ref, const float *test, s
             s->n_inf++;
             s->inf_diff |= rb != tb;
         }
-        if (rb != tb || nan) {
+        if (rb != tb || nan || isinf(r)) { /* non-finite: never equal */
             diff++;
             if (s->first < 0) {
                 s->first = (int64_t)(s->n + i);
@@ -160,6 +161,41 @@ const char *kvv_figure_text(double x, char *buf, size_t size)
     else
         snprintf(buf, size, "%.4g", x);
     return buf;
+}
+
+double kvv_rel_rms(const float *ref, const float *test, size_t n)
+{
+    double dd = 0, aa = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)test[i] - (double)ref[i];
+        dd += d * d;
+        aa += (double)ref[i] * (double)ref[i];
+    }
+    return aa > 0 ? sqrt(dd / aa) : sqrt(dd);
+}
+
+static int order_of(double a, double b)
+{
+    return (a > b) - (a < b);
+}
+
+void kvv_figure_vs_bound(double v, double bound, char *vbuf, char *bbuf, size_t size)
+{
+    if (!isfinite(v) || !isfinite(bound)) {
+        kvv_figure_text(v, vbuf, size);
+        kvv_figure_text(bound, bbuf, size);
+        if (isfinite(v))
+            snprintf(vbuf, size, "%.2g", v);
+        if (isfinite(bound))
+            snprintf(bbuf, size, "%.2g", bound);
+        return;
+    }
+    for (int p = 2; p <= 17; p++) {
+        snprintf(vbuf, size, "%.*g", p, v);
+        snprintf(bbuf, size, "%.*g", p, bound);
+        if (order_of(strtod(vbuf, NULL), strtod(bbuf, NULL)) == order_of(v, bound))
+            return;
+    }
 }
 
 bool kvv_cmp_equal(const kvv_cmp_stats *s)

@@ -3,9 +3,12 @@
  * definition of "equal" every check and report in kvverify uses
  * (DESIGN.md §3 "Comparisons report").
  *
- * Two elements are EQUAL iff their 32-bit patterns are identical; a NaN is
- * never equal to anything (not even the same NaN bits), and +0 / -0 differ
- * (their bits differ) although their ULP distance is 0.
+ * Two elements are EQUAL iff their 32-bit patterns are identical and
+ * finite: a NaN or an infinity is never equal to anything (not even the
+ * same bits) — a run that overflowed proves nothing, whatever the other
+ * side holds, so every check that compares through here fails on it (and
+ * counts it: n_nan, n_inf). +0 / -0 differ (their bits differ) although
+ * their ULP distance is 0.
  *
  * ULP distance is the sign-magnitude ordered integer distance: map a float's
  * bits b to  ord(b) = b                  if the sign bit is clear,
@@ -83,6 +86,18 @@ const char *kvv_cmp_nonfinite(const kvv_cmp_stats *s, char *buf, size_t size);
 /* A figure as the reports print it: "%.4g", or "NaN", "inf", "-inf". @return buf. */
 const char *kvv_figure_text(double x, char *buf, size_t size);
 
+/* A figure v and the bound it is judged by, as the reports print them side
+ * by side: the fewest significant digits (2 to 17) at which the printed
+ * values compare as v and bound do, so a value past its bound never prints
+ * equal to it (0.00102 against 0.001 prints "0.00102" and "0.001", not
+ * "0.001" twice); NaN and inf as kvv_figure_text. vbuf, bbuf: size bytes. */
+void kvv_figure_vs_bound(double v, double bound, char *vbuf, char *bbuf, size_t size);
+
+/* How far test is from ref as a whole: sqrt(sum (test-ref)^2 / sum ref^2)
+ * over n pairs, in double (sqrt(sum d^2) when ref is all zero); NaN when a
+ * pair holds a NaN, inf when a difference is infinite. */
+double kvv_rel_rms(const float *ref, const float *test, size_t n);
+
 /* True iff every element compared was bit-equal (and at least 0 compared). */
 bool kvv_cmp_equal(const kvv_cmp_stats *s);
 
@@ -90,7 +105,7 @@ bool kvv_cmp_equal(const kvv_cmp_stats *s);
 uint32_t kvv_f32_bits(float x);
 float kvv_f32_from_bits(uint32_t b);
 
-/* Bit-equality as defined above (NaN never equal). */
+/* Bit-equality as defined above (NaN and inf never equal). */
 bool kvv_f32_bit_equal(float a, float b);
 
 /* ULP distance as defined above; KVV_ULP_NAN when either is NaN. */

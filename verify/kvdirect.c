@@ -1,6 +1,7 @@
 /* kvdirect.c — see kvdirect.h. */
 #include "verify/kvdirect.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -87,6 +88,10 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         kvv_check_set_error(r, err);
         return s;
     }
+    /* a non-finite logit is never equal (compare_stats.h): counted for the verdict */
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < (size_t)full.n_gen * (size_t)full.n_vocab; i++)
+        nonfinite += !isfinite(full.logits[i]);
     /* Per-layer mode at a quarter and half of the context; the single-vector
      * mode, whose restoration re-runs every layer over the evicted span, at
      * half (its cost grows with the evicted count). */
@@ -189,13 +194,22 @@ kvv_status kvv_check_kvdirect(const kvv_check_opts *o, kvv_check_result *r, kvv_
         snprintf(skipped, sizeof skipped, " (%zu unsupported by this engine)",
                  json_array_size(unsup));
     int missed = kvv_check_controls_missed(r);
-    if (equal == runs && missed == 0)
+    if (nonfinite) { /* the reason first: the full-cache run itself is not finite */
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%zu logits of the full-cache run not finite "
+                              "(NaN/inf); %d/%d runs bit-equal to full%s", nonfinite, equal,
+                              runs, skipped);
+        kvv_check_set_message(r, "the full-cache run's logits hold %zu NaN/inf values: a "
+                              "non-finite value is never equal, whatever the other side holds",
+                              nonfinite);
+    } else if (equal == runs && missed == 0)
         kvv_check_set_verdict(r, KVV_VERDICT_PASS,
                               "%d/%d runs bit-equal to full%s; peak %llu B; recompute %.3g FLOPs",
                               equal, runs, skipped, (unsigned long long)peak, flops);
     else {
-        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%d/%d runs bit-equal to full%s%s", equal,
-                              runs, skipped, missed ? "; a control was not detected" : "");
+        /* the reason first: differing runs, else the undetected control */
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%s%d/%d runs bit-equal to full%s",
+                              equal == runs ? "control NOT detected; " : "", equal, runs,
+                              skipped);
         kvv_check_set_message(r, "%s", equal != runs ? "KV-Direct differs from the full cache"
                                                      : "the bf16-checkpoint control was not detected");
     }

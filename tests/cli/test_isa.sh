@@ -111,8 +111,9 @@ for isa in generic avx2; do
         grep -q "^engine  cpu (invariant), .*kernel table $isa" "$T/$name.out" ||
             fail "$c $E: console header does not name the table"
     done
-    # compare: --isa is engine B's (cpu), --isa-a engine A's (cpu too here)
-    "$KVV" compare "$M" --engine cpu --against cpu $E --isa-a generic --random 8 --json "$T/cmp.json" \
+    # compare: --isa is engine B's (cpu), --isa-a engine A's (cpu too here; fast
+    # mode, so A is never B itself, which compare refuses)
+    "$KVV" compare "$M" --engine cpu --against cpu $E --isa-a generic --mode-a fast --random 8 --json "$T/cmp.json" \
         >"$T/cmp.out" 2>&1 || { fail "compare $E --isa-a generic: exit $?"; tail -n 5 "$T/cmp.out"; }
     [ "$(isa_json "$T/cmp.json")" = "$isa" ] || fail "compare $E: engine B's isa is not $isa"
     # run, numerics, bench: the JSON names the table
@@ -195,8 +196,18 @@ assert len(d["tables"]) == n and all(t["verdict"] == "pass" and t["differing"] =
 assert len(d["cross_table"]) == n * (n - 1) // 2
 for p in d["cross_table"]:   # different tables, different bits (by design)
     assert p["logits"]["differing"] > 0 and p["logits"]["max_ulp"] > 0, p
-assert len(c["controls"]) == n and all(k["detected"] for k in c["controls"])
-assert "by design" in c["key_figure"] and "by design" in d["note"]
+# each table's invariance control, and the two controls of the cross-table bound
+assert len(c["controls"]) == n + 2 and all(k["detected"] for k in c["controls"]), c["controls"]
+assert "by design" in d["note"]
+# "differ by design" is earned: each pair, layer by layer, within the contract's bound,
+# printed beside it (issue 31 item 4)
+b = d["bounds"]
+assert b["layers"]["kind"] in ("order", "quantum") and b["layers"]["bound"] > 0, b
+for p in d["cross_table"]:
+    lw = p["layer_by_layer"]
+    assert lw["within_bounds"] and lw["residual_rel_rms"] <= b["layers"]["bound"], p
+    assert lw["logits_rel"] <= b["head"]["bound"], p
+assert "(bound " in c["key_figure"], c["key_figure"]
 EOF
 else
     echo "note: one table here: the tables check's PASS is not shown"
@@ -217,6 +228,27 @@ assert v.pop("avx2") == "fail" and set(v.values()) == {"pass"}, v' "$T/p.json" |
     # the planted binary is otherwise the real one: generic alone passes there
     "$PLANT" invariance "$M" --engine cpu --isa generic -q >/dev/null 2>&1 ||
         fail "planted build: the generic table's invariance fails"
+fi
+
+# ---- issue 31 item 4: two tables of the cpu engine on a Q2_K model. compare
+# runs two 8-bit-activation engines layer by layer (end to end they once
+# differed by 0.014 and failed), and the tables check prints each figure
+# beside the bound the contract allows for Q2_K
+if has avx2; then
+    "$KVV" synth --shape llama-k256 --type q2_k -o "$T/q2.gguf" -q || fail "synth q2_k"
+    "$KVV" compare "$T/q2.gguf" --engine cpu --isa-a generic --against cpu --isa avx2 -q \
+        --json "$T/q2c.json" >"$T/q2.out" 2>&1 ||
+        { fail "compare q2_k cpu generic vs cpu avx2: exit $?"; cat "$T/q2.out"; }
+    grep -q "layer by layer: residual rms rel" "$T/q2.out" ||
+        fail "compare q2_k generic vs avx2: not layer by layer: $(grep '^compare' "$T/q2.out")"
+    if [ "$n" -ge 2 ]; then
+        "$KVV" audit "$T/q2.gguf" --engine cpu --checks tables -q --json "$T/q2t.json" >"$T/q2.out" 2>&1 ||
+            { fail "tables q2_k: exit $?"; cat "$T/q2.out"; }
+        grep -Eq "^tables +PASS .*residual [0-9.e+-]+ \(bound 0\.01\), logits [0-9.e+-]+ \(bound 0\.001\)" "$T/q2.out" ||
+            fail "tables q2_k: no bound beside the figures: $(grep '^tables' "$T/q2.out")"
+        python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["checks"][0]["details"]["bounds"]; assert b["layers"]["kind"]=="quantum" and b["layers"]["type"]=="Q2_K", b' "$T/q2t.json" ||
+            fail "tables q2_k: the bound is not Q2_K's"
+    fi
 fi
 
 [ $fails -eq 0 ] || exit 1

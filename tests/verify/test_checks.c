@@ -8,10 +8,13 @@
  * Prompts are short (6 tokens, 4 greedy steps) to keep the whole run fast.
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/gguf.h"
+#include "model/shapes.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
 #include "verify/audit.h"
@@ -290,12 +293,107 @@ static void test_unsupported_arch(void **state)
     assert_non_null(strstr(err.msg, "bert"));
 }
 
+/* Write value v over element 0 of tensor `name` of the GGUF file at path
+ * (an F32 tensor; its offset from the reader, the bytes written in place). */
+static void patch_f32(const char *path, const char *name, float v)
+{
+    kvv_gguf *g;
+    kvv_error err = {0};
+    if (kvv_gguf_open(path, &g, &err))
+        fail_msg("%s: %s", path, err.msg);
+    const kvv_gguf_tensor *t = kvv_gguf_find_tensor(g, name);
+    assert_non_null(t);
+    assert_int_equal(t->type, KVV_TYPE_F32);
+    long off = (long)(g->data_offset + t->offset);
+    kvv_gguf_close(g);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    assert_int_equal(fwrite(&v, sizeof v, 1, f), 1); /* little-endian host, as the file */
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Issue 31 item 6: output_norm[0] = inf makes every logit non-finite, on
+ * both sides of every comparison alike. Each check that compares logits
+ * fails and says how many; kv (K/V only, all finite) still passes. */
+static void test_nonfinite_fails(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/inf-norm.gguf", kvv_test_tmpdir());
+    kvv_synth_opts so = {.shape = kvv_shape_find("llama-tiny"), .type = KVV_TYPE_F32, .seed = 3};
+    kvv_error err = {0};
+    assert_int_equal(kvv_synth_write(&so, path, &err), KVV_OK);
+    patch_f32(path, "output_norm.weight", INFINITY);
+    kvv_model *m;
+    assert_int_equal(kvv_model_open(path, &m, &err), KVV_OK);
+    int32_t tok[N_PROMPT];
+    kvv_prompt_random(7, m->hp.n_vocab, -1, tok, N_PROMPT);
+    kvv_check_opts o = kvv_check_opts_default();
+    o.model = m;
+    o.tokens = tok;
+    o.n_tokens = N_PROMPT;
+    o.n_gen = N_GEN;
+    for (int i = 0; i < N_MINE; i++) {
+        const kvv_check_entry *ce = kvv_audit_find(mine[i]);
+        kvv_check_result r;
+        kvv_check_result_init(&r, ce->name);
+        assert_int_equal(ce->run(&o, &r, &err), KVV_OK);
+        if (strcmp(ce->name, "kv") == 0) {
+            assert_int_equal(r.verdict, KVV_VERDICT_PASS);
+        } else {
+            if (r.verdict != KVV_VERDICT_FAIL || !strstr(r.key_figure, "not finite"))
+                fail_msg("%s on an inf output norm: %s (%s)", ce->name,
+                         kvv_verdict_name(r.verdict), r.key_figure);
+            uint64_t nan, inf;
+            assert_true(kvv_check_nonfinite(&r, &nan, &inf) > 0);
+            char want[64];
+            snprintf(want, sizeof want, "%llu compared values not finite",
+                     (unsigned long long)(nan + inf));
+            assert_non_null(strstr(r.key_figure, want));
+        }
+        kvv_check_result_free(&r);
+    }
+    kvv_model_close(m);
+}
+
+/* The rule itself: a row with an infinity on both sides turns a clean
+ * comparison into FAIL, the reason first; the frame does the same after a
+ * check's own PASS. */
+static void test_nonfinite_rule(void **state)
+{
+    (void)state;
+    kvv_check_result r;
+    kvv_check_result_init(&r, "x");
+    float a[2] = {1.0f, INFINITY};
+    kvv_cmp_stats st;
+    kvv_cmp_init(&st);
+    kvv_cmp_update(&st, a, a, 2);
+    assert_int_equal(kvv_check_add_row(&r, 0, "logits", &st), KVV_OK);
+    kvv_check_conclude(&r, false, "all equal", "differ", "clean");
+    assert_int_equal(r.verdict, KVV_VERDICT_FAIL);
+    assert_string_equal(r.key_figure, "1 compared values not finite (0 NaN, 1 inf); clean");
+    kvv_check_result_free(&r);
+    kvv_check_result_init(&r, "x");
+    kvv_check_conclude(&r, false, "all equal", "differ", "clean"); /* no rows: a PASS */
+    assert_int_equal(r.verdict, KVV_VERDICT_PASS);
+    kvv_check_result_free(&r);
+    /* issue 31 item 8: an undetected control is the reason, so it comes first */
+    kvv_check_result_init(&r, "x");
+    assert_int_equal(kvv_check_add_control(&r, "planted", false, "not seen"), KVV_OK);
+    kvv_check_conclude(&r, false, "all equal", "differ", "0 differ");
+    assert_int_equal(r.verdict, KVV_VERDICT_FAIL);
+    assert_string_equal(r.key_figure, "1 control NOT detected; 0 differ");
+    kvv_check_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_synth_models), cmocka_unit_test(test_force_fail),
         cmocka_unit_test(test_bad_opts),     cmocka_unit_test(test_unsupported_arch),
         cmocka_unit_test(test_stopped_audit),
+        cmocka_unit_test(test_nonfinite_fails), cmocka_unit_test(test_nonfinite_rule),
         cmocka_unit_test(test_shared_models),
         cmocka_unit_test(test_peer_models),
     };

@@ -1,5 +1,6 @@
 /* test_compare_stats.c — the one definition of "equal" (verify/compare_stats.h). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/test_util.h"
@@ -30,7 +31,9 @@ static void test_bit_equal(void **state)
     assert_false(kvv_f32_bit_equal(0.0f, -0.0f)); /* bits differ */
     float n = NAN;
     assert_false(kvv_f32_bit_equal(n, n)); /* NaN never equal */
-    assert_true(kvv_f32_bit_equal(INFINITY, INFINITY));
+    /* an infinity is never equal either: an overflowed run proves nothing */
+    assert_false(kvv_f32_bit_equal(INFINITY, INFINITY));
+    assert_false(kvv_f32_bit_equal(-INFINITY, -INFINITY));
 }
 
 static void test_stats(void **state)
@@ -86,10 +89,41 @@ static void test_nan_and_inf(void **state)
     assert_true(s.max_ulp == KVV_ULP_NAN);
     assert_int_equal(s.first, 0);
 
+    /* inf against the same inf: counted and never equal (issue 31 item 6) */
+    float ri[3] = {1.0f, INFINITY, -INFINITY}, ti[3] = {1.0f, INFINITY, -INFINITY};
+    kvv_cmp_init(&s);
+    assert_int_equal(kvv_cmp_update(&s, ri, ti, 3), 2);
+    assert_int_equal(s.n_inf, 2);
+    assert_int_equal(s.first, 1);
+    assert_false(kvv_cmp_equal(&s));
+
     float z[2] = {0, 0}, o[2] = {0, 1};
     kvv_cmp_init(&s);
     kvv_cmp_update(&s, z, o, 2);
     assert_true(isinf(kvv_cmp_nmse(&s)));
+}
+
+/* A figure beside its bound: never printed equal when they differ (issue 31
+ * item 8: llama.cpp's 0.00102 printed as "rel 0.001 (tol 0.001)"). */
+static void test_figure_vs_bound(void **state)
+{
+    (void)state;
+    char v[32], b[32];
+    kvv_figure_vs_bound(0.00102, 0.001, v, b, sizeof v);
+    assert_string_equal(v, "0.00102");
+    assert_string_equal(b, "0.001");
+    kvv_figure_vs_bound(3.2e-7, 0.001, v, b, sizeof v);
+    assert_string_equal(v, "3.2e-07");
+    kvv_figure_vs_bound(0.001, 0.001, v, b, sizeof v);
+    assert_string_equal(v, b);
+    kvv_figure_vs_bound(nextafter(0.001, 1), 0.001, v, b, sizeof v); /* one ulp past */
+    assert_true(strtod(v, NULL) > strtod(b, NULL));
+    kvv_figure_vs_bound(0.000999999, 0.001, v, b, sizeof v);
+    assert_true(strtod(v, NULL) < strtod(b, NULL));
+    kvv_figure_vs_bound(NAN, 0.001, v, b, sizeof v);
+    assert_string_equal(v, "NaN");
+    kvv_figure_vs_bound(0.5, INFINITY, v, b, sizeof v);
+    assert_string_equal(b, "inf");
 }
 
 static void test_argmax(void **state)
@@ -114,6 +148,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ulp_distance), cmocka_unit_test(test_bit_equal),
         cmocka_unit_test(test_stats),        cmocka_unit_test(test_nan_and_inf),
+        cmocka_unit_test(test_figure_vs_bound),
         cmocka_unit_test(test_argmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

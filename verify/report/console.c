@@ -106,24 +106,30 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
     for (int i = 0; i < rep->n_checks; i++) {
         const kvv_check_result *r = &rep->checks[i];
         char v[16];
-        upper(v, sizeof v, kvv_verdict_name(r->verdict));
+        upper(v, sizeof v, r->unproven ? "unproven" : kvv_verdict_name(r->verdict));
         fprintf(f, "%-12s %-8s %8.2fs  %s\n", r->name, v, r->seconds, r->key_figure);
     }
-    int code = kvv_report_exit_code(rep), n_skipped = 0, n_stopped = 0;
+    int code = kvv_report_exit_code(rep), n_skipped = 0, n_stopped = 0, n_unproven = 0;
     for (int i = 0; i < rep->n_checks; i++) {
         n_skipped += rep->checks[i].verdict == KVV_VERDICT_SKIPPED;
         n_stopped += rep->checks[i].interrupted;
+        n_unproven += rep->checks[i].unproven;
     }
     if (rep->interrupted) /* whatever the finished checks say, the run is not whole */
         fprintf(f, "INTERRUPTED by a signal after %.2fs: %d of %d checks finished\n",
                 rep->seconds, rep->n_checks - n_stopped, rep->n_checks);
+    else if (code == KVV_EXIT_PASS && n_unproven) /* never "passed": nothing shows it could fail */
+        fprintf(f, "no check failed; " KVV_UNPROVEN " (%d check%s ran without %s negative "
+                "controls: none is shown able to fail%s) in %.2fs\n", n_unproven,
+                n_unproven == 1 ? "" : "s", n_unproven == 1 ? "its" : "their",
+                n_skipped ? "; some unsupported by this engine" : "", rep->seconds);
     else if (code == KVV_EXIT_PASS && n_skipped)
         fprintf(f, "every check that could run passed (%d unsupported by this engine) in %.2fs\n",
                 n_skipped, rep->seconds);
     else
         fprintf(f, "%s in %.2fs\n",
                 code == KVV_EXIT_PASS   ? "all checks passed"
-                : code == KVV_EXIT_FAIL ? "FAILED"
+                : code == KVV_EXIT_FAIL ? (rep->controls_off ? "FAILED (controls off)" : "FAILED")
                 : code == KVV_EXIT_NOTHING ? "nothing could be checked"
                                            : "ERROR: a check could not run",
                 rep->seconds);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "verify/compare_stats.h"
+
 #define ZERO_CELL "#d9f2df"   /* an exact zero in a heatmap: bit-exact */
 #define NAN_CELL "#000000"
 #define FIRST_MARK "#6f42c1"  /* the first divergence */
@@ -505,11 +507,14 @@ static void compare_by_position(kvv_sbuf *b, const json_t *check, const char *p,
     free(xs);
     free(ys);
     kvv_sbuf_str(&f.body, "</div>\n");
+    char rel[32], tol[32]; /* a value past the tolerance never prints equal to it */
+    kvv_figure_vs_bound(kvv_jget_num(d, "logits_max_rel"), kvv_jget_num(d, "rel_tol"), rel, tol,
+                        sizeof rel);
     kvv_fig_note(&f, "KL mean %s, max %s; top-1 agrees at %lld of %d positions; worst relative "
-                     "logit error %.3g at position %lld (tolerance %.3g).",
+                     "logit error %s at position %lld (tolerance %s).",
                  kvv_jget_str(d, "kl_mean"), kvv_jget_str(d, "kl_max"),
-                 kvv_jget_int(d, "top1_agree", -1), T, kvv_jget_num(d, "logits_max_rel"),
-                 kvv_jget_int(d, "logits_worst_position", -1), kvv_jget_num(d, "rel_tol"));
+                 kvv_jget_int(d, "top1_agree", -1), T, rel,
+                 kvv_jget_int(d, "logits_worst_position", -1), tol);
     kvv_fig_end(b, &f);
 }
 

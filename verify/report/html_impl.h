@@ -58,6 +58,9 @@ void kvv_html_begin(kvv_sbuf *b, const char *title);
 void kvv_html_end(kvv_sbuf *b);
 /* A verdict badge: <span class="badge VERDICT">VERDICT</span>. */
 void kvv_html_badge(kvv_sbuf *b, const char *verdict);
+/* A check's verdict as the page shows it: its "verdict", or "unproven"
+ * for a pass without its controls (its "unproven" true). Borrowed. */
+const char *kvv_html_check_verdict(const json_t *check);
 /* A <dl class="meta"> row: term and (escaped) value. */
 void kvv_html_meta(kvv_sbuf *b, const char *term, const char *value);
 /* Every scalar field of an object as meta rows (the engine description is

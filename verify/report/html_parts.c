@@ -73,7 +73,8 @@ static const char style[] =
     ".badge{display:inline-block;padding:1px 9px;border-radius:10px;font-size:12px;"
     "font-weight:bold;color:#fff;vertical-align:2px;letter-spacing:.03em}\n"
     ".badge.pass{background:#1a7f37}.badge.fail{background:#cf222e}"
-    ".badge.error{background:#bc4c00}.badge.skipped{background:#6e7781}\n"
+    ".badge.error{background:#bc4c00}.badge.skipped{background:#6e7781}"
+    ".badge.unproven{background:#9a6700}\n"
     "header.run,section.check,section.block{background:#fff;border:1px solid #d0d7de;"
     "border-radius:6px;padding:12px 18px;margin:14px 0}\n"
     "dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:1px 14px;margin:6px 0;"
@@ -115,6 +116,13 @@ void kvv_html_end(kvv_sbuf *b)
                     " from the JSON report (docs/report-schema.md): every figure shows the "
                     "report's own numbers; hover a point for them. Self-contained: no script, "
                     "no font or file is fetched.</footer>\n</main>\n</body>\n</html>\n");
+}
+
+const char *kvv_html_check_verdict(const json_t *check)
+{
+    /* a pass without its controls is unproven, never shown as passed */
+    return json_is_true(json_object_get(check, "unproven")) ? "unproven"
+                                                            : kvv_jget_str(check, "verdict");
 }
 
 void kvv_html_badge(kvv_sbuf *b, const char *verdict)
@@ -198,6 +206,9 @@ void kvv_html_report_header(kvv_sbuf *b, const json_t *doc, const char *heading)
         kvv_workload_from_json(json_object_get(doc, "workload"), &w);
         kvv_html_meta(b, "workload", kvv_workload_format(&w, buf, sizeof buf));
     }
+    if (strcmp(kvv_jget_str(doc, "controls"), "off") == 0) /* --no-controls */
+        kvv_html_meta(b, "controls", "off: unproven (no negative control ran, so no check is "
+                                     "shown able to fail)");
     snprintf(buf, sizeof buf, "%s, %.3g s, exit code %lld%s", kvv_jget_str(doc, "started"),
              kvv_jget_num(doc, "seconds"), kvv_jget_int(doc, "exit_code", -1),
              json_is_true(json_object_get(doc, "interrupted"))

@@ -25,8 +25,13 @@ static const struct {
     {"latency", kvv_html_fig_latency}, {"tables", kvv_html_fig_tables},
 };
 
-static void controls_table(kvv_sbuf *b, const json_t *controls)
+static void controls_table(kvv_sbuf *b, const json_t *check)
 {
+    const json_t *controls = json_object_get(check, "controls");
+    if (json_is_true(json_object_get(check, "unproven")))
+        kvv_sbuf_str(b, "<p class=\"msg skipped\">controls off: unproven — the run planted no "
+                        "negative control (--no-controls), so nothing shows this check could "
+                        "have failed.</p>\n");
     if (!json_array_size(controls))
         return;
     static const char *const heads[] = {"control", "result", "detail"};
@@ -81,7 +86,7 @@ void kvv_html_check_section(kvv_sbuf *b, const json_t *check, const char *id_pre
                             const char *heading, const char *context)
 {
     const char *name = kvv_jget_str(check, "name");
-    const char *verdict = kvv_jget_str(check, "verdict");
+    const char *verdict = kvv_html_check_verdict(check);
     const char *p = id_prefix ? id_prefix : "";
     kvv_sbuf_str(b, "<section class=\"check\" id=\"");
     kvv_sbuf_xml(b, p);
@@ -115,7 +120,8 @@ void kvv_html_check_section(kvv_sbuf *b, const json_t *check, const char *id_pre
     for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
         if (strcmp(figures[i].check, name) == 0)
             figures[i].fn(b, check, p);
-    if (b->n == before && strcmp(verdict, "pass") != 0 && strcmp(verdict, "fail") != 0)
+    if (b->n == before && strcmp(kvv_jget_str(check, "verdict"), "pass") != 0 &&
+        strcmp(verdict, "fail") != 0)
         kvv_sbuf_str(b, "<p class=\"note\">No figure: the check did not run to the end.</p>\n");
     const json_t *fm = json_object_get(check, "first_mismatch");
     if (json_is_object(fm)) {
@@ -123,7 +129,7 @@ void kvv_html_check_section(kvv_sbuf *b, const json_t *check, const char *id_pre
         kvv_sbuf_xml(b, kvv_jget_str(fm, "text"));
         kvv_sbuf_str(b, "</p>\n");
     }
-    controls_table(b, json_object_get(check, "controls"));
+    controls_table(b, check);
     const json_t *e = json_object_get(check, "engine");
     if (json_is_object(e)) {
         char line[256];
@@ -162,7 +168,7 @@ void kvv_html_summary_row(kvv_sbuf *b, const char *lead, const char *id_prefix,
     kvv_sbuf_str(b, "\">");
     kvv_sbuf_xml(b, name);
     kvv_sbuf_str(b, "</a></td><td>");
-    kvv_html_badge(b, kvv_jget_str(check, "verdict"));
+    kvv_html_badge(b, kvv_html_check_verdict(check));
     kvv_sbuf_str(b, "</td><td>");
     kvv_sbuf_xml(b, kvv_jget_str(check, "key_figure"));
     kvv_sbuf_fmt(b, "</td><td class=\"n\">%.3g s</td></tr>\n", kvv_jget_num(check, "seconds"));

@@ -7,10 +7,13 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "verify/compare_stats.h"
+
 #define HALF 530 /* the plot's width: three categories */
 
-/* The data tables: each kernel table's invariance run, each pair's figures. */
-static void tables_data(kvv_fig *f, const json_t *per, const json_t *cross)
+/* The data tables: each kernel table's invariance run, each pair's figures
+ * layer by layer against the bounds (the verdict), and end to end. */
+static void tables_data(kvv_fig *f, const json_t *per, const json_t *cross, const json_t *bounds)
 {
     static const char *const h1[] = {"table", "invariance", "values compared", "differing",
                                      "first mismatch"};
@@ -26,8 +29,37 @@ static void tables_data(kvv_fig *f, const json_t *per, const json_t *cross)
         kvv_html_table_row(&f->body, cells, 5);
     }
     kvv_html_table_end(&f->body, true);
+    /* the cross-table verdict: layer by layer against the contract's bound */
+    static const char *const h3[] = {"pair", "figure (layer by layer)", "value", "bound",
+                                     "within"};
+    kvv_html_table_begin(&f->body, "between tables, layer by layer: the verdict", h3, 5);
+    const json_t *q;
+    json_array_foreach(cross, i, q) {
+        const json_t *lw = json_object_get(q, "layer_by_layer");
+        if (!json_is_object(lw))
+            continue;
+        char pair[48], v[2][40], b[2][40], fig[2][64];
+        snprintf(pair, sizeof pair, "%s vs %s", kvv_jget_str(q, "b"), kvv_jget_str(q, "a"));
+        const double val[2] = {kvv_jget_num(lw, "residual_rel_rms"), kvv_jget_num(lw, "logits_rel")};
+        const char *which[2] = {"layers", "head"};
+        snprintf(fig[0], sizeof fig[0], "residual rel RMS, worst layer %lld",
+                 kvv_jget_int(lw, "worst_layer", -1));
+        snprintf(fig[1], sizeof fig[1], "logits rel, worst position %lld",
+                 kvv_jget_int(lw, "worst_position", -1));
+        for (int k = 0; k < 2; k++) {
+            const json_t *bk = json_object_get(bounds, which[k]);
+            char vb[32], bb[32];
+            kvv_figure_vs_bound(val[k], kvv_jget_num(bk, "bound"), vb, bb, sizeof vb);
+            snprintf(v[k], sizeof v[k], "#%s", vb);
+            snprintf(b[k], sizeof b[k], "#%s", bb);
+            const char *cells[] = {pair, fig[k], v[k], b[k], val[k] <= kvv_jget_num(bk, "bound")
+                                                                 ? "yes" : "NO"};
+            kvv_html_table_row(&f->body, cells, 5);
+        }
+    }
+    kvv_html_table_end(&f->body, true);
     static const char *const h2[] = {"pair", "tensor", "max ULP", "NMSE", "differing", "of"};
-    kvv_html_table_begin(&f->body, "between tables (by design, no verdict)", h2, 6);
+    kvv_html_table_begin(&f->body, "between tables end to end (figures, no bound)", h2, 6);
     static const char *const kinds[] = {"K", "V", "logits"};
     const json_t *p;
     json_array_foreach(cross, i, p) {
@@ -65,9 +97,10 @@ void kvv_html_fig_tables(kvv_sbuf *b, const json_t *check, const char *p)
     kvv_fig f;
     kvv_fig_begin(&f, p, "tables-ulp",
                   "Kernel tables: largest ULP between each pair of tables (K, V, logits)",
-                  "No verdict from these points: the tables differ by design (each sums in its "
-                  "own order). The verdict is per table: its invariance run must be bit-exact "
-                  "(first data table).");
+                  "No verdict from these end-to-end points: the tables differ by design (each "
+                  "sums in its own order). The verdict: each table's invariance run must be "
+                  "bit-exact, and each pair, layer by layer, within the bound the kernels' "
+                  "contract allows for the model's tensor types (data tables).");
     kvv_fig_key keys[6];
     int nk = np < 6 ? (int)np : 6;
     char names[6][48];
@@ -95,6 +128,6 @@ void kvv_html_fig_tables(kvv_sbuf *b, const json_t *check, const char *p)
         }
     kvv_fig_plot_end(&f, &s);
     kvv_fig_note(&f, "%s", kvv_jget_str(d, "note"));
-    tables_data(&f, json_object_get(d, "tables"), cross);
+    tables_data(&f, json_object_get(d, "tables"), cross, json_object_get(d, "bounds"));
     kvv_fig_end(b, &f);
 }

@@ -90,6 +90,8 @@ json_t *kvv_check_to_json(const kvv_check_result *r)
     json_object_set_new(o, "unsupported", json_boolean(r->unsupported));
     if (r->interrupted) /* stopped by a signal (verdict error); absent otherwise */
         json_object_set_new(o, "interrupted", json_true());
+    /* a pass without its controls: unproven, never "passed" */
+    json_object_set_new(o, "unproven", json_boolean(r->unproven));
     /* how the engine broke ("crash", "timeout", "contract"), null when it did not */
     json_object_set_new(o, "fault", r->fault[0] ? json_string(r->fault) : json_null());
     json_object_set_new(o, "engine", r->has_engine ? kvv_engine_desc_to_json(&r->engine)
@@ -196,12 +198,9 @@ json_t *kvv_report_to_json(const kvv_report *rep)
     /* seed as a JSON integer is exact only below 2^63; seed_hex always is */
     if (rep->seed > (uint64_t)INT64_MAX)
         json_object_set_new(o, "seed", json_null());
-    int code = kvv_report_exit_code(rep);
-    json_object_set_new(o, "verdict",
-                        json_string(code == KVV_EXIT_PASS   ? "pass"
-                                    : code == KVV_EXIT_FAIL ? "fail"
-                                    : code == KVV_EXIT_NOTHING ? "skipped"
-                                                               : "error"));
+    json_object_set_new(o, "verdict", json_string(kvv_report_verdict_name(rep)));
+    /* --no-controls: no check is proven able to fail (docs/checks.md) */
+    json_object_set_new(o, "controls", json_string(rep->controls_off ? "off" : "on"));
     json_object_set_new(o, "interrupted", json_boolean(rep->interrupted));
     json_object_set_new(o, "n_prompt", json_integer(rep->n_prompt));
     if (rep->vs[0]) /* compare: the engine under test is "engine", A is this */

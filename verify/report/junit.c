@@ -10,6 +10,7 @@
  *         <error message="..." type="error"/>                                       (ERROR)
  *         <error message="crash: SIGSEGV in ..." type="crash">detail</error>         (FAIL, fault)
  *         <skipped message="..."/>                                                  (SKIPPED)
+ *         <skipped message="controls off: unproven: ..."/>         (PASS without controls)
  *         <system-out>context, key figure, controls</system-out>
  *       </testcase>
  */
@@ -24,7 +25,7 @@ void kvv_junit_count(kvv_junit_totals *t, const kvv_check_result *r)
     /* an engine fault (crash, timeout, contract) is an <error>, not wrong bits */
     t->failures += r->verdict == KVV_VERDICT_FAIL && !r->fault[0];
     t->errors += r->verdict == KVV_VERDICT_ERROR || (r->verdict == KVV_VERDICT_FAIL && r->fault[0]);
-    t->skipped += r->verdict == KVV_VERDICT_SKIPPED;
+    t->skipped += r->verdict == KVV_VERDICT_SKIPPED || r->unproven;
 }
 
 void kvv_junit_begin(kvv_sbuf *b, const char *suite_name, const char *timestamp,
@@ -111,6 +112,10 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
         kvv_sbuf_str(b, "      <skipped message=\"");
         kvv_sbuf_xml(b, r->message[0] ? kvv_check_message(r) : kvv_check_key_figure(r));
         kvv_sbuf_str(b, "\"/>\n");
+    } else if (r->unproven) { /* a CI would show a plain testcase as passed */
+        kvv_sbuf_str(b, "      <skipped message=\"" KVV_UNPROVEN ": ");
+        kvv_sbuf_xml(b, kvv_check_key_figure(r));
+        kvv_sbuf_str(b, "\"/>\n");
     }
     kvv_sbuf_str(b, "      <system-out>");
     if (context) {
@@ -118,6 +123,8 @@ void kvv_junit_testcase(kvv_sbuf *b, const char *classname, const kvv_check_resu
         kvv_sbuf_str(b, "\n");
     }
     kvv_sbuf_xml(b, kvv_check_key_figure(r));
+    if (r->unproven)
+        kvv_sbuf_str(b, "\n" KVV_UNPROVEN " (--no-controls: no negative control ran)");
     for (int i = 0; i < r->n_controls; i++) {
         kvv_sbuf_str(b, "\ncontrol: ");
         kvv_sbuf_xml(b, r->controls[i].name);
@@ -166,6 +173,11 @@ kvv_status kvv_report_write_junit(const kvv_report *rep, const char *path, kvv_e
                 props[2 * n_props + 1] = extra[i + 1];
                 n_props++;
             }
+    }
+    if (rep->controls_off) {
+        props[2 * n_props] = "controls";
+        props[2 * n_props + 1] = "off: unproven";
+        n_props++;
     }
     if (rep->workload.set) {
         props[2 * n_props] = "workload";

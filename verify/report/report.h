@@ -132,7 +132,14 @@ typedef struct {
     kvv_control_result *controls; /* n_controls (owned) */
     int n_controls, cap_controls;
     json_t *details;           /* owned JSON object with free-form figures */
+    bool unproven;             /* PASS of a run without its negative controls
+                                  (--no-controls, kvv_report_mark_unproven): nothing
+                                  shows the check could have failed, so every writer
+                                  says KVV_UNPROVEN, never "passed" */
 } kvv_check_result;
+
+/* What every writer says of a PASS that ran without its controls. */
+#define KVV_UNPROVEN "controls off: unproven"
 
 /* Initialise r (SKIPPED, empty tables, details = {}). Never fails except on
  * OOM, where details is NULL and later json calls are no-ops. */
@@ -249,6 +256,7 @@ typedef struct {
                                   "interrupted"; the exit code is 130 */
     kvv_check_result *checks;  /* n_checks (owned) */
     int n_checks, cap_checks;
+    bool controls_off;         /* --no-controls: the run planted none (JSON "controls") */
 } kvv_report;
 
 /* Version string written into reports (same as `kvverify --version`). */
@@ -261,8 +269,17 @@ void kvv_report_free(kvv_report *rep); /* accepts NULL */
 /* Append an initialised result named `name`; borrowed pointer valid until
  * the next kvv_report_add or kvv_report_free. NULL on OOM. */
 kvv_check_result *kvv_report_add(kvv_report *rep, const char *name);
-/* Exit code per the rule at the top of this file. */
+/* Exit code per the rule at the top of this file. A run without its
+ * controls (rep->controls_off) keeps that rule: 0 when no check failed —
+ * every requested check ran and its comparison passed; the controls were
+ * not requested — but every writer calls it unproven (docs/checks.md). */
 int kvv_report_exit_code(const kvv_report *rep);
+/* Mark each PASS of a run without controls unproven (r->unproven); call
+ * after the checks ran, before writing. @return how many were marked. */
+int kvv_report_mark_unproven(kvv_report *rep);
+/* The run's verdict word: "pass", "fail", "error", "skipped", or
+ * "unproven" for exit code 0 with a check marked unproven. Static. */
+const char *kvv_report_verdict_name(const kvv_report *rep);
 /* Faults of rep's checks: crashes, timeouts and contract breaks (any may be
  * NULL). @return their sum. */
 int kvv_report_count_faults(const kvv_report *rep, int *crash, int *timeout, int *contract);

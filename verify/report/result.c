@@ -131,11 +131,12 @@ char *kvv_mismatch_format(const kvv_mismatch *m, char *buf, size_t size)
         ADD("i=%d", m->index);
 #undef ADD
     char e[32], a[32];
-    const bool nan = isnan(m->expected) || isnan(m->actual);
+    const bool nonfinite = !isfinite(m->expected) || !isfinite(m->actual);
     snprintf(buf, size, "%s[%s]%s%s: expected 0x%08x (%s) got 0x%08x (%s)%s", m->tensor, where,
              m->variant[0] ? " " : "", m->variant, (unsigned)kvv_f32_bits(m->expected),
              value_text(m->expected, e, sizeof e), (unsigned)kvv_f32_bits(m->actual),
-             value_text(m->actual, a, sizeof a), nan ? " — a NaN is never equal" : "");
+             value_text(m->actual, a, sizeof a),
+             nonfinite ? " — a NaN or inf is never equal" : "");
     return buf;
 }
 
@@ -440,4 +441,27 @@ int kvv_report_exit_code(const kvv_report *rep)
     if (!passed)
         return KVV_EXIT_NOTHING;
     return KVV_EXIT_PASS;
+}
+
+int kvv_report_mark_unproven(kvv_report *rep)
+{
+    int n = 0;
+    for (int i = 0; i < rep->n_checks; i++) {
+        kvv_check_result *r = &rep->checks[i];
+        r->unproven = rep->controls_off && r->verdict == KVV_VERDICT_PASS;
+        n += r->unproven;
+    }
+    return n;
+}
+
+const char *kvv_report_verdict_name(const kvv_report *rep)
+{
+    const int code = kvv_report_exit_code(rep);
+    if (code == KVV_EXIT_PASS) {
+        for (int i = 0; i < rep->n_checks; i++)
+            if (rep->checks[i].unproven)
+                return "unproven";
+        return "pass";
+    }
+    return code == KVV_EXIT_FAIL ? "fail" : code == KVV_EXIT_NOTHING ? "skipped" : "error";
 }
