@@ -36,6 +36,44 @@ PY
 $KVV synth --shape llama-tiny -o "$T/m.gguf" -q || { echo "FAIL: synth"; exit 1; }
 M="$T/m.gguf"
 
+# ---- item 10: memory --shape is arithmetic: it uses --budget and --cache-type
+# and refuses what it cannot use (the conversation's, the engine's, the
+# checks' options); the live run's --gen default is the one it runs
+expect 0 "memory --shape" $KVV memory --shape gemma3-4b && cp "$T/out" "$T/shape0" || true
+grep -q "KV-Direct with 256 live tokens" "$T/shape0" || fail "memory --shape: default budget 256"
+grep -q "^per token, bf16: K+V 139264 B" "$T/shape0" || fail "memory --shape: bf16 by default"
+expect 0 "memory --shape --budget 7" $KVV memory --shape gemma3-4b --budget 7 --json "$T/sh.json" &&
+    grep -q "KV-Direct with 7 live tokens" "$T/out" && ! cmp -s "$T/out" "$T/shape0" ||
+    fail "memory --shape --budget 7: the budget is not used"
+js "$T/sh.json" 'd["budget"] == 7 and d["rows"][0]["kvdirect_token"] == 7 * 139264 + (512 - 7) * 5120' ||
+    fail "memory --shape --budget 7: JSON"
+expect 0 "memory --shape --cache-type f32" $KVV memory --shape gemma3-4b --cache-type f32 &&
+    grep -q "^per token, f32: K+V 278528 B" "$T/out" || fail "memory --shape --cache-type f32: not used"
+for opt in "--turns 3" "--gen 99" "--engine cpu" "--mode fast" "--threads 2" "--seed 2"            "--force-fail" "--no-controls" "--isolate" "--junit" "--html" "-q" "--isa generic"; do
+    # shellcheck disable=SC2086
+    expect 2 "memory --shape $opt" $KVV memory --shape gemma3-4b $opt &&
+        grep -q "option ${opt%% *}: not used by memory --shape" "$T/err" ||
+        fail "memory --shape $opt: not refused: $(cat "$T/err")"
+done
+expect 2 "memory MODEL --shape" $KVV memory "$M" --shape gemma3-4b || true
+expect 2 "memory MODEL --paper-mb" $KVV memory "$M" --paper-mb 1,2 || true
+# the live run: 20 default turns of built-in text on stories260K (512
+# positions) decode as many tokens a turn as fit; the help and the run say so
+$KVV memory --help | grep -q -- "--gen N .*default 16, or as many as the" ||
+    fail "memory --help: --gen's default"
+S=${KVV_SHARED:-../shared}/models/stories260K-f32.gguf
+if [ -f "$S" ]; then
+    expect 0 "memory stories260K" $KVV memory "$S" --json "$T/mem.json" || true
+    grep -q "^conversation: 20 turns of built-in text, 5 tokens decoded per turn (not 16: the model's context of 512 positions holds no more)$" "$T/out" ||
+        fail "memory live: the cut --gen not said: $(grep '^conversation' "$T/out")"
+    js "$T/mem.json" 'd["workload"]["n_gen"] == 100' || fail "memory live: workload steps"
+else
+    echo "SKIP: $S not found (memory's default --gen on stories260K not checked)"
+fi
+expect 0 "memory live, --gen given" $KVV memory "$M" --turns 2 --gen 3 &&
+    grep -q "^conversation: 2 turns of built-in text, 3 tokens decoded per turn$" "$T/out" ||
+    fail "memory --gen 3: $(grep '^conversation' "$T/out")"
+
 # ---- item 11: the cpu engine has no exact mode, as ref has no fast one:
 # refused (exit 2) by every command that opens an engine, never run as
 # invariant under the name exact
