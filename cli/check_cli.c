@@ -153,7 +153,9 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
     kvv_output_cli_help(f, &c->out);
     if (c->accepts & KVV_CHECK_OPT_LAYERS)
         fprintf(f, "  --layers            print the per-layer tables\n");
-    if (c->accepts & KVV_CHECK_OPT_CONTROLS)
+    if (c->exit_codes)
+        fprintf(f, "%s", c->exit_codes);
+    else if (c->accepts & KVV_CHECK_OPT_CONTROLS)
         fprintf(f, "exit codes: 0 every check that could run passed (a check the engine cannot\n"
                 "run is listed as unsupported, never passed), 1 a check failed (or a control\n"
                 "was not detected), 2 bad input or usage, 77 nothing could be checked.\n");

@@ -96,6 +96,51 @@ expect 2 "vectors gen --engine cpu --mode exact" \
 expect 2 "numerics --engine cpu --mode exact" $KVV numerics "$M" --engine cpu --mode exact -q || true
 expect 0 "kv --engine cpu --mode invariant" $KVV kv "$M" --engine cpu --mode invariant -q || true
 
+# ---- item 12: one name per concept: the planted failure is --force-fail on
+# every command that has one (vectors check's --perturb and numerics'
+# --control are old names, taken with a note); every command with a verdict
+# takes -q and --junit
+for c in audit kv patch greedy invariance compare evict memory latency numerics "vectors check" suite; do
+    # shellcheck disable=SC2086
+    $KVV $c --help >"$T/h" 2>&1
+    grep -q -- '^  -q, --quiet' "$T/h" || fail "$c --help: no -q"
+    grep -q -- '^  --junit \[FILE|-\]' "$T/h" || fail "$c --help: no --junit"
+    grep -Eq -- '^  --(perturb|control)\b' "$T/h" && fail "$c --help: the planted failure has another name"
+    case $c in suite) ;; *) grep -q -- '^  --force-fail' "$T/h" || fail "$c --help: no --force-fail";; esac
+done
+$KVV vectors gen "$M" --random 6 -n 2 -o "$T/v.kvv" >/dev/null 2>&1 || fail "vectors gen"
+expect 0 "vectors check -q --junit" $KVV vectors check "$M" "$T/v.kvv" -q --junit "$T/v.xml" &&
+    grep -q '<testcase [^>]*name="vector"' "$T/v.xml" && ! grep -q '<failure' "$T/v.xml" ||
+    fail "vectors check --junit: no passing testcase"
+for ff in --force-fail --force-fail=weight --force-fail=resid:1:2; do
+    expect 1 "vectors check $ff" $KVV vectors check "$M" "$T/v.kvv" $ff --junit "$T/vf.xml" &&
+        grep -q 'negative control detected' "$T/out" && grep -q '<failure' "$T/vf.xml" ||
+        fail "vectors check $ff: not planted, or the JUnit does not fail"
+done
+expect 1 "vectors check --perturb (old name)" $KVV vectors check "$M" "$T/v.kvv" --perturb weight &&
+    grep -q 'note: --perturb is deprecated: use --force-fail=weight' "$T/err" ||
+    fail "vectors check --perturb: no deprecation note"
+expect 2 "vectors check --force-fail=bogus" $KVV vectors check "$M" "$T/v.kvv" --force-fail=bogus || true
+NUM="numerics $M --engine ref --random 6 --samples 1 --math-samples 0 -q"
+# shellcheck disable=SC2086
+expect 0 "numerics --junit" $KVV $NUM --junit "$T/n.xml" --json "$T/n.json" &&
+    grep -q 'control  planted +1 ULP measured as exactly 1 ULP on every value: detected' "$T/out" &&
+    grep -q '<testcase [^>]*name="numerics"' "$T/n.xml" && ! grep -q '<failure' "$T/n.xml" ||
+    fail "numerics: the control is not on by default, or no JUnit"
+js "$T/n.json" 'd["verdict"] == "pass" and d["controls"][0]["detected"] and not d["force_fail"]' ||
+    fail "numerics: JSON verdict"
+# shellcheck disable=SC2086
+expect 1 "numerics --force-fail" $KVV $NUM --force-fail --junit "$T/nf.xml" &&
+    grep -q '^FAIL: 1 of [0-9]* rebuilt inputs differ from the forward pass; first: planted: ' "$T/out" &&
+    grep -q '<failure' "$T/nf.xml" || fail "numerics --force-fail: not planted, or the JUnit does not fail"
+# shellcheck disable=SC2086
+expect 0 "numerics --no-controls" $KVV $NUM --no-controls &&
+    grep -q 'control  off (--no-controls): the measurement itself is unproven' "$T/out" &&
+    ! grep -q 'oracle+1ulp' "$T/out" || fail "numerics --no-controls: not said"
+# shellcheck disable=SC2086
+expect 0 "numerics --control (old name)" $KVV $NUM --control &&
+    grep -q 'note: --control is deprecated' "$T/err" || fail "numerics --control: no note"
+
 # ---- item 14: the workload's thread counts are those that ran, in every
 # format: ref runs no thread variant (invariance's thread_counts is []), so
 # it states the engine's one thread; the cpu engine compared 1 and 2
