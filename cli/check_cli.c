@@ -10,6 +10,7 @@
 #include "engine/cpu/cpu_isa.h"
 #include "model/sha256.h"
 #include "verify/audit.h"
+#include "verify/invariance.h"
 #include "verify/isolate.h"
 #include "verify/parallel.h"
 #include "verify/report/report.h"
@@ -154,7 +155,9 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
     kvv_output_cli_help(f, &c->out);
     if (c->accepts & KVV_CHECK_OPT_LAYERS)
         fprintf(f, "  --layers            print the per-layer tables\n");
-    if (c->accepts & KVV_CHECK_OPT_CONTROLS)
+    if (c->exit_codes)
+        fprintf(f, "%s", c->exit_codes);
+    else if (c->accepts & KVV_CHECK_OPT_CONTROLS)
         fprintf(f, "exit codes: 0 every check that could run passed (a check the engine cannot\n"
                 "run is listed as unsupported, never passed), 1 a check failed (or a control\n"
                 "was not detected), 2 bad input or usage, 77 nothing could be checked,\n"
@@ -211,6 +214,21 @@ static void trim_workload(kvv_workload *w, const char *const *names, int n)
     if (!steps)
         w->n_gen = 0;
     kvv_workload_check_floor(w);
+}
+
+/* The workload's thread counts as they ran: the engine's, and those
+ * invariance compared (none on an engine without threads, e.g. ref), not
+ * the counts it was asked to try. */
+static void threads_ran(kvv_report *rep)
+{
+    kvv_workload *w = &rep->workload;
+    if (!w->n_threads)
+        return;
+    const kvv_check_result *inv = NULL;
+    for (int i = 0; i < rep->n_checks && !inv; i++)
+        if (strcmp(rep->checks[i].name, "invariance") == 0)
+            inv = &rep->checks[i];
+    w->n_threads = kvv_invariance_threads_ran(inv, w->threads[0], w->threads, KVV_WORKLOAD_MAX);
 }
 
 /* The workload every report states: the sizes o runs with, the engine's
@@ -501,5 +519,6 @@ int kvv_check_cli_run(kvv_check_cli *c, const char *const *names, int n_names)
         kvv_check_cli_close(c, &run);
         return code;
     }
+    threads_ran(&run.report);
     return kvv_check_cli_finish(c, &run);
 }

@@ -74,6 +74,7 @@ typedef struct {
     long jobs;                  /* --jobs N: independent runs at a time (0: default) */
     int isolate;                /* 0: default (plugins isolated), 1: --isolate, 2: --no-isolate */
     double timeout;             /* --timeout SECONDS (0: default, verify/isolate.h) */
+    const char *exit_codes;     /* the help's exit-code lines (NULL: the checks' own) */
 } kvv_check_cli;
 
 /* Defaults: engine ref, every option accepted, controls on. */

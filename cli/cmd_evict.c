@@ -48,7 +48,8 @@ static void help(FILE *f)
            "  --policies a,b      only these policies (names as above, plus full)\n"
            "  --prompts FILE      one prompt per line (blank lines skipped), instead of the\n"
            "                      built-in set; -p, --tokens or --random give one prompt\n"
-           "  --n-prompts K       the first K prompts of the built-in set (default %d)\n"
+           "  --n-prompts K       the first K prompts of the built-in set (default %d; at\n"
+           "                      most %d texts, any number of random prompts)\n"
            "  --figures-engine E  engine of the baselines: cpu (default; invariant mode),\n"
            "                      ref, or same (the engine under test; KV-Direct then runs\n"
            "                      on every prompt)\n"
@@ -57,7 +58,7 @@ static void help(FILE *f)
            "  --csv FILE          both tables as CSV, one line per policy, budget and\n"
            "                      prompt, for plotting\n",
            KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS, KVV_TEXT_PROMPTS, EVICT_PROMPT_TOKENS,
-           EVICT_GEN_TOKENS, KVV_TEXT_PROMPTS);
+           EVICT_GEN_TOKENS, KVV_TEXT_PROMPTS, KVV_TEXT_PROMPTS);
     kvv_check_cli h;
     kvv_check_cli_init(&h, "evict");
     h.accepts = ACCEPTS;
@@ -100,6 +101,7 @@ typedef struct {
     kvv_policy_kind *pols;
     int n_pols;
     long n_prompts, verify_prompts;
+    bool n_prompts_given;
     bool equal_bytes;
 } evict_args;
 
@@ -135,6 +137,7 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--n-prompts")) {
         if (o->value)
             kvv_opts_int(o, "--n-prompts", o->value, 1, 1000, &a->n_prompts);
+        a->n_prompts_given = true;
     } else if (kvv_opts_value(o, "--figures-engine")) {
         a->figures = o->value;
         if (o->value && strcmp(o->value, "cpu") && strcmp(o->value, "ref") &&
@@ -162,6 +165,9 @@ static void own_finish(void *state, kvv_opts *o)
     if (a->prompts_file && kvv_prompt_cli_given(&a->c->prompt))
         kvv_opts_error(o, "option --prompts: give a prompt file or one prompt (-p, --tokens, "
                           "--random), not both");
+    else if (a->n_prompts_given && (a->prompts_file || kvv_prompt_cli_given(&a->c->prompt)))
+        kvv_opts_error(o, "option --n-prompts: picks from the built-in set, which --prompts, "
+                          "-p, --tokens and --random replace");
 }
 
 /* The prompts: the one the shared options gave, a file's lines, or the
@@ -186,6 +192,9 @@ static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_
         s = kvv_prompt_set_builtin(m, (int)a->n_prompts,
                                    room < EVICT_PROMPT_TOKENS ? room : EVICT_PROMPT_TOKENS,
                                    c->prompt.seed, ps, err);
+        if (s == KVV_ERR_USAGE && a->n_prompts > KVV_TEXT_PROMPTS) /* never fewer, silently */
+            kvv_error_set(err, s, "evict: option --n-prompts: %ld prompts asked, the built-in "
+                          "texts are %d (more: --prompts FILE)", a->n_prompts, KVV_TEXT_PROMPTS);
     }
     if (s != KVV_OK)
         return kvv_cli_fail(err);

@@ -23,7 +23,8 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: kvverify memory MODEL [options]\n"
-            "       kvverify memory --shape NAME [--paper-mb FULL,KVDIRECT] [--json [FILE|-]]\n\n"
+            "       kvverify memory --shape NAME [--budget B] [--cache-type T]\n"
+            "                       [--paper-mb FULL,KVDIRECT] [--json [FILE|-]]\n\n"
             "A scripted multi-turn conversation (turns of real text for models with a\n"
             "tokenizer, seeded token ids otherwise): each turn prefills its text and decodes\n"
             "--gen tokens. Per turn: bytes held by the full cache and by KV-Direct (per-layer\n"
@@ -33,9 +34,15 @@ static void help(FILE *f)
             "paper's Gemma 3-4B figures (103 MB full vs 42 MB KV-Direct) could arise and what\n"
             "a sliding-window-aware cache holds instead.\n\n"
             "  --turns N           conversation turns (default 20)\n"
-            "  --gen N             tokens decoded per turn (default 16)\n"
-            "  --budget B          KV-Direct live tokens (default a quarter of the conversation)\n"
-            "  --shape NAME        arithmetic only, for a named shape (kvverify info --shape)\n"
+            "  --gen N             tokens decoded per turn (default 16, or as many as the\n"
+            "                      model's context holds when fewer: 5 on stories260K's 512;\n"
+            "                      the conversation line says how many)\n"
+            "  --budget B          KV-Direct live tokens (default a quarter of the\n"
+            "                      conversation; with --shape 256)\n"
+            "  --shape NAME        arithmetic only, for a named shape (kvverify info --shape);\n"
+            "                      it takes --budget, --cache-type (its storage type,\n"
+            "                      default bf16 as the paper's), --paper-mb and --json, and\n"
+            "                      refuses every other option (exit 2): no model runs\n"
             "  --paper-mb F,K      figures to reproduce in the arithmetic (default 103,42)\n");
     kvv_check_cli h;
     kvv_check_cli_init(&h, "memory");
@@ -44,7 +51,7 @@ static void help(FILE *f)
     kvv_check_cli_free(&h);
 }
 
-static int run_shape(const char *name, double full_mb, double kvd_mb, const kvv_output_cli *out)
+static int run_shape(const char *name, const kvv_memory_arith_opts *ao, const kvv_output_cli *out)
 {
     const char *json_path = out->json_path;
     const kvv_shape *s = kvv_shape_find(name);
@@ -60,10 +67,10 @@ static int run_shape(const char *name, double full_mb, double kvd_mb, const kvv_
     if (!out->stdout_taken) {
         printf("shape %s (%s): %d layers, n_embd %d, %d/%d heads, head dim %d\n", s->name,
                hp.arch_name, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim);
-        kvv_memory_arith(stdout, &hp, full_mb, kvd_mb);
+        kvv_memory_arith(stdout, &hp, ao);
     }
     if (json_path) {
-        json_t *j = kvv_memory_arith_json(&hp, full_mb, kvd_mb);
+        json_t *j = kvv_memory_arith_json(&hp, ao);
         json_object_set_new(j, "shape", json_string(s->name));
         kvv_error err = {0};
         kvv_status st = kvv_json_write_file(j, JSON_INDENT(2) | JSON_SORT_KEYS, json_path, &err);
@@ -72,6 +79,71 @@ static int run_shape(const char *name, double full_mb, double kvd_mb, const kvv_
             return kvv_cli_fail(&err);
     }
     return 0;
+}
+
+/* `memory --shape NAME`: arithmetic, no model. Its own option loop: what
+ * the arithmetic uses (--shape, --budget, --cache-type, --paper-mb, --json)
+ * and nothing else — a conversation's, an engine's or a check's option
+ * would run nothing here, so each is refused, never ignored. */
+typedef struct {
+    const char *shape;
+    kvv_memory_arith_opts ao;
+} shape_args;
+
+static bool paper_mb(kvv_opts *o, double *full_mb, double *kvd_mb)
+{
+    if (!kvv_opts_value(o, "--paper-mb"))
+        return false;
+    if (o->value && (sscanf(o->value, "%lf,%lf", full_mb, kvd_mb) != 2 || *full_mb <= 0 ||
+                     *kvd_mb <= 0))
+        kvv_opts_error(o, "option --paper-mb: '%s' is not FULL,KVDIRECT in MB", o->value);
+    return true;
+}
+
+static bool shape_option(void *state, kvv_opts *o)
+{
+    shape_args *a = state;
+    long v;
+    if (kvv_opts_value(o, "--shape")) {
+        a->shape = o->value;
+    } else if (paper_mb(o, &a->ao.full_mb, &a->ao.kvd_mb)) {
+    } else if (kvv_opts_value(o, "--budget")) {
+        if (o->value && kvv_opts_int(o, "--budget", o->value, 1, 1 << 24, &v))
+            a->ao.budget = (int)v;
+    } else if (kvv_opts_value(o, "--cache-type")) {
+        if (o->value && !kvv_cache_type_from_name(o->value, &a->ao.storage))
+            kvv_opts_error(o, "option --cache-type: '%s' is not f32, f16 or bf16", o->value);
+    } else if (kvv_opts_positional(o)) {
+        kvv_opts_error(o, "give MODEL or --shape, not both");
+    } else { /* the last group: every other option is one the arithmetic would drop */
+        size_t n = strcspn(o->arg, "=");
+        kvv_opts_error(o, "option %.*s: not used by memory --shape (arithmetic for a named "
+                          "shape: no model runs, nothing is verified)", (int)n, o->arg);
+    }
+    return true;
+}
+
+static int cmd_shape(int argc, char **argv)
+{
+    kvv_opts o;
+    kvv_opts_init(&o, "memory", argc, argv);
+    kvv_output_cli out;
+    kvv_output_cli_init(&out, "memory --shape", KVV_OUT_JSON);
+    shape_args a = {.ao = kvv_memory_arith_opts_default()};
+    const kvv_opt_group g[] = {kvv_output_cli_group(&out), {shape_option, NULL, &a}};
+    int code = kvv_opts_parse(&o, help, g, 2);
+    if (code != KVV_OPTS_RUN)
+        return code;
+    return run_shape(a.shape, &a.ao, &out);
+}
+
+/* Is this the --shape form (--shape before any `--`)? */
+static bool shape_form(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--shape") == 0 || strncmp(argv[i], "--shape=", 8) == 0)
+            return true;
+    return false;
 }
 
 /* Tokenize the built-in turns (BOS before the first); NULL when the model
@@ -108,8 +180,6 @@ static int32_t **text_turns(const kvv_model *m, int n_turns, int **lens)
 typedef struct {
     long turns, gen, budget;
     bool gen_given;
-    const char *shape;
-    double full_mb, kvd_mb;
 } memory_args;
 
 static bool own_option(void *state, kvv_opts *o)
@@ -125,12 +195,8 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--budget")) {
         if (o->value)
             kvv_opts_int(o, "--budget", o->value, 1, 1 << 24, &a->budget);
-    } else if (kvv_opts_value(o, "--shape")) {
-        a->shape = o->value;
-    } else if (kvv_opts_value(o, "--paper-mb")) {
-        if (o->value && (sscanf(o->value, "%lf,%lf", &a->full_mb, &a->kvd_mb) != 2 ||
-                         a->full_mb <= 0 || a->kvd_mb <= 0))
-            kvv_opts_error(o, "option --paper-mb: '%s' is not FULL,KVDIRECT in MB", o->value);
+    } else if (kvv_opts_value(o, "--paper-mb")) { /* the arithmetic's (shape_form) */
+        kvv_opts_error(o, "option --paper-mb: used with --shape only (the arithmetic)");
     } else {
         return false;
     }
@@ -169,31 +235,17 @@ static kvv_status memory_body(void *u, kvv_check_result *r, kvv_error *err)
 
 int kvv_cmd_memory(int argc, char **argv)
 {
+    if (shape_form(argc, argv))
+        return cmd_shape(argc, argv);
     kvv_check_cli c;
     kvv_check_cli_init(&c, "memory");
     c.accepts = ACCEPTS;
-    memory_args a = {.turns = 20, .gen = 16, .full_mb = 103, .kvd_mb = 42};
+    memory_args a = {.turns = 20, .gen = 16};
     int code = kvv_check_cli_parse(&c, argc, argv, help,
                                    &(kvv_opt_group){own_option, NULL, &a});
     if (code != KVV_OPTS_RUN)
         return code;
     long turns = a.turns, gen = a.gen, budget = a.budget;
-    if (a.shape) {
-        /* Arithmetic verifies nothing: there is no comparison to plant a failure in. */
-        code = c.model_path ? (fprintf(stderr, "kvverify memory: give MODEL or --shape, not "
-                                               "both\n"),
-                               KVV_EXIT_BAD_INPUT)
-               : c.force_fail ? (fprintf(stderr, "kvverify memory: option --force-fail: "
-                                                 "--shape is arithmetic and verifies "
-                                                 "nothing\n"),
-                                 KVV_EXIT_BAD_INPUT)
-               : c.out.html_path ? (fprintf(stderr, "kvverify memory: option --html: --shape "
-                                                    "prints arithmetic, it has no figures\n"),
-                                    KVV_EXIT_BAD_INPUT)
-                              : run_shape(a.shape, a.full_mb, a.kvd_mb, &c.out);
-        kvv_check_cli_free(&c);
-        return code;
-    }
     c.prompt.n_random = 1; /* the turns are the prompt (-p and the like are refused) */
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
@@ -220,8 +272,12 @@ int kvv_cmd_memory(int argc, char **argv)
     kvv_check_cli_own_workload(&run, run.report.n_prompt, (int)(turns * gen));
     kvv_check_cli_print_header(&c, &run);
     if (kvv_output_cli_verbose(&c.out)) {
-        printf("conversation: %d turns of %s, %ld tokens decoded per turn\n", (int)turns,
+        printf("conversation: %d turns of %s, %ld tokens decoded per turn", (int)turns,
                tt ? "built-in text" : "seeded token ids", gen);
+        if (gen < a.gen) /* the default, cut to the context */
+            printf(" (not %ld: the model's context of %d positions holds no more)", a.gen,
+                   run.model->hp.n_ctx_train);
+        printf("\n");
         fflush(stdout);
     }
     kvv_check_result *r = kvv_check_cli_report(&run, "memory");

@@ -33,15 +33,14 @@ static void help(FILE *f)
             "                      picks them)\n"
             "  --max-outputs N     weight rows measured per matrix and row (default 256)\n"
             "  --math-samples N    samples per math function and range (default 20000; 0 off)\n"
-            "  --control           also measure the planted control (oracle + 1 ULP), which\n"
-            "                      must come out as exactly 1 ULP everywhere\n");
+            "The negative control (on unless --no-controls): a planted op set, the correctly\n"
+            "rounded result moved by 1 ULP, must be measured as exactly 1 ULP everywhere.\n"
+            "--force-fail flips one bit of one rebuilt input, which the rebuild check must\n"
+            "find (exit 1). (--control, its old name, is still taken, with a note.)\n\n");
     kvv_check_cli c;
     numerics_cli(&c);
     kvv_check_cli_help(f, &c);
     kvv_check_cli_free(&c);
-    fprintf(f, "\nexit codes: 0 measured, 1 the rebuilt inputs differ from the forward pass or\n"
-            "the control was not measured as 1 ULP, 2 bad input or usage, 77 unsupported\n"
-            "model.\n");
 }
 
 /* ------------------------------------------------------------ console */
@@ -281,16 +280,35 @@ static json_t *report_json(const kvv_numerics_report *rep, const kvv_report *met
     return root;
 }
 
-/* --json and --html, both from the one document. @return 0, or 1 when a
- * file could not be written (message printed). */
+/* --json and --html, both from the one document, and --junit from meta's
+ * one result (verdict and control: kvv_numerics_verdict). @return 0, or 1
+ * when a file could not be written (message printed). */
 static int write_outputs(const kvv_output_cli *out, const kvv_numerics_report *rep,
                          const kvv_report *meta)
 {
+    kvv_error err = {0};
+    if (out->junit_path && kvv_report_write_junit(meta, out->junit_path, &err)) {
+        kvv_cli_fail(&err);
+        return 1;
+    }
     if (!out->json_path && !out->html_path)
         return 0;
-    kvv_error err = {0};
     json_t *root = report_json(rep, meta);
     kvv_status st = root ? KVV_OK : kvv_error_set(&err, KVV_ERR_NOMEM, "numerics: out of memory");
+    if (!st && meta->n_checks) { /* the verdict, as the JUnit states it */
+        const kvv_check_result *r = &meta->checks[0];
+        json_object_set_new(root, "verdict", json_string(kvv_verdict_name(r->verdict)));
+        json_object_set_new(root, "key_figure", json_string(r->key_figure));
+        json_object_set_new(root, "force_fail", json_boolean(r->details &&
+                                                             json_is_true(json_object_get(
+                                                                 r->details, "force_fail"))));
+        json_t *ctl = json_array();
+        for (int i = 0; i < r->n_controls; i++)
+            json_array_append_new(ctl, json_pack("{s:s, s:b, s:s}", "name", r->controls[i].name,
+                                                 "detected", r->controls[i].detected, "detail",
+                                                 r->controls[i].detail));
+        json_object_set_new(root, "controls", ctl);
+    }
     if (!st && out->json_path)
         st = kvv_json_write_file(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17), out->json_path,
                                  &err);
@@ -306,19 +324,25 @@ static int write_outputs(const kvv_output_cli *out, const kvv_numerics_report *r
 
 /* ------------------------------------------------------------ command */
 
-/* numerics' share of the check commands' options: no controls, cache
- * type or JUnit; --engine may be "all" and --mode picks the cpu modes. */
+/* numerics' share of the check commands' options: no cache type; --engine
+ * may be "all" and --mode picks the cpu modes; the control is its planted
+ * op set (--no-controls), --force-fail a flipped bit in the rebuild check. */
 static void numerics_cli(kvv_check_cli *c)
 {
     kvv_check_cli_init(c, "numerics");
-    c->accepts = KVV_CHECK_OPT_PROMPT;
+    c->accepts = KVV_CHECK_OPT_PROMPT | KVV_CHECK_OPT_CONTROLS;
+    c->exit_codes = "exit codes: 0 measured (the rebuilt inputs are the forward pass's and the\n"
+                    "control was measured as 1 ULP), 1 the rebuilt inputs differ from the forward\n"
+                    "pass or the control was not measured as 1 ULP, 2 bad input or usage, 77\n"
+                    "unsupported model.\n";
     c->engine.accepts = KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_THREADS |
                         KVV_ENGINE_OPT_ISA;
     c->engine.default_engine = c->engine.engine = "all";
     c->engine.allow_all = true;
     c->engine.engine_help = "ref, cpu or all (default all: ref, cpu fast, cpu invariant)";
     c->engine.mode_help = "cpu mode to measure: fast or invariant (default both)";
-    c->out.accepts = KVV_OUT_JSON | KVV_OUT_HTML | KVV_OUT_QUIET | KVV_OUT_PROGRESS;
+    c->out.accepts = KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_HTML | KVV_OUT_QUIET |
+                     KVV_OUT_PROGRESS;
     c->out.json_help = "the full report as JSON";
     c->out.quiet_help = "no per-layer table";
 }
@@ -326,7 +350,6 @@ static void numerics_cli(kvv_check_cli *c)
 typedef struct {
     const kvv_check_cli *c;
     long samples, max_outputs, math_samples;
-    bool control;
 } num_opts;
 
 static bool own_option(void *state, kvv_opts *o)
@@ -342,8 +365,9 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--math-samples")) {
         if (o->value && kvv_opts_int(o, "--math-samples", o->value, 0, 1 << 26, &v))
             n->math_samples = v;
-    } else if (kvv_opts_flag(o, "--control")) {
-        n->control = true;
+    } else if (kvv_opts_flag(o, "--control")) { /* the old opt-in: the control is on now */
+        fprintf(stderr, "kvverify numerics: note: --control is deprecated: the control runs by "
+                        "default (--no-controls skips it)\n");
     } else {
         return false;
     }
@@ -373,7 +397,7 @@ static bool control_ok(const kvv_numerics_engine *en)
 
 /* The op sets to measure, in report order: the reference (unless --engine
  * cpu), the cpu engine's modes (unless --engine ref; one --mode only when
- * given), the planted control last (--control). *ref is the reference's,
+ * given), the planted control last (unless --no-controls). *ref is the reference's,
  * the capture set, always opened. @return 0 or an exit code. */
 typedef struct {
     kvv_ops *list[4];
@@ -452,8 +476,42 @@ static void print_header(const kvv_check_cli *c, const kvv_check_run *run,
            (unsigned long long)rep->oracle.unresolved, rep->seconds);
 }
 
-/* Measure ops over the prepared run, print, write --json / --html. @return the exit code. */
-static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_opts *no,
+/* The verdict as one check result in rep (for --junit and the JSON): PASS
+ * when the rebuilt inputs are the forward pass's and the control (when it
+ * ran) measured exactly 1 ULP. @return the exit code it means. */
+static int numerics_verdict(const kvv_numerics_report *nr, const op_sets *ops, bool force_fail,
+                            kvv_report *rep)
+{
+    bool ok = !ops->control || control_ok(&nr->engines[ops->n - 1]);
+    kvv_check_result *r = kvv_report_add(rep, "numerics");
+    if (!r)
+        return KVV_EXIT_BAD_INPUT;
+    r->seconds = nr->seconds;
+    rep->seconds = nr->seconds;
+    json_object_set_new(r->details, "force_fail", json_boolean(force_fail));
+    if (ops->control)
+        kvv_check_add_control(r, "the correctly rounded results moved by 1 ULP", ok,
+                              ok ? "measured as exactly 1 ULP on every value"
+                                 : "NOT measured as exactly 1 ULP: the measurement is broken");
+    if (nr->capture_mismatch) {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "%ld of %ld rebuilt inputs differ from the "
+                              "forward pass", nr->capture_mismatch, nr->capture_checked);
+        kvv_check_set_message(r, "first: %s", nr->capture_note);
+    } else if (!ok) {
+        kvv_check_set_verdict(r, KVV_VERDICT_FAIL, "control not measured as 1 ULP");
+        kvv_check_set_message(r, "the planted +1 ULP op set was not measured as exactly 1 ULP");
+    } else {
+        kvv_check_set_verdict(r, KVV_VERDICT_PASS, "%ld rebuilt inputs bit-equal to the forward "
+                              "pass; ops of %d engine%s measured", nr->capture_checked,
+                              nr->n_engines - (ops->control != NULL),
+                              nr->n_engines - (ops->control != NULL) == 1 ? "" : "s");
+    }
+    return r->verdict == KVV_VERDICT_PASS ? KVV_EXIT_PASS : KVV_EXIT_FAIL;
+}
+
+/* Measure ops over the prepared run, print, write --json / --html / --junit.
+ * @return the exit code. */
+static int measure(const kvv_check_cli *c, kvv_check_run *run, const num_opts *no,
                    op_sets *ops)
 {
     kvv_numerics_opts nopt = kvv_numerics_opts_default();
@@ -464,6 +522,7 @@ static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_o
     nopt.seed = c->prompt.seed;
     nopt.max_outputs = (int)no->max_outputs;
     nopt.math_samples = (int)no->math_samples;
+    nopt.force_fail = c->force_fail;
     nopt.progress = kvv_output_progress;
     nopt.progress_user = (void *)&c->out;
     kvv_numerics_report rep;
@@ -475,16 +534,20 @@ static int measure(const kvv_check_cli *c, const kvv_check_run *run, const num_o
         print_header(c, run, &rep);
         print_report(&rep, c->out.quiet);
     }
-    int code = rep.capture_mismatch ? KVV_EXIT_FAIL : KVV_EXIT_PASS;
+    int code = numerics_verdict(&rep, ops, c->force_fail, &run->report);
     if (ops->control) {
         bool ok = control_ok(&rep.engines[ops->n - 1]);
         if (text || !ok)
             fprintf(text ? stdout : stderr, "\ncontrol  planted +1 ULP %s\n",
                     ok ? "measured as exactly 1 ULP on every value: detected"
                        : "NOT measured as exactly 1 ULP: the measurement is broken");
-        if (!ok)
-            code = KVV_EXIT_FAIL;
+    } else if (text) {
+        printf("\ncontrol  off (--no-controls): the measurement itself is unproven\n");
     }
+    if (rep.capture_mismatch)
+        fprintf(text ? stdout : stderr, "%sFAIL: %ld of %ld rebuilt inputs differ from the "
+                "forward pass; first: %s\n", text ? "" : "kvverify numerics: ",
+                rep.capture_mismatch, rep.capture_checked, rep.capture_note);
     if (write_outputs(&c->out, &rep, &run->report))
         code = KVV_EXIT_BAD_INPUT;
     kvv_numerics_report_free(&rep);
@@ -513,7 +576,7 @@ int kvv_cmd_numerics(int argc, char **argv)
     eo.cache_type = KVV_CACHE_F32;
     eo.isa = isa; /* the cpu engine's kernel table (NULL: its choice) */
     op_sets ops;
-    code = open_op_sets(run.model, &eo, which, mode, no.control, &ops);
+    code = open_op_sets(run.model, &eo, which, mode, c.controls, &ops);
     if (!code)
         code = measure(&c, &run, &no, &ops);
     close_op_sets(&ops);

@@ -6,7 +6,7 @@
  *        [--cache-type T] [-p TEXT | --tokens LIST | --random N] [--seed S]
  *        [-n N] [--full] [--logits full|hash] [--no-patch]
  *   kvverify vectors check [MODEL] FILE [--engine E] [--mode M] [--threads N]
- *        [--perturb weight|resid:LAYER:POS] [--json [FILE|-]]
+ *        [--force-fail[=weight|resid:LAYER:POS]] [-q] [--json [FILE|-]] [--junit [FILE|-]]
  *   kvverify vectors show FILE [--json [FILE|-]]
  *
  * Exit codes: 0 pass / written / shown; 1 check found a divergence; 2 bad
@@ -57,9 +57,13 @@ static void usage(FILE *f)
             "  --progress          progress on stderr also when it is not a terminal\n"
             "check options:\n");
     kvv_engine_cli_help(f, &ce, false);
-    fprintf(f, "  --perturb weight    negative control: flip one weight bit\n"
-            "  --perturb resid:L:P negative control: flip one bit of the residual entering\n"
-            "                      layer L at position P; check must then exit 1\n"
+    fprintf(f, "  --force-fail        plant the negative control into the comparison so the\n"
+            "                      check must FAIL (exit 1): one flipped weight bit\n"
+            "  --force-fail=resid:L:P  ... one flipped bit of the residual entering layer L at\n"
+            "                      position P instead (--force-fail=weight: the default)\n"
+            "                      (--perturb WHAT, its old name, is still taken, with a note)\n"
+            "  -q, --quiet         no progress (the verdict line and a divergence's stay)\n"
+            "  --junit [FILE|-]    a JUnit XML report (one testcase, \"vector\"), the same way\n"
             "  --json [FILE|-]     machine-readable result to FILE (--json=FILE), or alone /\n"
             "                      - to stdout\n"
             "  --progress          progress on stderr also when it is not a terminal\n\n"
@@ -249,19 +253,36 @@ typedef struct {
     char found[1024];           /* the model found from the vector's meta */
 } check_args;
 
+/* The planted failure: "weight" or "resid:LAYER:POS" (option: its name, for
+ * messages). */
+static void force_fail(check_args *a, kvv_opts *o, const char *option, const char *what)
+{
+    int l, p, k = 0;
+    if (strcmp(what, "weight") == 0) {
+        a->co->control |= KVV_CTL_PERTURB_WEIGHT;
+    } else if (sscanf(what, "resid:%d:%d%n", &l, &p, &k) == 2 && what[k] == '\0' && l >= 0 &&
+               p >= 0) {
+        a->co->perturb_layer = l;
+        a->co->perturb_pos = p;
+    } else {
+        kvv_opts_error(o, "option %s: '%s' is not weight or resid:LAYER:POS", option, what);
+    }
+}
+
 static bool check_option(void *state, kvv_opts *o)
 {
     check_args *a = state;
-    if (kvv_opts_value(o, "--perturb")) {
-        int l, p, k = 0;
-        if (o->value && strcmp(o->value, "weight") == 0)
-            a->co->control |= KVV_CTL_PERTURB_WEIGHT;
-        else if (o->value && sscanf(o->value, "resid:%d:%d%n", &l, &p, &k) == 2 &&
-                 o->value[k] == '\0' && l >= 0 && p >= 0) {
-            a->co->perturb_layer = l;
-            a->co->perturb_pos = p;
-        } else if (o->value)
-            kvv_opts_error(o, "option --perturb: '%s' is not weight or resid:LAYER:POS", o->value);
+    if (kvv_opts_flag(o, "--force-fail")) { /* a value only as --force-fail=WHAT: a lone
+                                                 flag never takes the next argument */
+        force_fail(a, o, "--force-fail", "weight");
+    } else if (strncmp(o->arg, "--force-fail=", 13) == 0 && !o->end_of_options) {
+        force_fail(a, o, "--force-fail", o->arg + 13);
+    } else if (kvv_opts_value(o, "--perturb")) { /* the old name */
+        if (o->value) {
+            fprintf(stderr, "kvverify vectors check: note: --perturb is deprecated: use "
+                            "--force-fail=%s\n", o->value);
+            force_fail(a, o, "--perturb", o->value);
+        }
     } else if (kvv_opts_positional(o) && !a->model) {
         a->model = o->arg;
     } else if (kvv_opts_positional(o) && !a->vec) {
@@ -337,6 +358,59 @@ static void check_finish(void *state, kvv_opts *o)
     }
 }
 
+/* --junit: the check as one testcase "vector" (r NULL: it could not run,
+ * err says why). A planted failure (force_fail) fails it either way: found,
+ * as planted, or not found, the comparison is broken. @return 0, or the
+ * exit code of a failed write (message printed). */
+static int write_junit(const char *path, const char *model, const char *vec,
+                       const kvv_vectors_result *r, const kvv_vectors_check_opts *co,
+                       const kvv_error *err)
+{
+    kvv_report rep;
+    kvv_report_init(&rep, model, 0);
+    kvv_check_result *t = kvv_report_add(&rep, "vector");
+    kvv_error werr = {0};
+    int code = 0;
+    if (!t) {
+        kvv_report_free(&rep);
+        kvv_error_set(&werr, KVV_ERR_NOMEM, "%s: out of memory", path);
+        return kvv_cli_fail(&werr);
+    }
+    bool planted = co->control || co->perturb_layer >= 0;
+    if (!r) {
+        kvv_check_set_error(t, err);
+    } else {
+        char line[512];
+        uint64_t n = 0;
+        for (int i = 0; i < r->n_tally; i++)
+            n += r->tally[i].compared;
+        t->seconds = rep.seconds = r->seconds;
+        t->engine = r->engine;
+        t->has_engine = rep.has_engine = true;
+        rep.engine = r->engine;
+        if (planted)
+            kvv_check_add_control(t, "planted failure (--force-fail)", r->diverged,
+                                  r->diverged ? "the vector check found it" : "not found");
+        if (!r->diverged && !planted)
+            kvv_check_set_verdict(t, KVV_VERDICT_PASS, "%llu values in %d records bit-identical "
+                                  "to %s", (unsigned long long)n, r->n_tally, vec);
+        else if (!r->diverged)
+            kvv_check_set_verdict(t, KVV_VERDICT_FAIL, "control NOT detected: the perturbed "
+                                  "engine still reproduces every value of %s", vec);
+        else
+            kvv_check_set_verdict(t, KVV_VERDICT_FAIL, "%llu of %llu values diverge from %s%s",
+                                  (unsigned long long)r->n_diverged, (unsigned long long)n, vec,
+                                  planted ? " (as planted)" : "");
+        if (r->diverged)
+            kvv_check_set_message(t, "first divergence: %s",
+                                  kvv_divergence_format(&r->first, line, sizeof line));
+    }
+    if (kvv_report_write_junit(&rep, path, &werr))
+        code = kvv_cli_fail(&werr);
+    kvv_report_free(&rep);
+    return code;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     kvv_opts o;
@@ -345,7 +419,8 @@ static int cmd_check(int argc, char **argv)
     kvv_engine_cli eng;
     check_engine(&eng);
     kvv_output_cli out;
-    kvv_output_cli_init(&out, "vectors check", KVV_OUT_JSON | KVV_OUT_PROGRESS);
+    kvv_output_cli_init(&out, "vectors check",
+                        KVV_OUT_JSON | KVV_OUT_JUNIT | KVV_OUT_QUIET | KVV_OUT_PROGRESS);
     check_args a = {.co = &co};
     const kvv_opt_group g[] = {kvv_engine_cli_group(&eng), kvv_output_cli_group(&out),
                                {check_option, check_finish, &a}};
@@ -370,6 +445,8 @@ static int cmd_check(int argc, char **argv)
     kvv_vectors_result r;
     kvv_error err = {0};
     if (kvv_vectors_check(model, vec, &co, &r, &err)) {
+        if (out.junit_path)
+            write_junit(out.junit_path, model, vec, NULL, &co, &err);
         if (json) {
             /* machine readers get a verdict too; the message also goes to stderr */
             json_t *j = json_pack("{s:s, s:s, s:s, s:i}", "verdict", "error", "vector", vec,
@@ -380,6 +457,8 @@ static int cmd_check(int argc, char **argv)
         return kvv_cli_fail(&err);
     }
     char line[512];
+    if (out.junit_path && (code = write_junit(out.junit_path, model, vec, &r, &co, NULL)))
+        return code;
     if (json) {
         json_t *recs = json_array();
         for (int i = 0; i < r.n_tally; i++)

@@ -64,7 +64,8 @@ int kvv_cmd_compare(int argc, char **argv);
 /* `numerics MODEL`: each engine's ops against MPFR's correctly rounded
  * result on a forward pass's real inputs, in ULPs
  * (verify/numerics/numerics.h). @return 0 measured, 1 the rebuilt inputs
- * differ or the --control was not measured as 1 ULP, 2, 77. */
+ * differ (--force-fail plants that) or the control was not measured as
+ * 1 ULP, 2, 77. */
 int kvv_cmd_numerics(int argc, char **argv);
 
 /* `bench MODEL`: prompt and decode tokens/s of an engine (median of
@@ -102,7 +103,7 @@ int kvv_cmd_tokenize(int argc, char **argv);
 
 /* `vectors gen|check|show`: record a golden vector, check an engine
  * against one bit for bit, or show one (vectors/kvv_vectors.h). @return 0
- * pass / written / shown, 1 diverged (or a --perturb control not
+ * pass / written / shown, 1 diverged (or a --force-fail control not
  * detected), 2 bad usage or a corrupt or mismatched file, 77. */
 int kvv_cmd_vectors(int argc, char **argv);
 

@@ -53,13 +53,15 @@ static const kvv_check_about about[] = {
      "a residual changed by +1 before recomputing must change K/V", false},
     {"numerics", "kvverify numerics MODEL",
      "each engine's ops (matmul, norms, softmax, RoPE, activations) against MPFR's "
-     "correctly rounded result on a forward pass's real inputs, in ULPs",
-     "a planted +1 ULP must be measured as exactly 1 ULP on every value", false},
+     "correctly rounded result on a forward pass's real inputs, in ULPs (figures); the "
+     "verdict: the rebuilt inputs equal the forward pass's bit for bit",
+     "a planted +1 ULP must be measured as exactly 1 ULP on every value; --force-fail flips "
+     "one bit of a rebuilt input", true},
     {"vectors", "kvverify vectors check MODEL FILE.kvv",
      "an engine reproduces a golden vector (.kvv) bit for bit: tokens, logits, per-layer "
      "hashes of K, V and residuals",
-     "--perturb resid:L:P flips one residual bit, --perturb weight one weight: the check "
-     "must diverge", true},
+     "--force-fail=resid:L:P flips one residual bit, --force-fail (weight) one weight: the "
+     "check must diverge", true},
 };
 
 const kvv_check_about *kvv_check_catalog(int *n)

@@ -497,18 +497,22 @@ static kvv_status alloc_tables(kvv_evict_result *res, int np, int n_kvd)
     return res->rows && res->eq_rows && res->verify ? KVV_OK : KVV_ERR_NOMEM;
 }
 
-/* Equal-bytes rows of the baselines are their by-budget rows. */
+/* Equal-bytes rows of the baselines are their by-budget rows; a row that
+ * ran holding more than the byte budget does not fit it (KV-Direct's are
+ * sized to fit: checked all the same). */
 static void copy_baselines(kvv_evict_result *res, int np)
 {
     int P = res->n_prompts;
     for (int i = 0; i < res->n_eq_rows; i++) {
         kvv_evict_row *e = &res->eq_rows[i];
-        if (kvv_policy_is_kvdirect(e->kind))
-            continue;
-        int bi = i / (np * P), rest = i % (np * P);
         int of = e->byte_budget_of;
-        *e = res->rows[(size_t)bi * (size_t)np * (size_t)P + (size_t)rest];
-        e->byte_budget_of = of;
+        if (!kvv_policy_is_kvdirect(e->kind)) {
+            int bi = i / (np * P), rest = i % (np * P);
+            *e = res->rows[(size_t)bi * (size_t)np * (size_t)P + (size_t)rest];
+            e->byte_budget_of = of;
+        }
+        if (e->engine >= 0)
+            e->fits = e->bytes_peak <= (uint64_t)of * res->kv_bytes_per_token;
     }
 }
 

@@ -30,7 +30,10 @@
  * The equal-total-bytes table: for each baseline budget B the byte budget is
  * B tokens of live K/V; a KV-Direct mode gets the largest live budget B'
  * whose K/V plus the checkpoints of the other positions fit in it (none when
- * even B' = 1 does not fit).
+ * even B' = 1 does not fit). A baseline whose peak bytes exceed the byte
+ * budget on any prompt (snapkv and pyramidkv hold the whole prompt until
+ * the end of the prefill, quest keeps everything) is marked over the
+ * budget there, its figures left out of that table (not ranked).
  *
  * Verdict: PASS iff every verified KV-Direct run that recomputed anything is
  * bit-equal and the control is detected; FAIL otherwise (first mismatch: the
@@ -52,7 +55,9 @@ typedef struct {
     int engine;               /* 0 the figures engine, 1 the engine under test, -1 not run */
     int budget;               /* live K/V positions */
     int byte_budget_of;       /* equal-bytes table: the baseline budget whose bytes it got, else 0 */
-    bool fits;                /* equal-bytes: false when KV-Direct cannot fit at all */
+    bool fits;                /* equal-bytes: false when KV-Direct cannot fit at all
+                                 (engine -1), or a baseline's peak bytes exceed the byte
+                                 budget (it ran: its figures are not at equal bytes) */
     double greedy_match;      /* fraction of steps whose token equals the full cache's */
     int prefix_match;         /* steps before the first differing token (n_gen if none) */
     double tf_top1;           /* teacher-forced: fraction of steps with the full cache's argmax */
@@ -77,8 +82,11 @@ typedef struct {
     int byte_budget_of;       /* as in kvv_evict_row */
     int budget_min, budget_max; /* live budget (differ only for equal-bytes KV-Direct rows
                                    over prompts of different lengths) */
-    int n_prompts;            /* rows aggregated (0: fitted nowhere) */
+    int n_prompts;            /* rows aggregated (0: fitted nowhere, or over the budget) */
     int n_bit_equal;
+    int n_over;               /* equal bytes: prompts whose run held more than the byte
+                                 budget; any makes the policy unranked there (n_prompts 0) */
+    uint64_t over_peak;       /* ... the largest peak bytes among them */
     kvv_evict_spread match, prefix, tf_top1, kl_mean, kl_max, bytes_peak;
 } kvv_evict_agg;
 

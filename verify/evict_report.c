@@ -39,6 +39,14 @@ static void aggregate_block(const kvv_evict_row *rows, int n, double *buf, kvv_e
     memset(a, 0, sizeof *a);
     a->kind = rows[0].kind;
     a->byte_budget_of = rows[0].byte_budget_of;
+    for (int i = 0; i < n; i++)
+        if (rows[i].engine >= 0 && !rows[i].fits) { /* ran, over the byte budget */
+            a->n_over++;
+            if (rows[i].bytes_peak > a->over_peak)
+                a->over_peak = rows[i].bytes_peak;
+        }
+    if (a->n_over)
+        return; /* marked, not ranked: no figures at equal bytes */
     int k = 0;
     for (int i = 0; i < n; i++) {
         if (!rows[i].fits || rows[i].engine < 0)
@@ -110,6 +118,14 @@ static void print_aggs(FILE *f, const kvv_evict_result *res, const kvv_evict_agg
         else
             snprintf(c, sizeof c, "%llu",
                      (unsigned long long)((uint64_t)a->budget_min * res->kv_bytes_per_token));
+        if (a->n_over) {
+            fprintf(f, "  %-17s %6s %9s  (over the byte budget: holds up to %llu B against "
+                       "%llu B on %d of %d prompts; not ranked)\n",
+                    kvv_policy_name(a->kind), "-", c, (unsigned long long)a->over_peak,
+                    (unsigned long long)((uint64_t)a->byte_budget_of * res->kv_bytes_per_token),
+                    a->n_over, res->n_prompts);
+            continue;
+        }
         if (a->n_prompts == 0) {
             fprintf(f, "  %-17s %6s %9s  %s\n", kvv_policy_name(a->kind), "-", c,
                     res->unsupported[a->kind][0] ? "(unsupported by this engine)"
@@ -310,6 +326,10 @@ static json_t *agg_json(const kvv_evict_result *res, const kvv_evict_agg *a, boo
     }
     json_object_set_new(j, "n_prompts", json_integer(a->n_prompts));
     json_object_set_new(j, "n_bit_equal", json_integer(a->n_bit_equal));
+    if (eq) {
+        json_object_set_new(j, "n_over_budget", json_integer(a->n_over));
+        json_object_set_new(j, "over_budget_peak", json_integer((json_int_t)a->over_peak));
+    }
     json_object_set_new(j, "greedy_match", spread_json(&a->match));
     json_object_set_new(j, "prefix_match", spread_json(&a->prefix));
     json_object_set_new(j, "teacher_top1", spread_json(&a->tf_top1));

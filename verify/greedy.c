@@ -313,11 +313,15 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
     if (m.st.n_nan || m.st.n_inf)
         snprintf(nonfinite, sizeof nonfinite, ", %llu NaN, %llu inf",
                  (unsigned long long)m.st.n_nan, (unsigned long long)m.st.n_inf);
-    snprintf(fail, sizeof fail,
-             "%d of %d tokens match before divergence; logits differ from step %d (%llu "
-             "values%s)",
-             m.first_token_diff >= 0 ? m.first_token_diff : c->N, c->N, m.first_logit_diff,
-             (unsigned long long)m.st.n_diff, nonfinite);
+    /* "before divergence" only when the tokens diverged */
+    char toks[64];
+    if (m.first_token_diff >= 0)
+        snprintf(toks, sizeof toks, "%d of %d tokens match before divergence",
+                 m.first_token_diff, c->N);
+    else
+        snprintf(toks, sizeof toks, "%d of %d tokens identical", c->N, c->N);
+    snprintf(fail, sizeof fail, "%s; logits differ from step %d (%llu values%s)", toks,
+             m.first_logit_diff, (unsigned long long)m.st.n_diff, nonfinite);
     kvv_check_conclude(r, m.first_token_diff >= 0 || m.st.n_diff, pass, fail,
                        "tokens and logits identical");
     goto out;

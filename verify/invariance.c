@@ -460,3 +460,18 @@ kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kv
     inv_ctx c = {.o = o, .r = r};
     return kvv_check_frame(o, r, o->n_tokens, body, &c, err);
 }
+
+int kvv_invariance_threads_ran(const kvv_check_result *r, int base, int *out, int max)
+{
+    if (max < 1)
+        return 0;
+    int n = 0;
+    out[n++] = base;
+    const json_t *tc = r && r->details ? json_object_get(r->details, "thread_counts") : NULL;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(tc, i, v)
+        if (json_is_integer(v) && n < max)
+            out[n++] = (int)json_integer_value(v);
+    return n;
+}

@@ -45,6 +45,14 @@
 
 kvv_status kvv_check_invariance(const kvv_check_opts *o, kvv_check_result *r, kvv_error *err);
 
+/* The thread counts r (an invariance result) ran: base (the baseline's)
+ * first, then each count its thread variants compared (details
+ * "thread_counts": none on an engine without threads, or when the check
+ * stopped before them), at most max, into out. What a report's workload
+ * states (what ran, never what was only asked for). @return how many (1 when
+ * r is NULL or has none). */
+int kvv_invariance_threads_ran(const kvv_check_result *r, int base, int *out, int max);
+
 /* What invariance needs from the engine: every position's logits, the
  * residual and kv hooks, and — for its control, a flipped residual bit —
  * writing the residual (else: unsupported by this engine). Threads and

@@ -391,16 +391,23 @@ void kvv_memory_print(FILE *f, const kvv_memory_result *res)
 
 /* ------------------------------------------------------------ arithmetic */
 
+kvv_memory_arith_opts kvv_memory_arith_opts_default(void)
+{
+    return (kvv_memory_arith_opts){.full_mb = 103, .kvd_mb = 42, .budget = 256,
+                                   .storage = KVV_CACHE_BF16};
+}
+
 typedef struct {
-    double kv_tok, res1, res_layers; /* bytes per token, bf16 */
+    double kv_tok, res1, res_layers; /* bytes per token in the storage type */
     int n_local, n_global, window;
 } arith;
 
-static arith arith_of(const kvv_hparams *hp)
+static arith arith_of(const kvv_hparams *hp, kvv_cache_type storage)
 {
+    double el = storage == KVV_CACHE_F32 ? 4.0 : 2.0;
     arith a;
-    a.kv_tok = (double)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * 2.0;
-    a.res1 = (double)hp->n_embd * 2.0;
+    a.kv_tok = (double)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * el;
+    a.res1 = (double)hp->n_embd * el;
     a.res_layers = a.res1 * hp->n_layer;
     a.n_local = 0;
     for (int l = 0; l < hp->n_layer && l < KVV_MAX_LAYERS; l++)
@@ -418,73 +425,82 @@ static double swa_bytes(const arith *a, double per_layer_tok, double n)
     return per_layer_tok * (a->n_global * n + a->n_local * local);
 }
 
+/* KV-Direct at n tokens, budget live: K/V of the live ones, checkpoints
+ * (per_evicted bytes each) of the others. */
+static double kvd_bytes(const arith *a, double n, double budget, double per_evicted)
+{
+    double b = n < budget ? n : budget;
+    return b * a->kv_tok + (n - b) * per_evicted;
+}
+
 static const double arith_n[] = {512, 1024, 2048, 4096, 8192, 32768, 131072};
 #define N_ARITH (sizeof arith_n / sizeof arith_n[0])
-#define ARITH_B 256.0
 
-json_t *kvv_memory_arith_json(const kvv_hparams *hp, double full_mb, double kvd_mb)
+json_t *kvv_memory_arith_json(const kvv_hparams *hp, const kvv_memory_arith_opts *o)
 {
-    arith a = arith_of(hp);
-    double per_layer = a.kv_tok / hp->n_layer;
+    arith a = arith_of(hp, o->storage);
+    double per_layer = a.kv_tok / hp->n_layer, B = o->budget;
     json_t *j = json_object(), *rows = json_array();
-    json_object_set_new(j, "kv_bf16_per_token", json_real(a.kv_tok));
-    json_object_set_new(j, "residual_bf16_per_token", json_real(a.res1));
-    json_object_set_new(j, "residuals_per_layer_bf16_per_token", json_real(a.res_layers));
+    json_object_set_new(j, "storage", json_string(kvv_cache_type_name(o->storage)));
+    json_object_set_new(j, "budget", json_integer(o->budget));
+    json_object_set_new(j, "kv_per_token", json_real(a.kv_tok));
+    json_object_set_new(j, "residual_per_token", json_real(a.res1));
+    json_object_set_new(j, "residuals_per_layer_per_token", json_real(a.res_layers));
     json_object_set_new(j, "local_layers", json_integer(a.n_local));
     json_object_set_new(j, "window", json_integer(a.window));
     for (size_t i = 0; i < N_ARITH; i++) {
-        double n = arith_n[i], b = n < ARITH_B ? n : ARITH_B;
+        double n = arith_n[i];
         json_t *r = json_object();
         json_object_set_new(r, "tokens", json_real(n));
         json_object_set_new(r, "full", json_real(n * a.kv_tok));
         json_object_set_new(r, "swa_aware", json_real(swa_bytes(&a, per_layer, n)));
-        json_object_set_new(r, "kvdirect_token_b256", json_real(b * a.kv_tok + (n - b) * a.res1));
-        json_object_set_new(r, "kvdirect_layer_b256",
-                            json_real(b * a.kv_tok + (n - b) * a.res_layers));
+        json_object_set_new(r, "kvdirect_token", json_real(kvd_bytes(&a, n, B, a.res1)));
+        json_object_set_new(r, "kvdirect_layer", json_real(kvd_bytes(&a, n, B, a.res_layers)));
         json_array_append_new(rows, r);
     }
     json_object_set_new(j, "rows", rows);
-    if (full_mb > 0 && kvd_mb > 0) {
-        double n = full_mb * 1e6 / a.kv_tok;
-        double b = (kvd_mb * 1e6 - n * a.res1) / (a.kv_tok - a.res1);
+    if (o->full_mb > 0 && o->kvd_mb > 0) {
+        double n = o->full_mb * 1e6 / a.kv_tok;
+        double b = (o->kvd_mb * 1e6 - n * a.res1) / (a.kv_tok - a.res1);
         json_object_set_new(j, "reproduce_tokens", json_real(n));
         json_object_set_new(j, "reproduce_live_budget", json_real(b));
     }
     return j;
 }
 
-void kvv_memory_arith(FILE *f, const kvv_hparams *hp, double full_mb, double kvd_mb)
+void kvv_memory_arith(FILE *f, const kvv_hparams *hp, const kvv_memory_arith_opts *o)
 {
-    arith a = arith_of(hp);
-    double per_layer = a.kv_tok / hp->n_layer;
-    fprintf(f, "per token, bf16: K+V %.0f B (%.1f KiB), one residual %.0f B (%.1f KiB, %.1fx "
+    arith a = arith_of(hp, o->storage);
+    double per_layer = a.kv_tok / hp->n_layer, B = o->budget;
+    const char *st = kvv_cache_type_name(o->storage);
+    fprintf(f, "per token, %s: K+V %.0f B (%.1f KiB), one residual %.0f B (%.1f KiB, %.1fx "
                "smaller), residuals of every layer %.0f B (%.1f KiB)\n",
-            a.kv_tok, a.kv_tok / 1024, a.res1, a.res1 / 1024, a.kv_tok / a.res1, a.res_layers,
-            a.res_layers / 1024);
+            st, a.kv_tok, a.kv_tok / 1024, a.res1, a.res1 / 1024, a.kv_tok / a.res1,
+            a.res_layers, a.res_layers / 1024);
     if (a.n_local)
         fprintf(f, "%d of %d layers are local (sliding window %d): a window-aware cache keeps at "
                    "most %d tokens there\n",
                 a.n_local, hp->n_layer, a.window, a.window);
     fprintf(f, "\n  %8s %12s %12s %18s %18s   (MB = 10^6 bytes; KV-Direct with %d live tokens)\n",
-            "tokens", "full", "window-aware", "kvdirect-token", "kvdirect-layer", (int)ARITH_B);
+            "tokens", "full", "window-aware", "kvdirect-token", "kvdirect-layer", o->budget);
     for (size_t i = 0; i < N_ARITH; i++) {
-        double n = arith_n[i], b = n < ARITH_B ? n : ARITH_B;
+        double n = arith_n[i];
         fprintf(f, "  %8.0f %10.1fMB %10.1fMB %16.1fMB %16.1fMB\n", n, n * a.kv_tok / 1e6,
-                swa_bytes(&a, per_layer, n) / 1e6, (b * a.kv_tok + (n - b) * a.res1) / 1e6,
-                (b * a.kv_tok + (n - b) * a.res_layers) / 1e6);
+                swa_bytes(&a, per_layer, n) / 1e6, kvd_bytes(&a, n, B, a.res1) / 1e6,
+                kvd_bytes(&a, n, B, a.res_layers) / 1e6);
     }
-    if (full_mb > 0 && kvd_mb > 0) {
-        double n = full_mb * 1e6 / a.kv_tok;
-        double b = (kvd_mb * 1e6 - n * a.res1) / (a.kv_tok - a.res1);
+    if (o->full_mb > 0 && o->kvd_mb > 0) {
+        double n = o->full_mb * 1e6 / a.kv_tok;
+        double b = (o->kvd_mb * 1e6 - n * a.res1) / (a.kv_tok - a.res1);
         fprintf(f, "\n%.0f MB of full cache is %.0f tokens. KV-Direct holds %.0f MB there if it keeps "
                    "K/V live for %.0f tokens and one %.0f-byte residual for each of the other "
                    "%.0f.\n",
-                full_mb, n, kvd_mb, b, a.res1, n - b);
+                o->full_mb, n, o->kvd_mb, b, a.res1, n - b);
         if (a.n_local && n <= a.window)
             fprintf(f, "At %.0f tokens every local layer is still inside its %d-token window, "
                        "so a window-aware cache holds the same %.0f MB; past %d tokens it grows "
                        "only on the %d global layers.\n",
-                    n, a.window, full_mb, a.window, a.n_global);
+                    n, a.window, o->full_mb, a.window, a.n_global);
         if (a.res_layers >= per_layer * hp->n_layer)
             fprintf(f, "Per-layer residual checkpoints (%.0f B/token) are not smaller than the "
                        "K/V they replace (%.0f B/token): only the single-vector mode saves "

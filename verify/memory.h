@@ -63,10 +63,23 @@ kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_
 void kvv_memory_result_free(kvv_memory_result *res);
 void kvv_memory_print(FILE *f, const kvv_memory_result *res);
 
-/* Arithmetic table for hyperparameters hp (bf16 storage as the paper's
- * figures assume): rows for several context lengths, and the (n, B) pairs
- * that reproduce "full = full_mb, KV-Direct = kvd_mb" when given (> 0). */
-void kvv_memory_arith(FILE *f, const kvv_hparams *hp, double full_mb, double kvd_mb);
-json_t *kvv_memory_arith_json(const kvv_hparams *hp, double full_mb, double kvd_mb);
+/* What the arithmetic assumes. */
+typedef struct {
+    double full_mb, kvd_mb;   /* figures to reproduce, "full = full_mb, KV-Direct =
+                                 kvd_mb" (MB = 1e6 bytes); <= 0: none */
+    int budget;               /* KV-Direct's live tokens (default 256) */
+    kvv_cache_type storage;   /* element type of K/V and residuals (default bf16, as the
+                                 paper's figures assume) */
+} kvv_memory_arith_opts;
+
+kvv_memory_arith_opts kvv_memory_arith_opts_default(void);
+
+/* Arithmetic table for hyperparameters hp: bytes per token, rows for
+ * several context lengths (full cache, window-aware cache, both KV-Direct
+ * modes at o->budget live tokens), and the (n, B) pair that reproduces the
+ * figures o gives. */
+void kvv_memory_arith(FILE *f, const kvv_hparams *hp, const kvv_memory_arith_opts *o);
+/* The same as one JSON object (new reference; NULL on OOM). */
+json_t *kvv_memory_arith_json(const kvv_hparams *hp, const kvv_memory_arith_opts *o);
 
 #endif

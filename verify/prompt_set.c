@@ -91,8 +91,12 @@ kvv_status kvv_prompt_set_builtin(const kvv_model *m, int n_prompts, int n_token
     kvv_error terr = {0};
     if (kvv_tokenizer_open(m->gguf, &tok, &terr) != KVV_OK)
         return random_set(m, n_prompts, n_tokens, seed, s, err);
-    if (n_prompts > KVV_TEXT_PROMPTS)
-        n_prompts = KVV_TEXT_PROMPTS;
+    if (n_prompts > KVV_TEXT_PROMPTS) { /* never fewer than asked, silently */
+        kvv_tokenizer_free(tok);
+        return kvv_error_set(err, KVV_ERR_USAGE, "prompt set: %d prompts asked, the built-in "
+                             "texts are %d (more: one prompt a line in a file)", n_prompts,
+                             KVV_TEXT_PROMPTS);
+    }
     int32_t *ids[KVV_TEXT_PROMPTS] = {0};
     int len[KVV_TEXT_PROMPTS] = {0};
     kvv_status st = KVV_OK;

@@ -44,7 +44,8 @@ kvv_status kvv_prompt_set_add(kvv_prompt_set *s, const int32_t *tokens, int n, c
  * the same fraction of every context). Without one: n_prompts seeded random
  * prompts of n_tokens (seeds seed, seed+1, ...; first token BOS when the
  * model names one). source says which. @return KVV_OK, KVV_ERR_USAGE for
- * n_prompts or n_tokens < 1, KVV_ERR_NOMEM. */
+ * n_prompts or n_tokens < 1 or, with a tokenizer, n_prompts above
+ * KVV_TEXT_PROMPTS (never fewer prompts than asked), KVV_ERR_NOMEM. */
 kvv_status kvv_prompt_set_builtin(const kvv_model *m, int n_prompts, int n_tokens, uint64_t seed,
                                   kvv_prompt_set *s, kvv_error *err);
 

@@ -64,7 +64,8 @@ kvv_cpu_opts kvv_cpu_opts_default(void);
 
 /* Open the cpu engine on m (borrowed; must outlive the engine). o->mode must
  * be KVV_MODE_FAST or KVV_MODE_INVARIANT (KVV_MODE_EXACT is taken to mean
- * invariant). Errors: KVV_ERR_USAGE (bad threads, n_ctx, an o->isa the CPU
+ * invariant here; the registry's open, kvv_engine_open with name "cpu",
+ * refuses it: engine_cpu.c). Errors: KVV_ERR_USAGE (bad threads, n_ctx, an o->isa the CPU
  * cannot run: kvv_cpu_isa_choose's message), KVV_ERR_UNSUPPORTED (a tensor
  * type that cannot be dequantized), KVV_ERR_NOMEM. Close with
  * kvv_engine_close. */

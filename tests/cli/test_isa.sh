@@ -97,7 +97,7 @@ for isa in generic avx2; do
     has $isa || { echo "note: this CPU does not run $isa: its commands are not run"; continue; }
     E="--engine cpu --isa $isa"
     # the check commands: JSON engine.isa, JUnit engine_isa, console header
-    for c in "kv" "patch" "greedy -n 4" "invariance" "audit --checks kv" "evict --n-prompts 2 --budgets 8 -n 4" \
+    for c in "kv" "patch" "greedy -n 4" "invariance" "audit --checks kv" "evict --budgets 8 -n 4" \
              "memory --turns 2 --gen 4" "latency --batches 1,4"; do
         name=${c%% *}
         P="--random 8" # memory and latency take no prompt (issue 20: refused)

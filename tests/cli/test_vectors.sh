@@ -3,7 +3,8 @@
 #   * determinism: two runs, 1 vs 2 threads, -O0 vs -O2, gcc vs clang give
 #     byte-identical files (reference engine; cpu engine in invariant mode
 #     for 1 vs 2 threads when it is built in);
-#   * check passes; controls: --perturb weight and --perturb resid:L:P exit 1
+#   * check passes; controls: --force-fail (weight) and --force-fail=resid:L:P exit 1
+#     (--perturb, the old name, still works with a deprecation note)
 #     naming the first divergent layer and position;
 #   * corrupt files (bit flips, truncation, unknown version, wrong model)
 #     exit 2 with the record and byte offset named;
@@ -47,7 +48,7 @@ expect 0 "usage: kvverify vectors gen" "$KVV" vectors --help
 expect 2 "unknown subcommand" "$KVV" vectors frobnicate
 expect 2 "needs MODEL and -o FILE" "$KVV" vectors gen "$M"
 expect 2 "option --logits" "$KVV" vectors gen "$M" -o "$T/x.kvv" --logits maybe
-expect 2 "option --perturb" "$KVV" vectors check "$M" "$T/x.kvv" --perturb elsewhere
+expect 2 "option --force-fail" "$KVV" vectors check "$M" "$T/x.kvv" --force-fail=elsewhere
 expect 2 "exclude each other" "$KVV" vectors gen "$M" -o "$T/x.kvv" --random 4 --tokens 1,2
 expect 2 "outside the vocabulary" "$KVV" vectors gen "$M" -o "$T/x.kvv" --tokens 1,99999
 [ -e "$T/x.kvv" ] && fail "a failed gen left $T/x.kvv behind"
@@ -101,17 +102,21 @@ fi
 expect 0 "^PASS .* bit-identical" "$KVV" vectors check "$M" "$T/a.kvv"
 expect 0 '"verdict": "pass"' "$KVV" vectors check "$M" "$T/a.kvv" --json
 expect 1 "first divergence: logits step 0 \(output layer\) position 9 index" \
-    "$KVV" vectors check "$M" "$T/a.kvv" --perturb weight
+    "$KVV" vectors check "$M" "$T/a.kvv" --force-fail
 expect 1 "first divergence: full.resid layer 1 position 4 index 0: expected 0x" \
-    "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4
+    "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:1:4
 grep -Eq "^[0-9]+ divergences: .*full.k" "$T/out" && ok "count of all divergences" \
     || fail "no divergence count line"
-expect 1 '"record": "full.resid"' "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4 --json
-expect 2 "outside layers" "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:99:0
+expect 1 '"record": "full.resid"' "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:1:4 --json
+# the old name: the same control, and a note saying the new one
+expect 1 "first divergence: full.resid layer 1 position 4" "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4
+grep -q "note: --perturb is deprecated: use --force-fail=resid:1:4" "$T/out" && ok "--perturb: deprecation note" \
+    || fail "--perturb: no deprecation note"
+expect 2 "outside layers" "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:99:0
 # hashes only: the divergence names layer and position
 "$KVV" vectors gen "$M" -o "$T/h.kvv" --random 10 --seed 9 -n 6 --logits hash >/dev/null
 expect 1 "first divergence: hash.resid layer 2 position 7: expected 0x" \
-    "$KVV" vectors check "$M" "$T/h.kvv" --perturb resid:2:7
+    "$KVV" vectors check "$M" "$T/h.kvv" --force-fail=resid:2:7
 
 # ---------------------------------------------------------------- show
 expect 0 "record +type +shape" "$KVV" vectors show "$T/a.kvv"
@@ -158,8 +163,8 @@ if [ -r "$S" ]; then
     expect 0 "^PASS" "$KVV" vectors check "$S" "$T/s1.kvv"
     cp "$T/s1.kvv" "$T/s3.kvv"; poke $(( $(byte_at "$T/s3.kvv" 2000) ^ 1 )) "$T/s3.kvv" 2000
     expect 2 "s3.kvv: record logits at byte [0-9]+: CRC-32 mismatch" "$KVV" vectors check "$S" "$T/s3.kvv"
-    expect 1 "first divergence: hash.resid layer 3 position 2" "$KVV" vectors check "$S" "$T/s1.kvv" --perturb resid:3:2
-    expect 1 "first divergence: logits step 0 \(output layer\) position 4" "$KVV" vectors check "$S" "$T/s1.kvv" --perturb weight
+    expect 1 "first divergence: hash.resid layer 3 position 2" "$KVV" vectors check "$S" "$T/s1.kvv" --force-fail=resid:3:2
+    expect 1 "first divergence: logits step 0 \(output layer\) position 4" "$KVV" vectors check "$S" "$T/s1.kvv" --force-fail
 else
     echo "SKIP: $S not found (the stories260K demo needs ../shared)"
 fi

@@ -92,7 +92,13 @@ static void test_open_errors(void **state)
     o.isa = "generic";
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
     assert_non_null(strstr(err.msg, "--engine cpu"));
-    o.name = "cpu";
+    o.name = "cpu"; /* the reference's mode is not the cpu engine's (as fast is not the
+                     * reference's): refused, never run as another mode */
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "engine cpu has only modes 'fast' and 'invariant'"));
+    assert_non_null(strstr(err.msg, "asked for 'exact'"));
+    o.mode = KVV_MODE_INVARIANT;
     o.isa = "avx9000";
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
     assert_null(e);

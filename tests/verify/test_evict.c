@@ -113,9 +113,14 @@ static void test_prompt_set_builtin(void **state)
     kvv_prompt_set s;
     kvv_prompt_set_init(&s);
     kvv_error err = {0};
-    assert_int_equal(kvv_prompt_set_builtin(m, 100, 40, 1, &s, &err), KVV_OK);
+    /* more prompts than texts: refused, never fewer prompts than asked */
+    assert_int_equal(kvv_prompt_set_builtin(m, KVV_TEXT_PROMPTS + 1, 40, 1, &s, &err),
+                     KVV_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "the built-in texts are"));
+    assert_int_equal(s.n, 0);
+    assert_int_equal(kvv_prompt_set_builtin(m, KVV_TEXT_PROMPTS, 40, 1, &s, &err), KVV_OK);
     assert_string_equal(s.source, "text");
-    assert_int_equal(s.n, KVV_TEXT_PROMPTS); /* at most the texts there are */
+    assert_int_equal(s.n, KVV_TEXT_PROMPTS);
     for (int i = 0; i < s.n; i++) {
         assert_int_equal(s.items[i].n_tokens, 40); /* one length for all */
         assert_string_equal(s.items[i].name, kvv_text_prompts[i].name);
@@ -208,7 +213,8 @@ static void test_aggregate(void **state)
         rows[i].kind = i < 3 ? KVV_POLICY_WINDOW : KVV_POLICY_KVDIRECT_TOKEN;
         rows[i].prompt = i % 3;
         rows[i].budget = 10 + i % 3;
-        rows[i].fits = i != 5; /* the last prompt's KV-Direct row did not fit */
+        rows[i].fits = i != 5; /* the last prompt's KV-Direct row did not fit (not run) */
+        rows[i].engine = i == 5 ? -1 : 0;
         rows[i].greedy_match = match[i % 3];
         rows[i].prefix_match = 2 * (i % 3);
         rows[i].kl_mean = kl[i % 3];
@@ -240,6 +246,26 @@ static void test_aggregate(void **state)
     assert_int_equal(b->n_bit_equal, 2);
     assert_float_equal(b->match.mean, 0.375, 1e-12);
     assert_float_equal(b->match.max, 0.5, 0);
+    assert_int_equal(a->n_over + b->n_over, 0);
+    free(res.aggs);
+    free(res.eq_aggs);
+
+    /* a run that held more than its byte budget (fits false, it ran): the
+     * policy is marked over the budget there, with no figures (not ranked) */
+    rows[1].fits = false;
+    rows[1].bytes_peak = 5000;
+    rows[2].bytes_peak = 7000;
+    rows[2].fits = false;
+    memset(&res, 0, sizeof res);
+    res.n_prompts = 3;
+    res.eq_rows = rows;
+    res.n_eq_rows = 3;
+    assert_int_equal(kvv_evict_aggregate(&res, &err), KVV_OK);
+    assert_int_equal(res.n_eq_aggs, 1);
+    assert_int_equal(res.eq_aggs[0].n_over, 2);
+    assert_int_equal(res.eq_aggs[0].over_peak, 7000);
+    assert_int_equal(res.eq_aggs[0].n_prompts, 0);
+    assert_float_equal(res.eq_aggs[0].match.mean, 0, 0);
     free(res.aggs);
     free(res.eq_aggs);
 }

@@ -79,13 +79,21 @@ static void check_same(nrun *r, const float *rebuilt, const float *seen, size_t 
                        const char *what, int layer)
 {
     for (size_t i = 0; i < count; i++) {
+        float v = rebuilt[i];
+        bool planted = r->o->force_fail && r->rep->capture_checked == 0;
+        if (planted) { /* the negative control, in the real comparison */
+            uint32_t u;
+            memcpy(&u, &v, sizeof u);
+            u ^= 1u;
+            memcpy(&v, &u, sizeof v);
+        }
         r->rep->capture_checked++;
-        if (kvv_oracle_ulp_distance(rebuilt[i], seen[i]) == 0)
+        if (kvv_oracle_ulp_distance(v, seen[i]) == 0)
             continue;
         if (r->rep->capture_mismatch++ == 0)
             snprintf(r->rep->capture_note, sizeof r->rep->capture_note,
-                     "layer %d %s element %zu: rebuilt %a, forward %a", layer, what, i,
-                     (double)rebuilt[i], (double)seen[i]);
+                     "%slayer %d %s element %zu: rebuilt %a, forward %a",
+                     planted ? "planted: " : "", layer, what, i, (double)v, (double)seen[i]);
     }
 }
 

@@ -60,6 +60,9 @@ typedef struct {
     uint64_t seed;               /* picks the rows (default 1); row n-1 is always one */
     int max_outputs;             /* weight rows per matrix and token row (default 256) */
     int math_samples;            /* samples per math function (default 20000; 0 = none) */
+    bool force_fail;             /* plant one flipped bit (the lowest mantissa bit) in the
+                                    first rebuilt value the rebuild check compares: the
+                                    check must then find it (capture_mismatch >= 1) */
     kvv_progress_fn progress;    /* optional */
     void *progress_user;
 } kvv_numerics_opts;
@@ -121,7 +124,8 @@ typedef struct {
     int n_math;
     long capture_checked;            /* rebuilt values compared with the hooks */
     long capture_mismatch;           /* ... that differed (0 = inputs are the real ones) */
-    char capture_note[160];          /* first mismatch, if any */
+    char capture_note[160];          /* first mismatch, if any ("planted: " first when
+                                        force_fail planted it) */
     kvv_oracle_stats oracle;
     double seconds;
 } kvv_numerics_report;

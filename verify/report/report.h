@@ -211,7 +211,8 @@ typedef struct {
     int kv_chunk;              /* kv's chunked recompute */
     int chunks[KVV_WORKLOAD_MAX]; /* invariance's chunk sizes */
     int n_chunks;
-    int threads[KVV_WORKLOAD_MAX]; /* engine thread counts asked for (first: the engine's) */
+    int threads[KVV_WORKLOAD_MAX]; /* engine thread counts that ran (first: the engine's;
+                                      then those invariance compared) */
     int n_threads;
     char switches[64];         /* the engine's kernel switches: "4", "2, 4", "none", "unknown" */
     int floor_prompt;          /* the floor: prompt tokens, steps */

@@ -10,6 +10,7 @@
 #include "model/arch.h"
 #include "vectors/kvv_vectors.h"
 #include "verify/audit.h"
+#include "verify/invariance.h"
 #include "verify/check.h"
 #include "verify/isolate.h"
 
@@ -187,6 +188,28 @@ static void case_workload(const kvv_suite_case *c, const kvv_model *m, bool quic
     kvv_workload_check_floor(stated);
 }
 
+/* After a case's checks (outcomes first.. of res): the thread counts its
+ * invariance compared (an engine without threads compares none) replace
+ * those asked for in every outcome's workload, which the log then states. */
+static void workload_ran(kvv_suite_results *res, int first, kvv_workload *stated,
+                         const kvv_suite_run_opts *ro, const kvv_suite_case *c)
+{
+    const kvv_check_result *inv = NULL;
+    for (int i = first; i < res->n_out && !inv; i++)
+        if (strcmp(res->out[i].r.name, "invariance") == 0)
+            inv = &res->out[i].r;
+    if (stated->n_threads)
+        stated->n_threads = kvv_invariance_threads_ran(inv, stated->threads[0], stated->threads,
+                                                       KVV_WORKLOAD_MAX);
+    for (int i = first; i < res->n_out; i++)
+        res->out[i].workload = *stated;
+    if (ro && ro->log) {
+        char line[512];
+        fprintf(ro->log, "workload %s: %s\n", c->name,
+                kvv_workload_format(stated, line, sizeof line));
+    }
+}
+
 static kvv_status vector_body(void *ctx, kvv_check_result *r, kvv_error *err)
 {
     kvv_status st = run_vector(ctx, r);
@@ -227,12 +250,8 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
             st = kvv_error_set(&err, KVV_ERR_NOMEM, "out of memory");
         else
             kvv_prompt_random(c->seed, m->hp.n_vocab, -1, toks, w.n_prompt);
-        if (ro && ro->log) {
-            char line[512];
-            fprintf(ro->log, "workload %s: %s\n", c->name,
-                    kvv_workload_format(&stated, line, sizeof line));
-        }
     }
+    int first = res->n_out; /* the case's outcomes: its workload, as it ran, after them */
     int n_table;
     const kvv_check_entry *table = kvv_audit_checks(&n_table);
     for (int k = 0; k < n_table; k++) {
@@ -293,6 +312,8 @@ static kvv_status run_checks(const kvv_suite_case *c, int ci, const kvv_suite_ru
         }
         log_outcome(ro, c, r);
     }
+    if (!st)
+        workload_ran(res, first, &stated, ro, c);
     free(toks);
     kvv_model_close(m);
     return st == KVV_ERR_NOMEM ? st : KVV_OK;
