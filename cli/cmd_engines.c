@@ -13,7 +13,7 @@
 #include "cli/opts.h"
 #include "cli/output_opts.h"
 #include "engine/cpu/cpu_isa.h"
-#include "engine/engine.h"
+#include "engine/engine_registry.h"
 
 #define MAX_ENGINES 32
 

@@ -53,6 +53,7 @@
 
 #include "cli/opts.h"
 #include "engine/engine.h"
+#include "engine/engine_registry.h"
 
 /* The engine options a command takes (kvv_engine_cli.accepts). */
 enum {

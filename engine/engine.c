@@ -12,6 +12,7 @@
 #include "engine/breadcrumb.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
+#include "engine/engine_registry.h"
 #include "engine/host_control.h"
 
 static const char *const mode_names[] = {"exact", "fast", "invariant"};
@@ -99,6 +100,16 @@ kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const fl
 kvv_kv_cache *kvv_engine_cache(kvv_engine *e)
 {
     return e ? e->vt->cache(e) : NULL;
+}
+
+const kvv_model *kvv_engine_model(const kvv_engine *e)
+{
+    return e ? e->model : NULL;
+}
+
+const kvv_engine_opts *kvv_engine_options(const kvv_engine *e)
+{
+    return e ? &e->opts : NULL;
 }
 
 void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d)

@@ -1,5 +1,6 @@
 /*
- * engine_registry.c — opening engines by name (engine/engine.h): one const
+ * engine_registry.c — opening engines by name (engine/engine_registry.h,
+ * kvv_engine_open of engine/engine.h): one const
  * table of the built-in engines and llama.cpp, "plugin:PATH" and plugins
  * found by name in the plugin folders, and the catalog `kvverify engines`
  * prints. Each engine's open function is declared in engine/engine_impl.h.
@@ -10,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/engine_registry.h"
 #include "engine/engine_impl.h"
 #include "engine/plugin/plugin.h"
 

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "engine/cpu/cpu_isa.h"
+#include "engine/engine_registry.h"
 #include "model/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"

@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
+#include "engine/engine_registry.h"
 
 #define KVV_PLUGIN_PREFIX "plugin:"
 

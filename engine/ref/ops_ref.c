@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine_impl.h"
 #include "engine/engine_ops.h"
 #include "reference/kmath.h"
 #include "reference/oracle.h"

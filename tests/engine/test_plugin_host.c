@@ -303,7 +303,7 @@ static void test_host_controls(void **state)
         kvv_engine *p, *r, *plain;
         if (kvv_engine_open(f.m, &o, &p, &err))
             fail_msg("%s", err.msg);
-        assert_int_equal(p->opts.control, cases[i].host);
+        assert_int_equal(kvv_engine_options(p)->control, cases[i].host);
         kvv_engine_desc d;
         kvv_engine_describe(p, &d);
         assert_int_equal(d.control, cases[i].host);
