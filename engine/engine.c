@@ -12,7 +12,6 @@
 #include "engine/breadcrumb.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
-#include "engine/engine_registry.h"
 #include "engine/host_control.h"
 
 static const char *const mode_names[] = {"exact", "fast", "invariant"};
@@ -32,11 +31,6 @@ int kvv_mode_from_name(const char *s, kvv_mode *out)
             return 1;
         }
     return 0;
-}
-
-kvv_mode kvv_engine_default_mode(const char *name)
-{
-    return name && strcmp(name, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
 }
 
 kvv_engine_opts kvv_engine_opts_default(void)
@@ -234,11 +228,6 @@ double kvv_engine_cpu_seconds(kvv_engine *e)
 bool kvv_engine_concurrent(const kvv_engine *e)
 {
     return e && !e->vt->serial;
-}
-
-bool kvv_engine_name_concurrent(const char *name)
-{
-    return !name || strcmp(name, "ref") == 0 || strcmp(name, "cpu") == 0;
 }
 
 unsigned kvv_engine_caps(kvv_engine *e)

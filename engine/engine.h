@@ -50,11 +50,14 @@
 #include "runtime/kv_cache.h"
 #include "runtime/runtime.h" /* cache types, hooks, KVV_CTL_* and KVV_GGML_* flags */
 
+/* How an engine computes (the contract above); which modes each engine has
+ * and its default: engine_registry.h. */
 typedef enum {
     KVV_MODE_EXACT = 0,     /* the reference engine's only mode */
     KVV_MODE_FAST = 1,      /* cpu: whatever is fastest */
     KVV_MODE_INVARIANT = 2  /* cpu: batch-invariant kernels */
 } kvv_mode;
+#define KVV_MODE_COUNT 3
 
 const char *kvv_mode_name(kvv_mode m);                 /* "exact", "fast", "invariant" */
 int kvv_mode_from_name(const char *s, kvv_mode *out);  /* 1 on success */

@@ -9,6 +9,7 @@
  *   kvv_error err;
  *   if (kvv_engine_exists(name, &err)) ... refuse before anything runs
  *   kvv_mode m = kvv_engine_default_mode(name);
+ *   if (kvv_engine_check_mode(name, asked, &err)) ... "engine cpu has no mode 'exact'"
  */
 #ifndef KVV_ENGINE_REGISTRY_H
 #define KVV_ENGINE_REGISTRY_H
@@ -28,13 +29,36 @@ kvv_status kvv_engine_exists(const char *name, kvv_error *err);
  * messages, help). */
 void kvv_engine_list(char *buf, size_t size);
 
-/* The mode an engine runs in when none is asked for: exact for "ref",
- * invariant for the others (the one place this default is decided). */
+/* ---- Each engine's facts (a column of the registry's table). A name the
+ * table does not hold is taken as a plugin's: "plugin:PATH.so" or NAME.so
+ * in the plugin folders. NULL is the default engine (ref). */
+
+/* The name of the i-th engine of the table (0 = the default engine, the
+ * reference), NULL past the last: to go over every built-in engine and
+ * llama.cpp without naming them. */
+const char *kvv_engine_registered(int i);
+
+/* Is `name` loaded from a shared object (llama.cpp, any other plugin)?
+ * A plugin has no kvverify modes: it runs as it is ("native"). */
+bool kvv_engine_is_plugin(const char *name);
+
+/* The mode an engine runs in when none is asked for: exact for the
+ * reference, invariant for the others (the one place this is decided). */
 kvv_mode kvv_engine_default_mode(const char *name);
+/* Does the engine have mode m? A plugin has every mode (the mode is passed
+ * to it as a hint). */
+bool kvv_engine_has_mode(const char *name, kvv_mode m);
+/* Its modes, "exact" or "fast, invariant" ("native" for a plugin), into
+ * buf. @return buf. */
+const char *kvv_engine_modes(const char *name, char *buf, size_t size);
+/* KVV_OK when the engine has mode m, else KVV_ERR_USAGE with "engine NAME
+ * has no mode 'M' (its modes: ...)": kvv_engine_open's check, for command
+ * lines to refuse it before anything runs. */
+kvv_status kvv_engine_check_mode(const char *name, kvv_mode m, kvv_error *err);
 
 /* May engines named `name` run on several threads at once, before opening?
  * True for the built-in engines (and NULL, the default engine), false for
- * every other name (a plugin may be one instance per process). */
+ * the plugins (a plugin may be one instance per process). */
 bool kvv_engine_name_concurrent(const char *name);
 
 /* One engine kvverify can run, as `kvverify engines` lists it. */

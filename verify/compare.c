@@ -475,12 +475,12 @@ kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_e
     co.a.cache_type = o->engine.cache_type;
     co.a.n_ctx = o->engine.n_ctx;
     co.b = o->engine;
-    if (!o->engine.name || strcmp(o->engine.name, "ref") == 0) {
+    if (!o->engine.name || strcmp(o->engine.name, co.a.name) == 0) {
         /* The reference is the engine under test: comparing it with itself
          * could not fail, so it is compared with the cpu engine (invariant). */
         kvv_engine_opts cpu = kvv_engine_opts_default();
         cpu.name = "cpu";
-        cpu.mode = KVV_MODE_INVARIANT;
+        cpu.mode = kvv_engine_default_mode(cpu.name);
         cpu.n_threads = o->engine.n_threads > 0 ? o->engine.n_threads : 1;
         cpu.cache_type = o->engine.cache_type;
         cpu.n_ctx = o->engine.n_ctx;

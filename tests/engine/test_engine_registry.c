@@ -1,7 +1,8 @@
 /*
- * test_engine_registry.c — engine/engine.c and the reference adapter
- * engine/ref/engine_ref.c: opening by name, an unknown name (KVV_ERR_USAGE
- * naming the engines available), modes, option checks, the vtable wrappers
+ * test_engine_registry.c — engine/engine.c, engine/engine_registry.c and the
+ * reference adapter engine/ref/engine_ref.c: opening by name, an unknown
+ * name (KVV_ERR_USAGE naming the engines available), each engine's facts
+ * (the registry's columns), modes, option checks, the vtable wrappers
  * (forward, kv_from_residual, cache, describe, reset) giving exactly what the
  * reference engine gives, and mode/cache-type names.
  * Uses a synthetic model built in memory (no ../shared needed).
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/engine_ops.h"
+#include "engine/engine_registry.h"
 #include "reference/ref.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
@@ -93,6 +96,7 @@ static void test_open_errors(void **state)
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
     assert_non_null(strstr(err.msg, "--engine cpu"));
     o.name = "cpu";
+    o.mode = KVV_MODE_INVARIANT;
     o.isa = "avx9000";
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
     assert_null(e);
@@ -108,6 +112,80 @@ static void test_open_errors(void **state)
     assert_int_equal(kvv_engine_forward(NULL, 1, NULL, NULL, NULL, KVV_LOGITS_NONE, NULL, &err),
                      KVV_ERR_USAGE);
     assert_null(kvv_engine_cache(NULL));
+    synth_close(&s);
+}
+
+/* Each engine's facts come from its registry row; a name the table does not
+ * hold is a plugin's. */
+static void test_facts(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(kvv_engine_registered(0), "ref"); /* the default engine first */
+    assert_string_equal(kvv_engine_registered(1), "cpu");
+    assert_string_equal(kvv_engine_registered(2), "llama.cpp");
+    assert_null(kvv_engine_registered(3));
+    assert_null(kvv_engine_registered(-1));
+    assert_int_equal(kvv_engine_default_mode(NULL), KVV_MODE_EXACT);
+    assert_int_equal(kvv_engine_default_mode("ref"), KVV_MODE_EXACT);
+    assert_int_equal(kvv_engine_default_mode("cpu"), KVV_MODE_INVARIANT);
+    assert_int_equal(kvv_engine_default_mode("plugin:x.so"), KVV_MODE_INVARIANT);
+    assert_true(kvv_engine_has_mode("ref", KVV_MODE_EXACT));
+    assert_false(kvv_engine_has_mode("ref", KVV_MODE_FAST));
+    assert_false(kvv_engine_has_mode("cpu", KVV_MODE_EXACT));
+    assert_true(kvv_engine_has_mode("cpu", KVV_MODE_FAST));
+    assert_true(kvv_engine_has_mode("example", KVV_MODE_FAST)); /* a plugin: passed on */
+    assert_false(kvv_engine_has_mode("cpu", (kvv_mode)KVV_MODE_COUNT));
+    assert_string_equal(kvv_engine_modes("cpu", buf, sizeof buf), "fast, invariant");
+    assert_string_equal(kvv_engine_modes("ref", buf, sizeof buf), "exact");
+    assert_string_equal(kvv_engine_modes("llama.cpp", buf, sizeof buf), "native");
+    kvv_error err = {0};
+    assert_int_equal(kvv_engine_check_mode("cpu", KVV_MODE_EXACT, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine cpu has no mode 'exact' (its modes: fast, invariant)");
+    assert_int_equal(kvv_engine_check_mode("ref", KVV_MODE_FAST, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine ref has no mode 'fast' (its modes: exact)");
+    assert_int_equal(kvv_engine_check_mode("cpu", KVV_MODE_FAST, &err), KVV_OK);
+    assert_true(kvv_engine_name_concurrent(NULL));
+    assert_true(kvv_engine_name_concurrent("cpu"));
+    assert_false(kvv_engine_name_concurrent("llama.cpp"));
+    assert_false(kvv_engine_name_concurrent("plugin:x.so"));
+    assert_false(kvv_engine_is_plugin("ref"));
+    assert_true(kvv_engine_is_plugin("llama.cpp"));
+    assert_true(kvv_engine_is_plugin("example"));
+    assert_true(kvv_ops_available("ref") && kvv_ops_available("cpu"));
+    assert_false(kvv_ops_available("llama.cpp"));
+}
+
+/* The generic mode check refuses cpu exact at open, as it refuses ref fast;
+ * an op set is opened by name. */
+static void test_mode_refused(void **state)
+{
+    (void)state;
+    synth_model s;
+    synth_open(&s, "llama-tiny");
+    kvv_error err = {0};
+    kvv_engine *e = NULL;
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = "cpu"; /* mode exact, the default options' */
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "engine cpu has no mode 'exact'"));
+    o.mode = kvv_engine_default_mode(o.name);
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    kvv_engine_close(e);
+    kvv_ops *ops = NULL;
+    o.name = "llama.cpp";
+    assert_int_equal(kvv_ops_open(s.m, &o, &ops, &err), KVV_ERR_UNSUPPORTED);
+    assert_null(ops);
+    assert_non_null(strstr(err.msg, "engines with one: ref, cpu"));
+    o.name = "cpu";
+    o.mode = KVV_MODE_EXACT;
+    assert_int_equal(kvv_ops_open(s.m, &o, &ops, &err), KVV_ERR_USAGE);
+    o.mode = KVV_MODE_FAST;
+    o.n_ctx = 16;
+    assert_int_equal(kvv_ops_open(s.m, &o, &ops, &err), KVV_OK);
+    assert_string_equal(ops->name, "cpu/fast");
+    kvv_ops_close(ops);
     synth_close(&s);
 }
 
@@ -202,6 +280,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_facts),
+        cmocka_unit_test(test_mode_refused),
         cmocka_unit_test(test_ref_through_vtable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
