@@ -397,7 +397,8 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         d->n_threads = e->n_threads;
         kvv_cpu_isa isa; /* the cpu engine's kernel table: the one it will choose */
         kvv_error ierr = {0};
-        if (strcmp(e->name, "cpu") == 0 && kvv_cpu_isa_choose(e->isa, &isa, &ierr) == KVV_OK)
+        if (kvv_engine_takes(e->name, KVV_ENGINE_OPT_ISA) &&
+            kvv_cpu_isa_choose(e->isa, &isa, &ierr) == KVV_OK)
             snprintf(d->isa, sizeof d->isa, "%s", kvv_cpu_isa_name(isa));
         rep->has_engine = true;
         run->header_from_opts = true;

@@ -168,7 +168,7 @@ int kvv_cmd_engines(int argc, char **argv)
         json_t *j = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s}", "name", e->name, "plugin",
                               e->plugin, "modes", e->modes, "devices", e->devices, "version",
                               e->version, "path", e->path, "status", e->status);
-        if (strcmp(e->name, "cpu") == 0)
+        if (kvv_engine_takes(e->name, KVV_ENGINE_OPT_ISA))
             json_object_set_new(j, "kernel_tables", isa_tables(f));
         if (model && (!e->plugin || !e->status[0])) {
             kvv_mode modes[KVV_MODE_COUNT];

@@ -137,8 +137,7 @@ static bool own_option(void *state, kvv_opts *o)
             kvv_opts_int(o, "--n-prompts", o->value, 1, 1000, &a->n_prompts);
     } else if (kvv_opts_value(o, "--figures-engine")) {
         a->figures = o->value;
-        if (o->value && strcmp(o->value, "cpu") && strcmp(o->value, "ref") &&
-            strcmp(o->value, "same"))
+        if (o->value && strcmp(o->value, "same") && kvv_engine_is_plugin(o->value))
             kvv_opts_error(o, "option --figures-engine: '%s' is not cpu, ref or same", o->value);
     } else if (kvv_opts_value(o, "--verify-prompts")) {
         if (o->value)
@@ -227,8 +226,7 @@ static kvv_engine_opts figures_engine(const kvv_engine_opts *under_test, const c
 {
     kvv_engine_opts fig = *under_test;
     if (strcmp(figures, "same") != 0) {
-        fig.name = figures;
-        fig.mode = kvv_engine_default_mode(figures);
+        fig = kvv_engine_opts_for(under_test, figures);
         fig.n_threads = 1;
         fig.control = 0;
         fig.ggml = 0;

@@ -93,30 +93,56 @@ enum {
 const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
                                     size_t size);
 
+/* The options of kvv_engine_opts, one bit each, named by their command-line
+ * spelling (kvv_engine_opt_name). Which engine takes which is a column of
+ * the registry's table (kvv_engine_takes, engine_registry.h): kvv_engine_open
+ * refuses an option given to an engine that does not take it with "engine
+ * NAME does not take --OPTION ..." (kvv_engine_check_opts), except
+ * --threads, which an engine without threads runs as one. Commands say
+ * with the same bits which options they accept (cli/engine_opts.h). */
+enum {
+    KVV_ENGINE_OPT_ENGINE = 1u << 0,   /* name: --engine (every engine) */
+    KVV_ENGINE_OPT_MODE = 1u << 1,     /* mode: --mode (every engine; its modes) */
+    KVV_ENGINE_OPT_THREADS = 1u << 2,  /* n_threads: --threads */
+    KVV_ENGINE_OPT_CACHE = 1u << 3,    /* cache_type: --cache-type (every engine) */
+    KVV_ENGINE_OPT_DEVICE = 1u << 4,   /* device: --device */
+    KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* n_ubatch: --ubatch */
+    KVV_ENGINE_OPT_EOPT = 1u << 6,     /* engine_opts: --engine-opt KEY=VALUE */
+    KVV_ENGINE_OPT_ISA = 1u << 7,      /* isa: --isa (kernel tables) */
+    KVV_ENGINE_OPT_REPACK = 1u << 8,   /* repack: --repack / --no-repack */
+    KVV_ENGINE_OPT_GGML = 1u << 9      /* ggml: --emulate-ggml (llama.cpp emulation) */
+};
+
+/* "--isa" for KVV_ENGINE_OPT_ISA, ...; "?" for anything else. */
+const char *kvv_engine_opt_name(unsigned opt);
+
 typedef struct {
     const char *name;           /* "ref" (default), "cpu", "llama.cpp" or "plugin:PATH.so" */
-    kvv_mode mode;              /* ref: EXACT; cpu: FAST or INVARIANT (default INVARIANT) */
-    int n_threads;              /* cpu only; default 1; at most KVV_ENGINE_MAX_THREADS */
+    kvv_mode mode;              /* one of the engine's modes (kvv_engine_has_mode);
+                                 * default EXACT, the reference's */
+    int n_threads;              /* THREADS: default 1; at most KVV_ENGINE_MAX_THREADS */
     kvv_cache_type cache_type;  /* default f32 */
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
-    unsigned ggml;              /* ref only: KVV_GGML_* llama.cpp emulation flags; 0 normally */
-    const char *isa;            /* cpu only: kernel table "generic", "avx2" or "avx512";
+    unsigned ggml;              /* GGML: KVV_GGML_* llama.cpp emulation flags; 0 normally */
+    const char *isa;            /* ISA: kernel table "generic", "avx2" or "avx512";
                                  * NULL, "" or "auto" = the best this CPU runs
                                  * (engine/cpu/cpu_isa.h); borrowed, read at open */
-    const char *device;         /* plugins: a device the plugin names ("cpu", "vulkan",
-                                   "cuda"); NULL = its default. Built-ins: NULL or "cpu" */
-    int n_ubatch;               /* plugins with micro-batches: size; 0 = engine default */
-    const char *const *engine_opts; /* plugins: n_engine_opts "KEY=VALUE" strings
-                                       (--engine-opt), borrowed; built-ins take none */
+    const char *device;         /* DEVICE: a device the engine names ("cpu", "vulkan",
+                                   "cuda"); NULL = its default. An engine that does not
+                                   take it runs on its one device: NULL or that name */
+    int n_ubatch;               /* UBATCH: micro-batch size; 0 = the engine's default */
+    const char *const *engine_opts; /* EOPT: n_engine_opts "KEY=VALUE" strings
+                                       (--engine-opt), borrowed; the keys are the
+                                       engine's own (a built-in's: kvv_engine_opt_keys) */
     int n_engine_opts;
-    int repack;                 /* cpu, invariant mode: 1 = hold the repacked copies that
-                                 * decode faster (the X16 copies fast mode holds; X4 for
-                                 * Q8_0/Q4_0/Q5_0 heads); 0 (default) = read the mapped
-                                 * file wherever a kernel can, for a process that also
-                                 * holds the reference or other engines on the same model
-                                 * (the checks, the audit). The bits are the same either
-                                 * way. Fast mode always repacks; other engines ignore it */
+    int repack;                 /* REPACK, invariant mode: 1 = hold the repacked copies
+                                 * that decode faster (the X16 copies fast mode holds; X4
+                                 * for Q8_0/Q4_0/Q5_0 heads); 0 (default) = read the
+                                 * mapped file wherever a kernel can, for a process that
+                                 * also holds the reference or other engines on the same
+                                 * model (the checks, the audit). The bits are the same
+                                 * either way. Fast mode always repacks */
 } kvv_engine_opts;
 
 kvv_engine_opts kvv_engine_opts_default(void);
@@ -208,10 +234,12 @@ typedef struct kvv_engine kvv_engine;
  * O/plugins/llama.cpp.so, see engine/plugin/plugin.h), "plugin:PATH.so", or
  * the name of any plugin NAME.so in $KVV_PLUGIN_DIR or in plugins/ beside
  * the executable (e.g. "example"); engine_registry.h lists them.
- * KVV_ERR_USAGE for an unknown name, a mode the engine lacks, engine options
- * or a device a built-in engine does not take, a plugin whose ABI major
- * differs (the message names both versions); KVV_ERR_UNSUPPORTED when a
- * plugin's device is not present here ("no CUDA device"). */
+ * KVV_ERR_USAGE for an unknown name, a mode the engine lacks or an option it
+ * does not take (the registry's check, kvv_engine_check_opts: "engine ref
+ * does not take --isa generic (it applies to the cpu engine)"), a plugin
+ * whose ABI major differs (the message names both versions);
+ * KVV_ERR_UNSUPPORTED when a plugin's device is not present here ("no CUDA
+ * device"). */
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err);
 void kvv_engine_close(kvv_engine *e); /* accepts NULL */
@@ -236,7 +264,8 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
 /* The model e was opened on (borrowed from the caller of kvv_engine_open). */
 const kvv_model *kvv_engine_model(const kvv_engine *e);
 /* The options e runs with, resolved at open: name, mode, n_ctx (never 0),
- * n_threads in effect, control flags in force (a plugin's host controls).
+ * n_threads in effect, control flags in force (a plugin's host controls);
+ * engine options were read at open and are not kept (none here).
  * Borrowed; valid until close. */
 const kvv_engine_opts *kvv_engine_options(const kvv_engine *e);
 

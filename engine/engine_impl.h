@@ -5,17 +5,23 @@
  * engine/engine.h and the struct every engine fills in. verify/, cli/ and
  * vectors/ use engine.h and engine_registry.h, never this.
  *
- * An engine's open function receives the model (borrowed) and the options
- * (already validated for the common fields: cache type, n_ctx >= 0), and returns
- * a kvv_engine it allocated, with vt, model, opts and impl filled in.
+ * An engine's open function receives the model (borrowed) and the options,
+ * already checked against the engine's registry row (kvv_engine_check_opts:
+ * its modes, the options it takes, its --engine-opt keys) and for the common
+ * fields (cache type, n_ctx >= 0), and returns a kvv_engine it allocated,
+ * with vt, model, opts and impl filled in.
  * kvv_engine_close calls vt->close, which frees impl AND the kvv_engine.
  * The wrappers of engine.c apply every default named below, so an engine
  * fills in only the slots it has.
  *
  * Adding an engine: one folder engine/NAME/ whose open function (a
  * kvv_engine_open_fn, declared below) fills a kvv_engine_vtable, and one row
- * in the table of engine/engine_registry.c naming it.
- * docs/plugins.md has the other way: a shared object loaded at run time.
+ * in the table of engine/engine_registry.c: its name, open function, modes
+ * and default mode, whether it runs concurrently, the KVV_ENGINE_OPT_* it
+ * takes (and its --engine-opt keys), its device, its op set if it has one
+ * (engine_ops.h). The wrappers, the option checks and their messages, the
+ * --engine list, `kvverify engines` and every check then work with it. docs/engines.md walks through it; docs/plugins.md
+ * has the other way, a shared object loaded at run time.
  */
 #ifndef KVV_ENGINE_IMPL_H
 #define KVV_ENGINE_IMPL_H

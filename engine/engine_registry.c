@@ -13,6 +13,7 @@
 
 #include "engine/engine_registry.h"
 #include "engine/engine_impl.h"
+#include "engine/cpu/cpu_engine.h"
 #include "engine/engine_ops.h"
 #include "engine/plugin/plugin.h"
 
@@ -32,27 +33,39 @@ typedef struct {
                                 passed on as a hint (it runs as it is: "native") */
     kvv_mode default_mode;   /* when none is asked for */
     bool concurrent;         /* instances may run on several threads at once */
-    const char *devices;     /* where a built-in runs; NULL: the plugin's table says */
+    unsigned takes;          /* KVV_ENGINE_OPT_* it takes besides name, mode, cache type */
+    const char *keys;        /* a built-in's --engine-opt keys, ", "-separated ("" none);
+                                NULL: a plugin's, which checks its own */
+    const char *devices;     /* where it runs without taking --device ("cpu"); NULL:
+                                the plugin lists them */
     kvv_ops_open_fn ops;     /* its op set for `kvverify numerics` (engine_ops.h), or NULL */
-    bool ggml;               /* honours kvv_engine_opts.ggml (llama.cpp emulation) */
-    bool isa;                /* honours kvv_engine_opts.isa (kernel tables) */
 } engine_row;
 
-/* One row per engine, in the order `--engine` help lists them. Plugins
- * ("llama.cpp", "plugin:PATH") take engine options and devices; the
- * built-ins take neither. */
+#define PLUGIN_TAKES (KVV_ENGINE_OPT_THREADS | KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH | \
+                      KVV_ENGINE_OPT_EOPT)
+
+/* One row per engine, in the order `--engine` help lists them; the first
+ * is the default engine. */
 static const engine_row engines[] = {
-    /* name        open                       plugin                modes                     default             conc.  devices ops               ggml   isa */
-    {"ref",        kvv_engine_open_ref,       NULL,                 MODE(EXACT),              KVV_MODE_EXACT,     true,  "cpu",  kvv_ops_open_ref, true,  false},
-    {"cpu",        kvv_engine_open_cpu,       NULL,                 MODE(FAST)|MODE(INVARIANT), KVV_MODE_INVARIANT, true, "cpu", kvv_ops_open_cpu, false, true},
-    {"llama.cpp",  kvv_engine_open_llama_cpp, KVV_LLAMA_CPP_PLUGIN, ALL_MODES,                KVV_MODE_INVARIANT, false, NULL,   NULL,             false, false},
+    {.name = "ref", .open = kvv_engine_open_ref, .modes = MODE(EXACT),
+     .default_mode = KVV_MODE_EXACT, .concurrent = true,
+     .takes = KVV_ENGINE_OPT_GGML, .keys = "", .devices = "cpu", .ops = kvv_ops_open_ref},
+    {.name = "cpu", .open = kvv_engine_open_cpu, .modes = MODE(FAST) | MODE(INVARIANT),
+     .default_mode = KVV_MODE_INVARIANT, .concurrent = true,
+     .takes = KVV_ENGINE_OPT_THREADS | KVV_ENGINE_OPT_ISA | KVV_ENGINE_OPT_REPACK |
+              KVV_ENGINE_OPT_EOPT,
+     .keys = KVV_CPU_ENGINE_KEYS, .devices = "cpu", .ops = kvv_ops_open_cpu},
+    {.name = "llama.cpp", .open = kvv_engine_open_llama_cpp, .plugin = KVV_LLAMA_CPP_PLUGIN,
+     .modes = ALL_MODES, .default_mode = KVV_MODE_INVARIANT, .concurrent = false,
+     .takes = PLUGIN_TAKES},
 };
 #define N_ENGINES (sizeof engines / sizeof engines[0])
 
 /* Every other name: "plugin:PATH.so", or a plugin NAME.so in the plugin
  * folders (and a name that is neither, which kvv_engine_open refuses). */
 static const engine_row any_plugin = {
-    NULL, NULL, "", ALL_MODES, KVV_MODE_INVARIANT, false, NULL, NULL, false, false,
+    .plugin = "", .modes = ALL_MODES, .default_mode = KVV_MODE_INVARIANT, .concurrent = false,
+    .takes = PLUGIN_TAKES,
 };
 
 /* The row of `name` (NULL: the default engine, the first row). */
@@ -116,6 +129,140 @@ kvv_status kvv_engine_check_mode(const char *name, kvv_mode m, kvv_error *err)
 bool kvv_engine_name_concurrent(const char *name)
 {
     return row_of(name)->concurrent;
+}
+
+/* ------------------------------------------------------------ options */
+
+static const struct {
+    unsigned opt;
+    const char *name;
+} opt_names[] = {
+    {KVV_ENGINE_OPT_ENGINE, "--engine"},         {KVV_ENGINE_OPT_MODE, "--mode"},
+    {KVV_ENGINE_OPT_THREADS, "--threads"},       {KVV_ENGINE_OPT_CACHE, "--cache-type"},
+    {KVV_ENGINE_OPT_DEVICE, "--device"},         {KVV_ENGINE_OPT_UBATCH, "--ubatch"},
+    {KVV_ENGINE_OPT_EOPT, "--engine-opt"},       {KVV_ENGINE_OPT_ISA, "--isa"},
+    {KVV_ENGINE_OPT_REPACK, "--repack"},         {KVV_ENGINE_OPT_GGML, "--emulate-ggml"},
+};
+
+const char *kvv_engine_opt_name(unsigned opt)
+{
+    for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++)
+        if (opt_names[i].opt == opt)
+            return opt_names[i].name;
+    return "?";
+}
+
+/* Options every engine takes. */
+#define TAKEN_BY_ALL (KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_CACHE)
+
+bool kvv_engine_takes(const char *name, unsigned opt)
+{
+    return opt && ((row_of(name)->takes | TAKEN_BY_ALL) & opt) == opt;
+}
+
+/* Is `key` (up to '=' or the end) one of the ", "-separated keys? */
+static bool key_in(const char *keys, const char *key)
+{
+    size_t n = strcspn(key, "=");
+    for (const char *k = keys; n && *k;) {
+        size_t len = strcspn(k, ",");
+        if (len == n && strncmp(k, key, n) == 0)
+            return true;
+        k += len;
+        k += strspn(k, ", ");
+    }
+    return false;
+}
+
+bool kvv_engine_takes_key(const char *name, const char *key)
+{
+    const engine_row *r = row_of(name);
+    if (!key || !(r->takes & KVV_ENGINE_OPT_EOPT))
+        return false;
+    return !r->keys || key_in(r->keys, key);
+}
+
+/* "the cpu engine", "the cpu and llama.cpp engines and plugins": who
+ * takes opt. @return buf. */
+static const char *takers(unsigned opt, char *buf, size_t size)
+{
+    const char *names[N_ENGINES];
+    int n = 0;
+    for (size_t i = 0; i < N_ENGINES; i++)
+        if (engines[i].takes & opt)
+            names[n++] = engines[i].name;
+    size_t off = (size_t)snprintf(buf, size, n ? "the" : "no engine");
+    for (int i = 0; i < n && off < size; i++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%s", i == 0 ? " " : i == n - 1 ?
+                                " and " : ", ", names[i]);
+    if (off < size)
+        snprintf(buf + off, size - off, "%s%s", n > 1 ? " engines" : n ? " engine" : "",
+                 any_plugin.takes & opt ? (n ? " and plugins" : " but plugins") : "");
+    return buf;
+}
+
+kvv_status kvv_engine_check_opt(const char *name, unsigned opt, const char *value,
+                                kvv_error *err)
+{
+    const engine_row *r = row_of(name);
+    const char *shown = name ? name : r->name;
+    char who[96];
+    if (!kvv_engine_takes(name, opt))
+        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s does not take %s%s%s (it applies to "
+                             "%s)", shown, kvv_engine_opt_name(opt), value ? " " : "",
+                             value ? value : "", takers(opt, who, sizeof who));
+    if (opt == KVV_ENGINE_OPT_EOPT && value && !kvv_engine_takes_key(name, value))
+        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s does not take --engine-opt %s (its "
+                             "keys: %s)", shown, value, r->keys);
+    return KVV_OK;
+}
+
+kvv_status kvv_engine_check_opts(const kvv_engine_opts *o, kvv_error *err)
+{
+    const char *name = o->name;
+    const engine_row *r = row_of(name);
+    char v[32];
+    kvv_status s = kvv_engine_check_mode(name, o->mode, err);
+    if (!s && o->ggml) {
+        snprintf(v, sizeof v, "(flags 0x%x)", o->ggml);
+        s = kvv_engine_check_opt(name, KVV_ENGINE_OPT_GGML, v, err);
+    }
+    if (!s && o->isa && o->isa[0])
+        s = kvv_engine_check_opt(name, KVV_ENGINE_OPT_ISA, o->isa, err);
+    if (!s && o->repack)
+        s = kvv_engine_check_opt(name, KVV_ENGINE_OPT_REPACK, NULL, err);
+    if (!s && o->n_ubatch > 0) {
+        snprintf(v, sizeof v, "%d", o->n_ubatch);
+        s = kvv_engine_check_opt(name, KVV_ENGINE_OPT_UBATCH, v, err);
+    }
+    for (int i = 0; !s && i < o->n_engine_opts; i++)
+        s = kvv_engine_check_opt(name, KVV_ENGINE_OPT_EOPT, o->engine_opts[i], err);
+    /* an engine without --device runs on its one device, which may be named */
+    if (!s && o->device && !(r->devices && strcmp(o->device, r->devices) == 0))
+        s = kvv_engine_check_opt(name, KVV_ENGINE_OPT_DEVICE, o->device, err);
+    return s;
+}
+
+kvv_engine_opts kvv_engine_opts_for(const kvv_engine_opts *o, const char *name)
+{
+    const kvv_engine_opts d = kvv_engine_opts_default();
+    kvv_engine_opts e = *o;
+    e.name = name;
+    e.mode = kvv_engine_default_mode(name);
+    /* an engine's device and own options (--engine-opt) are its own */
+    e.device = d.device;
+    e.n_ubatch = d.n_ubatch;
+    e.engine_opts = d.engine_opts;
+    e.n_engine_opts = d.n_engine_opts;
+    if (!kvv_engine_takes(name, KVV_ENGINE_OPT_THREADS))
+        e.n_threads = d.n_threads;
+    if (!kvv_engine_takes(name, KVV_ENGINE_OPT_GGML))
+        e.ggml = d.ggml;
+    if (!kvv_engine_takes(name, KVV_ENGINE_OPT_ISA))
+        e.isa = d.isa;
+    if (!kvv_engine_takes(name, KVV_ENGINE_OPT_REPACK))
+        e.repack = d.repack;
+    return e;
 }
 
 bool kvv_ops_available(const char *name)
@@ -189,22 +336,9 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
         return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: n_ubatch %d or engine options "
                              "(%d) invalid", name, o->n_ubatch, o->n_engine_opts);
     const engine_row *r = row_of(name);
-    kvv_status s = kvv_engine_check_mode(name, o->mode, err);
+    kvv_status s = kvv_engine_check_opts(o, err);
     if (s)
         return s;
-    if (o->ggml && !r->ggml)
-        return kvv_error_set(err, KVV_ERR_USAGE,
-                             "engine %s has no llama.cpp emulation (ggml flags 0x%x)", name,
-                             o->ggml);
-    if (o->isa && o->isa[0] && !r->isa)
-        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s has no kernel tables (--isa %s "
-                             "applies to --engine cpu)", name, o->isa);
-    if (!r->plugin && o->n_engine_opts > 0)
-        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s takes no engine options (got '%s')",
-                             name, o->engine_opts[0]);
-    if (r->devices && o->device && strcmp(o->device, r->devices) != 0)
-        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s runs on the %s only (asked for "
-                             "device '%s')", name, r->devices, o->device);
     if (strncmp(name, KVV_PLUGIN_PREFIX, strlen(KVV_PLUGIN_PREFIX)) == 0)
         return kvv_engine_open_plugin(m, o, name + strlen(KVV_PLUGIN_PREFIX), NULL, out, err);
     if (r != &any_plugin) {

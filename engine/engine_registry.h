@@ -61,6 +61,32 @@ kvv_status kvv_engine_check_mode(const char *name, kvv_mode m, kvv_error *err);
  * the plugins (a plugin may be one instance per process). */
 bool kvv_engine_name_concurrent(const char *name);
 
+/* ---- The options each engine takes (KVV_ENGINE_OPT_*, engine/engine.h):
+ * one column of the table, one check, one message. */
+
+/* Does the engine take every option in opt? Every engine takes --engine,
+ * --mode (its modes) and --cache-type; an engine that does not take
+ * --threads runs one thread. */
+bool kvv_engine_takes(const char *name, unsigned opt);
+/* Does the engine take --engine-opt `key` ("KEY" or "KEY=VALUE")? A
+ * built-in: one of its keys; a plugin: any (the plugin checks its own). */
+bool kvv_engine_takes_key(const char *name, const char *key);
+/* KVV_OK when the engine takes option opt (and, for KVV_ENGINE_OPT_EOPT,
+ * the key in value), else KVV_ERR_USAGE with "engine NAME does not take
+ * --OPTION VALUE (it applies to the cpu engine)" (value may be NULL). */
+kvv_status kvv_engine_check_opt(const char *name, unsigned opt, const char *value,
+                                kvv_error *err);
+/* The check kvv_engine_open makes before opening o->name: its mode, then
+ * each option given (ggml, isa, repack, n_ubatch > 0, every engine option,
+ * a device other than the one it runs on) against what it takes;
+ * n_threads is never refused. KVV_OK or kvv_engine_check_opt's error. */
+kvv_status kvv_engine_check_opts(const kvv_engine_opts *o, kvv_error *err);
+/* o for another engine `name` (a command's second engine: compare's A,
+ * bench --against, evict's figures): its default mode; the options it does
+ * not take back to their defaults; device, micro-batch and engine options
+ * dropped (they are the first engine's own). */
+kvv_engine_opts kvv_engine_opts_for(const kvv_engine_opts *o, const char *name);
+
 /* One engine kvverify can run, as `kvverify engines` lists it. */
 typedef struct {
     char name[16];          /* as --engine takes it: "ref", "cpu", "llama.cpp", a plugin's

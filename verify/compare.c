@@ -364,7 +364,7 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
         return st;
     if (o->progress)
         o->progress(o->progress_user, "compare", 1, runs);
-    if (a.name && strcmp(a.name, "ref") == 0 && a.ggml == 0 && c->db.ggml) {
+    if (kvv_engine_takes(a.name, KVV_ENGINE_OPT_GGML) && a.ggml == 0 && c->db.ggml) {
         a.ggml = c->db.ggml;
         /* 8-bit activations: one that rounds the other way (the two engines'
          * fp32 values differ in their last bits) moves a dot product by a

@@ -62,6 +62,11 @@ typedef struct {
 
 kvv_cpu_opts kvv_cpu_opts_default(void);
 
+/* The cpu engine's own options through kvv_engine_opts.engine_opts
+ * (--engine-opt KEY=VALUE; the registry's column): dequant_all=0|1 and
+ * f32_act=0|1 set the fields above. */
+#define KVV_CPU_ENGINE_KEYS "dequant_all, f32_act"
+
 /* Open the cpu engine on m (borrowed; must outlive the engine). o->mode must
  * be KVV_MODE_FAST or KVV_MODE_INVARIANT (KVV_MODE_EXACT is taken to mean
  * invariant). Errors: KVV_ERR_USAGE (bad threads, n_ctx, an o->isa the CPU
