@@ -185,8 +185,9 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)
         fprintf(f, "  --ubatch N          micro-batch size of engines that have one (default: "
                    "the engine's)\n");
     if (e->accepts & KVV_ENGINE_OPT_EOPT)
-        fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (plugins: see\n"
-                   "                      docs/plugins.md, plugins/llama.cpp/README.md)\n");
+        fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (cpu: dequant_all=1,\n"
+                   "                      f32_act=1; plugins: docs/plugins.md,\n"
+                   "                      plugins/llama.cpp/README.md)\n");
     if (e->accepts & KVV_ENGINE_OPT_REPACK)
         fprintf(f, "  --repack            cpu, invariant mode: hold repacked copies of quantized\n"
                    "                      weights (faster decode; a copy beside any other mapping)\n"

@@ -33,6 +33,25 @@ int kvv_mode_from_name(const char *s, kvv_mode *out)
     return 0;
 }
 
+static const struct {
+    unsigned opt;
+    const char *name;
+} opt_names[] = {
+    {KVV_ENGINE_OPT_ENGINE, "--engine"},         {KVV_ENGINE_OPT_MODE, "--mode"},
+    {KVV_ENGINE_OPT_THREADS, "--threads"},       {KVV_ENGINE_OPT_CACHE, "--cache-type"},
+    {KVV_ENGINE_OPT_DEVICE, "--device"},         {KVV_ENGINE_OPT_UBATCH, "--ubatch"},
+    {KVV_ENGINE_OPT_EOPT, "--engine-opt"},       {KVV_ENGINE_OPT_ISA, "--isa"},
+    {KVV_ENGINE_OPT_REPACK, "--repack"},         {KVV_ENGINE_OPT_GGML, "--emulate-ggml"},
+};
+
+const char *kvv_engine_opt_name(unsigned opt)
+{
+    for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++)
+        if (opt_names[i].opt == opt)
+            return opt_names[i].name;
+    return "?";
+}
+
 kvv_engine_opts kvv_engine_opts_default(void)
 {
     kvv_engine_opts o;

@@ -1,9 +1,10 @@
 /*
  * engine.h — the engine interface: an opaque kvv_engine and its operations,
  * so verify/ can certify the reference, the cpu engine, llama.cpp and any
- * plugin the same way (DESIGN.md §2). Which engines there are, opening by
- * name aside, and what each takes: engine/engine_registry.h. Writing an
- * engine: the vtable in engine/engine_impl.h.
+ * plugin the same way (DESIGN.md §2). Which engines there are and what each
+ * takes: engine/engine_registry.h (kvv_engine_open below opens them by
+ * name). Writing an engine: the vtable in engine/engine_impl.h, and
+ * docs/engines.md.
  *
  *   kvv_engine_opts o = kvv_engine_opts_default();
  *   o.name = "cpu"; o.mode = KVV_MODE_INVARIANT; o.n_threads = 2;

@@ -1,8 +1,11 @@
 /*
  * engine_ops.h — each engine's individual operations behind one table of
- * function pointers, so `kvverify numerics` (verify/numerics.h) can feed the
- * SAME fp32 inputs to every engine's op and to the MPFR oracle
- * (reference/oracle.h) and measure the error in ULPs.
+ * function pointers, so `kvverify numerics` (verify/numerics/numerics.h) can
+ * feed the SAME fp32 inputs to every engine's op and to the MPFR oracle
+ * (reference/oracle.h) and measure the error in ULPs. The names and
+ * kvv_ops_close: engine/engine_ops.c; the op sets: engine/ref/ops_ref.c,
+ * engine/cpu/ops_cpu.c, engine/ops_oracle.c; which engine has one: the
+ * registry (kvv_ops_open).
  *
  * An op set is bound to an engine it opens itself: each slot calls that
  * engine's own kernel — ref_dot / ref_rmsnorm / ref_softmax ... of

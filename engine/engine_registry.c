@@ -1,9 +1,11 @@
 /*
- * engine_registry.c — opening engines by name (engine/engine_registry.h,
- * kvv_engine_open of engine/engine.h): one const
- * table of the built-in engines and llama.cpp, "plugin:PATH" and plugins
- * found by name in the plugin folders, and the catalog `kvverify engines`
- * prints. Each engine's open function is declared in engine/engine_impl.h.
+ * engine_registry.c — the engines by name (engine/engine_registry.h) and
+ * kvv_engine_open (engine/engine.h): one const table of the built-in
+ * engines and llama.cpp whose columns are each engine's facts (modes,
+ * concurrency, the options it takes, its device, its op set), the checks of
+ * kvv_engine_opts against a row, "plugin:PATH" and plugins found by name in
+ * the plugin folders, and the catalog `kvverify engines` prints. Each
+ * engine's open function is declared in engine/engine_impl.h.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -132,25 +134,6 @@ bool kvv_engine_name_concurrent(const char *name)
 }
 
 /* ------------------------------------------------------------ options */
-
-static const struct {
-    unsigned opt;
-    const char *name;
-} opt_names[] = {
-    {KVV_ENGINE_OPT_ENGINE, "--engine"},         {KVV_ENGINE_OPT_MODE, "--mode"},
-    {KVV_ENGINE_OPT_THREADS, "--threads"},       {KVV_ENGINE_OPT_CACHE, "--cache-type"},
-    {KVV_ENGINE_OPT_DEVICE, "--device"},         {KVV_ENGINE_OPT_UBATCH, "--ubatch"},
-    {KVV_ENGINE_OPT_EOPT, "--engine-opt"},       {KVV_ENGINE_OPT_ISA, "--isa"},
-    {KVV_ENGINE_OPT_REPACK, "--repack"},         {KVV_ENGINE_OPT_GGML, "--emulate-ggml"},
-};
-
-const char *kvv_engine_opt_name(unsigned opt)
-{
-    for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++)
-        if (opt_names[i].opt == opt)
-            return opt_names[i].name;
-    return "?";
-}
 
 /* Options every engine takes. */
 #define TAKEN_BY_ALL (KVV_ENGINE_OPT_ENGINE | KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_CACHE)

@@ -238,7 +238,8 @@ static kvv_status own_opts(const kvv_engine_opts *o, kvv_cpu_opts *co, kvv_error
     return KVV_OK;
 }
 
-kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
+/* The registry's open (engine/engine_impl.h): mode and options checked. */
+kvv_status kvv_engine_open_cpu(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err)
 {
     kvv_cpu_opts co = kvv_cpu_opts_default();
