@@ -417,13 +417,14 @@ void kvv_check_cli_print_header(const kvv_check_cli *c, kvv_check_run *run)
         snprintf(d->name, sizeof d->name, "%s",
                  strncmp(e->name, "plugin:", 7) == 0 ? (slash ? slash + 1 : e->name + 7) : e->name);
         /* a plugin has no kvverify modes: it runs as it is ("native") */
-        bool builtin = strcmp(e->name, "ref") == 0 || strcmp(e->name, "cpu") == 0;
-        snprintf(d->mode, sizeof d->mode, "%s", builtin ? kvv_mode_name(e->mode) : "native");
+        snprintf(d->mode, sizeof d->mode, "%s",
+                 kvv_engine_is_plugin(e->name) ? "native" : kvv_mode_name(e->mode));
         snprintf(d->cache_type, sizeof d->cache_type, "%s", kvv_cache_type_name(e->cache_type));
         d->n_threads = e->n_threads;
         kvv_cpu_isa isa; /* the cpu engine's kernel table: the one it will choose */
         kvv_error ierr = {0};
-        if (strcmp(e->name, "cpu") == 0 && kvv_cpu_isa_choose(e->isa, &isa, &ierr) == KVV_OK)
+        if (kvv_engine_takes(e->name, KVV_ENGINE_OPT_ISA) &&
+            kvv_cpu_isa_choose(e->isa, &isa, &ierr) == KVV_OK)
             snprintf(d->isa, sizeof d->isa, "%s", kvv_cpu_isa_name(isa));
         rep->has_engine = true;
         run->header_from_opts = true;

@@ -81,9 +81,10 @@ static void help(FILE *f)
             "                      llama-bench's tg test (default 64; 0 skips)\n"
             "  --repeats R         repeats; the median is reported (default 3)\n"
             "  --seed S            token ids (default 1)\n"
-            "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison)\n"
+            "  --dequant-all       cpu: hold every quantized weight as F32 (for comparison;\n"
+            "                      --engine-opt dequant_all=1)\n"
             "  --f32-act           cpu fast: fp32 activations for Q8_0/Q4_0 products instead\n"
-            "                      of rounding them to Q8_0 (for comparison)\n"
+            "                      of rounding them to Q8_0 (for comparison; f32_act=1)\n"
             "  --roofline          also measure this machine's roofline: OpenBLAS sgemm\n"
             "                      GFLOP/s (128x1536x576, --threads) and the streaming read\n"
             "                      GB/s of --threads threads over 256 MiB (best of 3\n"
@@ -169,13 +170,26 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
+/* --dequant-all and --f32-act are --engine-opt KEY=1 of the engine under
+ * test (the cpu engine's keys). @return true when it takes the key. */
+static bool takes_key(kvv_opts *o, const char *option, const char *engine, const char *key)
+{
+    kvv_error err = {0};
+    if (kvv_engine_check_opt(engine, KVV_ENGINE_OPT_EOPT, key, &err) == KVV_OK)
+        return true;
+    kvv_opts_error(o, "option %s: %s", option, err.msg);
+    return false;
+}
+
 static void own_finish(void *state, kvv_opts *o)
 {
     const bench_args *a = state;
     if (!a->model_path)
         kvv_opts_error(o, "missing MODEL");
-    else if ((a->dequant_all || a->f32_act) && strcmp(a->engine.engine, "cpu") != 0)
-        kvv_opts_error(o, "--dequant-all and --f32-act apply to --engine cpu only");
+    else if (a->dequant_all && !takes_key(o, "--dequant-all", a->engine.engine, "dequant_all=1"))
+        ;
+    else if (a->f32_act && !takes_key(o, "--f32-act", a->engine.engine, "f32_act=1"))
+        ;
     else if (a->prompt == 0 && a->gen == 0)
         kvv_opts_error(o, "--prompt 0 and --gen 0: nothing to measure");
     else if (a->against && !a->against[0])
@@ -454,8 +468,9 @@ static void print_table(const bench_args *a, const kvv_model *m, const side *sid
 }
 
 /* The engine the options ask for (--isa is kvv_engine_opts.isa);
- * --dequant-all and --f32-act go to the cpu engine's own open. With
- * --against, --device, --ubatch and --engine-opt belong to that engine. */
+ * --dequant-all and --f32-act are its engine options dequant_all=1 and
+ * f32_act=1. With --against, --device, --ubatch and --engine-opt belong to
+ * that engine. */
 static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engine **e,
                               kvv_error *err)
 {
@@ -467,12 +482,17 @@ static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engin
         eo.engine_opts = NULL;
         eo.n_engine_opts = 0;
     }
-    if (!a->dequant_all && !a->f32_act)
-        return kvv_engine_open(m, &eo, e, err);
-    kvv_cpu_opts co = kvv_cpu_opts_default();
-    co.dequant_all = a->dequant_all;
-    co.f32_act = a->f32_act;
-    return kvv_cpu_engine_open_ex(m, &eo, &co, e, err);
+    const char *keys[KVV_ENGINE_CLI_MAX_EOPTS + 2];
+    int n = 0;
+    for (int i = 0; i < eo.n_engine_opts; i++)
+        keys[n++] = eo.engine_opts[i];
+    if (a->dequant_all)
+        keys[n++] = "dequant_all=1";
+    if (a->f32_act)
+        keys[n++] = "f32_act=1";
+    eo.engine_opts = n ? keys : NULL;
+    eo.n_engine_opts = n;
+    return kvv_engine_open(m, &eo, e, err); /* the engine reads its options at open */
 }
 
 /* The --against engine: the same threads and context, its own default
@@ -480,12 +500,15 @@ static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engin
 static kvv_status open_against(const bench_args *a, const kvv_model *m, kvv_engine **e,
                                kvv_error *err)
 {
-    kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
-    eo.name = a->against;
-    eo.mode = kvv_engine_default_mode(a->against);
+    kvv_engine_opts cli = kvv_engine_cli_opts(&a->engine);
+    kvv_engine_opts eo = kvv_engine_opts_for(&cli, a->against);
     eo.cache_type = a->against_cache;
     eo.n_ctx = (int)(a->prompt + a->gen);
     eo.isa = NULL; /* --isa is the engine under test's (--engine cpu) */
+    eo.device = cli.device; /* --device, --ubatch and --engine-opt are --against's */
+    eo.n_ubatch = cli.n_ubatch;
+    eo.engine_opts = cli.engine_opts;
+    eo.n_engine_opts = cli.n_engine_opts;
     return kvv_engine_open(m, &eo, e, err);
 }
 

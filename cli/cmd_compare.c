@@ -126,14 +126,9 @@ int kvv_cmd_compare(int argc, char **argv)
     co.progress = run.opts.progress;
     co.progress_user = run.opts.progress_user;
     co.rel_tol = a.tol;
-    co.a = run.opts.engine;
-    co.a.name = engine_a;
-    co.a.mode = kvv_engine_default_mode(engine_a);
+    /* --device, --ubatch, --engine-opt, --repack: engine B's, like --threads */
+    co.a = kvv_engine_opts_for(&run.opts.engine, engine_a);
     co.a.n_threads = 1;
-    co.a.device = NULL; /* --device, --ubatch, --engine-opt: engine B's, like --threads */
-    co.a.n_ubatch = 0;
-    co.a.engine_opts = NULL;
-    co.a.n_engine_opts = 0;
     co.a.isa = a.isa_a; /* --isa is engine B's */
     if (a.mode_a)
         kvv_mode_from_name(a.mode_a, &co.a.mode);

@@ -13,7 +13,7 @@
 #include "cli/opts.h"
 #include "cli/output_opts.h"
 #include "engine/cpu/cpu_isa.h"
-#include "engine/engine.h"
+#include "engine/engine_registry.h"
 
 #define MAX_ENGINES 32
 
@@ -42,16 +42,17 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
-/* The modes an engine is opened in: "fast, invariant" -> both. */
+/* The modes an engine is opened in: each of its own (a plugin reports its
+ * own once opened in its default). @return how many, <= KVV_MODE_COUNT. */
 static int modes_of(const kvv_engine_info *e, kvv_mode *out)
 {
     if (e->plugin)
-        return out[0] = KVV_MODE_INVARIANT, 1; /* a plugin reports its own */
-    if (kvv_engine_default_mode(e->name) == KVV_MODE_EXACT)
-        return out[0] = KVV_MODE_EXACT, 1;
-    out[0] = KVV_MODE_FAST;
-    out[1] = KVV_MODE_INVARIANT;
-    return 2;
+        return out[0] = kvv_engine_default_mode(e->name), 1;
+    int n = 0;
+    for (int m = 0; m < KVV_MODE_COUNT; m++)
+        if (kvv_engine_has_mode(e->name, (kvv_mode)m))
+            out[n++] = (kvv_mode)m;
+    return n;
 }
 
 /* The cpu engine's kernel tables, as text or JSON. */
@@ -167,10 +168,10 @@ int kvv_cmd_engines(int argc, char **argv)
         json_t *j = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s}", "name", e->name, "plugin",
                               e->plugin, "modes", e->modes, "devices", e->devices, "version",
                               e->version, "path", e->path, "status", e->status);
-        if (strcmp(e->name, "cpu") == 0)
+        if (kvv_engine_takes(e->name, KVV_ENGINE_OPT_ISA))
             json_object_set_new(j, "kernel_tables", isa_tables(f));
         if (model && (!e->plugin || !e->status[0])) {
-            kvv_mode modes[2];
+            kvv_mode modes[KVV_MODE_COUNT];
             int nm = modes_of(e, modes);
             json_t *jm = json_array();
             for (int k = 0; k < nm; k++)

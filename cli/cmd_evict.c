@@ -140,8 +140,7 @@ static bool own_option(void *state, kvv_opts *o)
         a->n_prompts_given = true;
     } else if (kvv_opts_value(o, "--figures-engine")) {
         a->figures = o->value;
-        if (o->value && strcmp(o->value, "cpu") && strcmp(o->value, "ref") &&
-            strcmp(o->value, "same"))
+        if (o->value && strcmp(o->value, "same") && kvv_engine_is_plugin(o->value))
             kvv_opts_error(o, "option --figures-engine: '%s' is not cpu, ref or same", o->value);
     } else if (kvv_opts_value(o, "--verify-prompts")) {
         if (o->value)
@@ -236,8 +235,7 @@ static kvv_engine_opts figures_engine(const kvv_engine_opts *under_test, const c
 {
     kvv_engine_opts fig = *under_test;
     if (strcmp(figures, "same") != 0) {
-        fig.name = figures;
-        fig.mode = kvv_engine_default_mode(figures);
+        fig = kvv_engine_opts_for(under_test, figures);
         fig.n_threads = 1;
         fig.control = 0;
         fig.ggml = 0;

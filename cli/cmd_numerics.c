@@ -374,14 +374,47 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
-/* numerics measures the reference and the cpu engine's two modes. */
+/* Is engine `name` measured under --engine `which` ("all": every engine
+ * with an op set)? */
+static bool measured(const char *which, const char *name)
+{
+    return strcmp(which, "all") == 0 || strcmp(which, name) == 0;
+}
+
+/* Does engine `name` run in mode m under --mode `mode` (NULL: each of its
+ * modes)? An engine with one mode runs it whatever --mode says. */
+static bool runs_in(const char *name, kvv_mode m, const char *mode)
+{
+    if (!kvv_engine_has_mode(name, m))
+        return false;
+    int n = 0;
+    for (int k = 0; k < KVV_MODE_COUNT; k++)
+        n += kvv_engine_has_mode(name, (kvv_mode)k);
+    return !mode || n == 1 || strcmp(mode, kvv_mode_name(m)) == 0;
+}
+
+/* numerics measures the engines with an op set (ref, cpu) in their modes. */
 static void own_finish(void *state, kvv_opts *o)
 {
     const kvv_engine_cli *e = &((num_opts *)state)->c->engine;
-    if (strcmp(e->engine, "ref") && strcmp(e->engine, "cpu") && strcmp(e->engine, "all"))
-        kvv_opts_error(o, "option --engine: '%s' is not ref, cpu or all", e->engine);
-    else if (e->mode && strcmp(e->mode, "fast") && strcmp(e->mode, "invariant"))
-        kvv_opts_error(o, "option --mode: '%s' is not fast or invariant", e->mode);
+    const char *name;
+    bool engine_ok = false, mode_ok = !e->mode;
+    kvv_mode m;
+    char with[128] = "";
+    size_t off = 0;
+    for (int i = 0; (name = kvv_engine_registered(i)); i++)
+        if (kvv_ops_available(name)) {
+            if (off < sizeof with)
+                off += (size_t)snprintf(with + off, sizeof with - off, "%s, ", name);
+            if (!measured(e->engine, name))
+                continue;
+            engine_ok = true;
+            mode_ok |= kvv_mode_from_name(e->mode, &m) && kvv_engine_has_mode(name, m);
+        }
+    if (!engine_ok)
+        kvv_opts_error(o, "option --engine: '%s' has no op set (%sor all)", e->engine, with);
+    else if (!mode_ok)
+        kvv_opts_error(o, "option --mode: the engines measured have no mode '%s'", e->mode);
 }
 
 /* The control must come out as exactly 1 ULP on every value it measured. */
@@ -411,25 +444,33 @@ static int open_op_sets(const kvv_model *m, const kvv_engine_opts *eo, const cha
     kvv_error err = {0};
     memset(ops, 0, sizeof *ops);
     kvv_engine_opts reo = *eo;
-    reo.isa = NULL; /* --isa is the cpu engine's */
+    reo.isa = NULL; /* --isa is the engine's with kernel tables */
     if (kvv_ops_open_ref(m, &reo, &ops->ref, &err))
         return kvv_cli_fail(&err);
-    if (strcmp(which, "cpu") != 0)
-        ops->list[ops->n++] = ops->ref;
-    if (strcmp(which, "ref") != 0) {
-        const kvv_mode modes[2] = {KVV_MODE_FAST, KVV_MODE_INVARIANT};
-        for (int i = 0; i < 2; i++) {
-            if (mode && strcmp(mode, kvv_mode_name(modes[i])) != 0)
+    const char *ref_name = kvv_engine_options(ops->ref->engine)->name;
+    const char *name;
+    for (int i = 0; (name = kvv_engine_registered(i)); i++) {
+        if (!kvv_ops_available(name) || !measured(which, name))
+            continue;
+        /* room is kept for the control, last */
+        for (int k = 0; k < KVV_MODE_COUNT && ops->n + 1 < (int)(sizeof ops->list /
+                                                                 sizeof ops->list[0]); k++) {
+            if (!runs_in(name, (kvv_mode)k, mode))
                 continue;
-            kvv_engine_opts ceo = *eo;
-            ceo.mode = modes[i];
-            kvv_error cerr = {0};
-            if (kvv_ops_open_cpu(m, &ceo, &ops->list[ops->n], &cerr) == KVV_OK)
+            if (strcmp(name, ref_name) == 0) { /* the capture set, measured too */
+                ops->list[ops->n++] = ops->ref;
+                continue;
+            }
+            kvv_engine_opts oeo = *eo;
+            oeo.name = name;
+            oeo.mode = (kvv_mode)k;
+            kvv_error oerr = {0};
+            if (kvv_ops_open(m, &oeo, &ops->list[ops->n], &oerr) == KVV_OK)
                 ops->n++;
-            else if (strcmp(which, "cpu") == 0)
-                return kvv_cli_fail(&cerr);
+            else if (strcmp(which, name) == 0)
+                return kvv_cli_fail(&oerr);
             else
-                printf("note: cpu/%s skipped: %s\n", kvv_mode_name(modes[i]), cerr.msg);
+                printf("note: %s/%s skipped: %s\n", name, kvv_mode_name((kvv_mode)k), oerr.msg);
         }
     }
     if (control) {

@@ -466,7 +466,7 @@ static kvv_status open_engine(const run_args *a, run_state *s, kvv_error *err)
     if ((st = kvv_engine_open(s->m, &eo, &s->e, err)))
         return st;
     const int nv = s->m->hp.n_vocab;
-    const int n_ctx = s->e->opts.n_ctx; /* the resolved size (a plugin may expose no cache) */
+    const int n_ctx = kvv_engine_options(s->e)->n_ctx; /* the resolved size (a plugin may expose no cache) */
     /* Greedy evaluates n_prompt + n_gen - 1 positions. */
     if (s->n_prompt + (s->n_gen > 0 ? s->n_gen - 1 : 0) > n_ctx)
         return kvv_error_set(err, KVV_ERR_USAGE,

@@ -107,13 +107,14 @@ bool kvv_engine_cli_check_isa(kvv_opts *o, const char *option, const char *isa,
 {
     if (!isa || o->failed)
         return true;
-    if (!engine || (strcmp(engine, "cpu") != 0 && strcmp(engine, "all") != 0)) {
-        kvv_opts_error(o, "option %s: %s applies to the cpu engine (engine %s has no kernel "
-                          "tables)", option, option, engine ? engine : "ref");
-        return false;
+    kvv_error err = {0};
+    if (!engine || strcmp(engine, "all") != 0) {
+        if (kvv_engine_check_opt(engine, KVV_ENGINE_OPT_ISA, isa, &err)) {
+            kvv_opts_error(o, "option %s: %s", option, err.msg);
+            return false;
+        }
     }
     kvv_cpu_isa t;
-    kvv_error err = {0};
     if (kvv_cpu_isa_choose(isa, &t, &err) == KVV_OK)
         return true;
     /* the message starts "--isa NAME: ..." */
@@ -136,15 +137,16 @@ static void finish(void *state, kvv_opts *o)
         return;
     if (!e->isa_elsewhere && !kvv_engine_cli_check_isa(o, "--isa", e->isa, e->engine))
         return;
-    if (e->repack >= 0 && strcmp(e->engine, "cpu") != 0) {
-        kvv_opts_error(o, "option %s applies to the cpu engine (engine %s reads its weights "
-                          "as it does)", e->repack ? "--repack" : "--no-repack", e->engine);
+    kvv_error err = {0};
+    if (e->repack >= 0 && kvv_engine_check_opt(e->engine, KVV_ENGINE_OPT_REPACK, NULL, &err)) {
+        kvv_opts_error(o, "option %s: %s", e->repack ? "--repack" : "--no-repack", err.msg);
         return;
     }
-    if (strcmp(e->engine, "ref") == 0 && e->n_threads > 1 && !e->threads_elsewhere) {
-        fprintf(stderr, "kvverify %s: note: the ref engine runs one thread (its sums have one "
-                        "order); --threads %d applies to the other engines\n", e->cmd,
-                e->n_threads);
+    if (!kvv_engine_takes(e->engine, KVV_ENGINE_OPT_THREADS) && e->n_threads > 1 &&
+        !e->threads_elsewhere) {
+        fprintf(stderr, "kvverify %s: note: the %s engine runs one thread; --threads %d "
+                        "applies to the other engines\n", e->cmd,
+                e->engine, e->n_threads);
         e->n_threads = 1;
     }
 }
@@ -183,8 +185,9 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading)
         fprintf(f, "  --ubatch N          micro-batch size of engines that have one (default: "
                    "the engine's)\n");
     if (e->accepts & KVV_ENGINE_OPT_EOPT)
-        fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (plugins: see\n"
-                   "                      docs/plugins.md, plugins/llama.cpp/README.md)\n");
+        fprintf(f, "  --engine-opt K=V    an engine's own option, repeatable (cpu: dequant_all=1,\n"
+                   "                      f32_act=1; plugins: docs/plugins.md,\n"
+                   "                      plugins/llama.cpp/README.md)\n");
     if (e->accepts & KVV_ENGINE_OPT_REPACK)
         fprintf(f, "  --repack            cpu, invariant mode: hold repacked copies of quantized\n"
                    "                      weights (faster decode; a copy beside any other mapping)\n"
@@ -218,6 +221,7 @@ kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e)
     eo.engine_opts = e->n_engine_opts ? e->engine_opts : NULL;
     eo.n_engine_opts = e->n_engine_opts;
     eo.isa = e->isa;
-    eo.repack = e->repack >= 0 ? e->repack : e->repack_default;
+    eo.repack = e->repack >= 0 ? e->repack
+                : e->repack_default && kvv_engine_takes(eo.name, KVV_ENGINE_OPT_REPACK);
     return eo;
 }

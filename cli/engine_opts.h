@@ -13,7 +13,7 @@
  *                     the built-in engines take only cpu)
  *   --ubatch N        micro-batch size (plugins with one; 0 = the engine's)
  *   --engine-opt K=V  an engine's own option, repeatable, passed in order
- *                     (plugins; the built-in engines take none)
+ *                     (plugins; cpu: dequant_all, f32_act; ref none)
  *   --isa NAME        the cpu engine's kernel table: generic, avx2, avx512 or
  *                     auto (default: the widest this CPU runs; cpu_isa.h);
  *                     refused, before anything runs, with another engine or
@@ -36,13 +36,12 @@
  * A command that takes only some of them says which (accepts); the others
  * are then "not used by CMD", not silently ignored.
  *
- * Adding an engine option (--isa, --engine-opt KEY=VALUE, --device) is one
- * edit in this pair of files: a KVV_ENGINE_OPT_* bit (inside
- * KVV_ENGINE_OPT_ALL), a field below, its case in kvv_engine_cli_parse, its
- * line in kvv_engine_cli_help, and where it goes in kvv_engine_cli_opts (a
- * kvv_engine_opts field); a check that needs another option as well (e.g.
- * --isa only with --engine cpu) goes in a finish function of the group
- * (kvv_engine_cli_group). Every command that takes KVV_ENGINE_OPT_ALL has
+ * Adding an engine option (--isa, --engine-opt KEY=VALUE, --device): a
+ * KVV_ENGINE_OPT_* bit and a kvv_engine_opts field (engine/engine.h), the
+ * engines that take it in the registry's column (engine/engine_registry.c,
+ * which refuses it for the others), then here a field below, its case in
+ * kvv_engine_cli_parse, its line in kvv_engine_cli_help, and where it goes
+ * in kvv_engine_cli_opts. Every command that takes KVV_ENGINE_OPT_ALL has
  * the new option, in its parsing and its --help, at once.
  */
 #ifndef KVV_ENGINE_OPTS_H
@@ -53,20 +52,15 @@
 
 #include "cli/opts.h"
 #include "engine/engine.h"
+#include "engine/engine_registry.h"
 
-/* The engine options a command takes (kvv_engine_cli.accepts). */
+/* The engine options a command takes (kvv_engine_cli.accepts): the
+ * KVV_ENGINE_OPT_* bits of engine/engine.h, whose registry column says
+ * which engine takes each. */
 enum {
-    KVV_ENGINE_OPT_ENGINE = 1u << 0,   /* --engine */
-    KVV_ENGINE_OPT_MODE = 1u << 1,     /* --mode */
-    KVV_ENGINE_OPT_THREADS = 1u << 2,  /* --threads */
-    KVV_ENGINE_OPT_CACHE = 1u << 3,    /* --cache-type */
-    KVV_ENGINE_OPT_DEVICE = 1u << 4,   /* --device */
-    KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* --ubatch */
-    KVV_ENGINE_OPT_EOPT = 1u << 6,     /* --engine-opt KEY=VALUE (repeatable) */
-    KVV_ENGINE_OPT_ISA = 1u << 7,      /* --isa (the cpu engine's kernel table) */
-    KVV_ENGINE_OPT_REPACK = 1u << 8,   /* --repack / --no-repack (cpu, invariant mode) */
     /* what only a plugin engine uses: --device --ubatch --engine-opt */
     KVV_ENGINE_OPT_PLUGIN = KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH | KVV_ENGINE_OPT_EOPT,
+    /* every option this parser has (--emulate-ggml is run's own) */
     KVV_ENGINE_OPT_ALL = 0x1ffu
 };
 
@@ -109,19 +103,21 @@ void kvv_engine_cli_init(kvv_engine_cli *e, const char *cmd, const char *default
 
 /* The group for kvv_opts_parse (state: e, which must outlive the parse).
  * Its finish refuses an engine that does not exist (kvv_engine_exists),
- * once, before anything runs, and notes on stderr that the ref engine runs
- * one thread when --threads asks for more (and passes 1). */
+ * once, and --repack for an engine that does not take it, before anything
+ * runs, and notes on stderr that an engine without threads (ref) runs one
+ * thread when --threads asks for more (and passes 1). */
 kvv_opt_group kvv_engine_cli_group(kvv_engine_cli *e);
 /* The same check for an engine named by another option (compare
  * --against): "option OPTION: unknown engine ..." and o->failed.
  * @return true when it exists. */
 bool kvv_engine_cli_check_name(kvv_opts *o, const char *option, const char *name);
 /* The checks of --isa (option, e.g. "--isa" or compare's "--isa-a") for
- * engine `engine`: NULL isa passes; the engine must be cpu (or numerics'
- * "all", which includes it), else "OPTION applies to the cpu engine"; and
- * this CPU must run the table (kvv_cpu_isa_choose: its message names the
- * table, what it needs and the tables this CPU has). Errors go through
- * kvv_opts_error (exit 2). @return true when nothing was refused. */
+ * engine `engine`: NULL isa passes; the engine must take --isa (numerics'
+ * "all" includes one that does), else the registry's "engine ref does not
+ * take --isa generic (it applies to the cpu engine)"; and this CPU must run
+ * the table (kvv_cpu_isa_choose: its message names the table, what it needs
+ * and the tables this CPU has). Errors go through kvv_opts_error (exit 2).
+ * @return true when nothing was refused. */
 bool kvv_engine_cli_check_isa(kvv_opts *o, const char *option, const char *isa,
                               const char *engine);
 /* Consume o->arg if it is an engine option; one this command does not take
@@ -137,7 +133,7 @@ void kvv_engine_cli_help(FILE *f, const kvv_engine_cli *e, bool heading);
  * engine's default, threads (1 when not given), cache type, device,
  * micro-batch size, engine options (pointing into e: valid while e is),
  * kernel table (--isa; NULL when not given: the engine's choice) and
- * repack (given, else repack_default). */
+ * repack (given, else repack_default for an engine that takes it). */
 kvv_engine_opts kvv_engine_cli_opts(const kvv_engine_cli *e);
 
 /* The mode given for engine `name`, or that engine's default. */

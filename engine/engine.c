@@ -33,9 +33,23 @@ int kvv_mode_from_name(const char *s, kvv_mode *out)
     return 0;
 }
 
-kvv_mode kvv_engine_default_mode(const char *name)
+static const struct {
+    unsigned opt;
+    const char *name;
+} opt_names[] = {
+    {KVV_ENGINE_OPT_ENGINE, "--engine"},         {KVV_ENGINE_OPT_MODE, "--mode"},
+    {KVV_ENGINE_OPT_THREADS, "--threads"},       {KVV_ENGINE_OPT_CACHE, "--cache-type"},
+    {KVV_ENGINE_OPT_DEVICE, "--device"},         {KVV_ENGINE_OPT_UBATCH, "--ubatch"},
+    {KVV_ENGINE_OPT_EOPT, "--engine-opt"},       {KVV_ENGINE_OPT_ISA, "--isa"},
+    {KVV_ENGINE_OPT_REPACK, "--repack"},         {KVV_ENGINE_OPT_GGML, "--emulate-ggml"},
+};
+
+const char *kvv_engine_opt_name(unsigned opt)
 {
-    return name && strcmp(name, "ref") == 0 ? KVV_MODE_EXACT : KVV_MODE_INVARIANT;
+    for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++)
+        if (opt_names[i].opt == opt)
+            return opt_names[i].name;
+    return "?";
 }
 
 kvv_engine_opts kvv_engine_opts_default(void)
@@ -99,6 +113,16 @@ kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const fl
 kvv_kv_cache *kvv_engine_cache(kvv_engine *e)
 {
     return e ? e->vt->cache(e) : NULL;
+}
+
+const kvv_model *kvv_engine_model(const kvv_engine *e)
+{
+    return e ? e->model : NULL;
+}
+
+const kvv_engine_opts *kvv_engine_options(const kvv_engine *e)
+{
+    return e ? &e->opts : NULL;
 }
 
 void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d)
@@ -223,11 +247,6 @@ double kvv_engine_cpu_seconds(kvv_engine *e)
 bool kvv_engine_concurrent(const kvv_engine *e)
 {
     return e && !e->vt->serial;
-}
-
-bool kvv_engine_name_concurrent(const char *name)
-{
-    return !name || strcmp(name, "ref") == 0 || strcmp(name, "cpu") == 0;
 }
 
 unsigned kvv_engine_caps(kvv_engine *e)

@@ -1,7 +1,10 @@
 /*
- * engine.h — the engine interface: one small vtable every engine implements,
- * so verify/ can certify the reference, the cpu engine (and later a GPU or a
- * third-party engine) the same way. DESIGN.md §2.
+ * engine.h — the engine interface: an opaque kvv_engine and its operations,
+ * so verify/ can certify the reference, the cpu engine, llama.cpp and any
+ * plugin the same way (DESIGN.md §2). Which engines there are and what each
+ * takes: engine/engine_registry.h (kvv_engine_open below opens them by
+ * name). Writing an engine: the vtable in engine/engine_impl.h, and
+ * docs/engines.md.
  *
  *   kvv_engine_opts o = kvv_engine_opts_default();
  *   o.name = "cpu"; o.mode = KVV_MODE_INVARIANT; o.n_threads = 2;
@@ -9,6 +12,32 @@
  *   if (kvv_engine_open(model, &o, &e, &err)) ...
  *   kvv_engine_forward(e, n, tokens, pos, &hooks, KVV_LOGITS_LAST, logits, &err);
  *   kvv_engine_close(e);
+ *
+ * The contract every engine keeps (the reference, reference/ref.h, is its
+ * model; a check that finds an engine breaking it reports a verdict):
+ *
+ *   - An engine holds one sequence in its KV cache of n_ctx positions
+ *     (kvv_engine_options(e)->n_ctx once open). kvv_engine_forward processes
+ *     n >= 1 tokens at increasing positions pos[i], 0 <= pos[i] < n_ctx,
+ *     gaps allowed (a policy's evictions, KV-Direct's restarts; the built-in
+ *     engines take distinct positions in any order, plugins refuse that with
+ *     KVV_ERR_UNSUPPORTED): their K/V are stored, then every token attends to
+ *     the present cache entries at positions <= its own (inside the sliding
+ *     window on local layers). A position that is already cached is
+ *     recomputed and overwritten (all KV heads become present again).
+ *   - Hooks (runtime/runtime.h) may be NULL; each is called during the call,
+ *     per layer in layer order, on the calling thread. A hook needs its
+ *     capability (KVV_ENGINE_CAP_*); kvv_engine_require says which is missing.
+ *   - logits: KVV_LOGITS_LAST one row, KVV_LOGITS_ALL n rows, each n_vocab
+ *     floats; KVV_LOGITS_NONE writes none (logits may then be NULL).
+ *   - Errors: KVV_ERR_USAGE (a token outside the vocabulary, a position
+ *     outside 0..n_ctx-1, n <= 0, logits NULL with a mode that writes them),
+ *     KVV_ERR_UNSUPPORTED (a hook or logits mode the engine lacks),
+ *     KVV_ERR_NOMEM, KVV_ERR_ENGINE (a plugin failed).
+ *   - The engine computes in its mode: exact (the reference: one documented
+ *     order of every sum, whatever the batch), invariant (the same bits for
+ *     any batching, chunking and thread count), fast (neither promised).
+ *     Architecture semantics are the reference's.
  */
 #ifndef KVV_ENGINE_H
 #define KVV_ENGINE_H
@@ -22,17 +51,17 @@
 #include "runtime/kv_cache.h"
 #include "runtime/runtime.h" /* cache types, hooks, KVV_CTL_* and KVV_GGML_* flags */
 
+/* How an engine computes (the contract above); which modes each engine has
+ * and its default: engine_registry.h. */
 typedef enum {
     KVV_MODE_EXACT = 0,     /* the reference engine's only mode */
     KVV_MODE_FAST = 1,      /* cpu: whatever is fastest */
     KVV_MODE_INVARIANT = 2  /* cpu: batch-invariant kernels */
 } kvv_mode;
+#define KVV_MODE_COUNT 3
 
 const char *kvv_mode_name(kvv_mode m);                 /* "exact", "fast", "invariant" */
 int kvv_mode_from_name(const char *s, kvv_mode *out);  /* 1 on success */
-/* The mode an engine runs in when none is asked for: exact for "ref",
- * invariant for the others (the one place this default is decided). */
-kvv_mode kvv_engine_default_mode(const char *name);
 
 /* The most threads an engine may be asked for: the cpu engine refuses more
  * (its pool's bound), the reference runs one whatever it is given, and the
@@ -65,30 +94,56 @@ enum {
 const char *kvv_engine_control_name(unsigned control, const char *native, char *buf,
                                     size_t size);
 
+/* The options of kvv_engine_opts, one bit each, named by their command-line
+ * spelling (kvv_engine_opt_name). Which engine takes which is a column of
+ * the registry's table (kvv_engine_takes, engine_registry.h): kvv_engine_open
+ * refuses an option given to an engine that does not take it with "engine
+ * NAME does not take --OPTION ..." (kvv_engine_check_opts), except
+ * --threads, which an engine without threads runs as one. Commands say
+ * with the same bits which options they accept (cli/engine_opts.h). */
+enum {
+    KVV_ENGINE_OPT_ENGINE = 1u << 0,   /* name: --engine (every engine) */
+    KVV_ENGINE_OPT_MODE = 1u << 1,     /* mode: --mode (every engine; its modes) */
+    KVV_ENGINE_OPT_THREADS = 1u << 2,  /* n_threads: --threads */
+    KVV_ENGINE_OPT_CACHE = 1u << 3,    /* cache_type: --cache-type (every engine) */
+    KVV_ENGINE_OPT_DEVICE = 1u << 4,   /* device: --device */
+    KVV_ENGINE_OPT_UBATCH = 1u << 5,   /* n_ubatch: --ubatch */
+    KVV_ENGINE_OPT_EOPT = 1u << 6,     /* engine_opts: --engine-opt KEY=VALUE */
+    KVV_ENGINE_OPT_ISA = 1u << 7,      /* isa: --isa (kernel tables) */
+    KVV_ENGINE_OPT_REPACK = 1u << 8,   /* repack: --repack / --no-repack */
+    KVV_ENGINE_OPT_GGML = 1u << 9      /* ggml: --emulate-ggml (llama.cpp emulation) */
+};
+
+/* "--isa" for KVV_ENGINE_OPT_ISA, ...; "?" for anything else. */
+const char *kvv_engine_opt_name(unsigned opt);
+
 typedef struct {
     const char *name;           /* "ref" (default), "cpu", "llama.cpp" or "plugin:PATH.so" */
-    kvv_mode mode;              /* ref: EXACT; cpu: FAST or INVARIANT (default INVARIANT) */
-    int n_threads;              /* cpu only; default 1; at most KVV_ENGINE_MAX_THREADS */
+    kvv_mode mode;              /* one of the engine's modes (kvv_engine_has_mode);
+                                 * default EXACT, the reference's */
+    int n_threads;              /* THREADS: default 1; at most KVV_ENGINE_MAX_THREADS */
     kvv_cache_type cache_type;  /* default f32 */
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* negative-control flags; 0 normally */
-    unsigned ggml;              /* ref only: KVV_GGML_* llama.cpp emulation flags; 0 normally */
-    const char *isa;            /* cpu only: kernel table "generic", "avx2" or "avx512";
+    unsigned ggml;              /* GGML: KVV_GGML_* llama.cpp emulation flags; 0 normally */
+    const char *isa;            /* ISA: kernel table "generic", "avx2" or "avx512";
                                  * NULL, "" or "auto" = the best this CPU runs
                                  * (engine/cpu/cpu_isa.h); borrowed, read at open */
-    const char *device;         /* plugins: a device the plugin names ("cpu", "vulkan",
-                                   "cuda"); NULL = its default. Built-ins: NULL or "cpu" */
-    int n_ubatch;               /* plugins with micro-batches: size; 0 = engine default */
-    const char *const *engine_opts; /* plugins: n_engine_opts "KEY=VALUE" strings
-                                       (--engine-opt), borrowed; built-ins take none */
+    const char *device;         /* DEVICE: a device the engine names ("cpu", "vulkan",
+                                   "cuda"); NULL = its default. An engine that does not
+                                   take it runs on its one device: NULL or that name */
+    int n_ubatch;               /* UBATCH: micro-batch size; 0 = the engine's default */
+    const char *const *engine_opts; /* EOPT: n_engine_opts "KEY=VALUE" strings
+                                       (--engine-opt), borrowed; the keys are the
+                                       engine's own (a built-in's: kvv_engine_opt_keys) */
     int n_engine_opts;
-    int repack;                 /* cpu, invariant mode: 1 = hold the repacked copies that
-                                 * decode faster (the X16 copies fast mode holds; X4 for
-                                 * Q8_0/Q4_0/Q5_0 heads); 0 (default) = read the mapped
-                                 * file wherever a kernel can, for a process that also
-                                 * holds the reference or other engines on the same model
-                                 * (the checks, the audit). The bits are the same either
-                                 * way. Fast mode always repacks; other engines ignore it */
+    int repack;                 /* REPACK, invariant mode: 1 = hold the repacked copies
+                                 * that decode faster (the X16 copies fast mode holds; X4
+                                 * for Q8_0/Q4_0/Q5_0 heads); 0 (default) = read the
+                                 * mapped file wherever a kernel can, for a process that
+                                 * also holds the reference or other engines on the same
+                                 * model (the checks, the audit). The bits are the same
+                                 * either way. Fast mode always repacks */
 } kvv_engine_opts;
 
 kvv_engine_opts kvv_engine_opts_default(void);
@@ -172,92 +227,48 @@ void kvv_batch_paths_add(kvv_batch_paths *p, int at, const char *what);
 /* "4" / "2, 4" / "none" / "unknown" into buf. @return buf. */
 const char *kvv_batch_paths_list(const kvv_batch_paths *p, char *buf, size_t size);
 
+/* An open engine; its fields are the engine's own (engine/engine_impl.h). */
 typedef struct kvv_engine kvv_engine;
-
-/* Each slot is required unless marked optional. */
-typedef struct {
-    void (*close)(kvv_engine *e);
-    kvv_status (*forward)(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
-                          const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
-                          kvv_error *err);
-    kvv_status (*kv_from_residual)(kvv_engine *e, int layer, int n, const float *h,
-                                   const int32_t *pos, float *k, float *v, kvv_error *err);
-    kvv_kv_cache *(*cache)(kvv_engine *e);
-    void (*describe)(kvv_engine *e, kvv_engine_desc *d);
-    /* (optional) KVV_ENGINE_CAP_* bits; default KVV_ENGINE_CAP_BUILTIN */
-    unsigned (*caps)(kvv_engine *e);
-    /* (optional) the batch sizes where its kernels change (kvv_batch_paths,
-     * filled from zero); default: not known */
-    void (*batch_paths)(kvv_engine *e, kvv_batch_paths *p);
-    /* (optional) CPU seconds used since open by the engine's own threads
-     * besides the caller's (a pool's workers), or < 0 when they cannot be
-     * told apart (a plugin's: the process's CPU time is used); default:
-     * none (0), the engine runs on the caller's thread only */
-    double (*worker_cpu_seconds)(kvv_engine *e);
-    /* (optional) empty the cache: a new sequence starts with the next
-     * forward; default: clear what cache() returns */
-    void (*reset)(kvv_engine *e);
-    /* engines of this kind must not run on several threads at once (a
-     * plugin: the ABI promises it one call at a time); default false */
-    bool serial;
-} kvv_engine_vtable;
-
-struct kvv_engine {
-    const kvv_engine_vtable *vt;
-    const kvv_model *model;     /* borrowed */
-    kvv_engine_opts opts;
-    void *impl;                 /* the engine's own state */
-};
 
 /* Open the engine named by o->name for model m (borrowed; must outlive the
  * engine): "ref", "cpu", "llama.cpp" (the plugin built into
  * O/plugins/llama.cpp.so, see engine/plugin/plugin.h), "plugin:PATH.so", or
  * the name of any plugin NAME.so in $KVV_PLUGIN_DIR or in plugins/ beside
- * the executable (e.g. "example").
- * KVV_ERR_USAGE for an unknown name, a mode the engine lacks, engine options
- * or a device a built-in engine does not take, a plugin whose ABI major
- * differs (the message names both versions); KVV_ERR_UNSUPPORTED when a
- * plugin's device is not present here ("no CUDA device"). */
+ * the executable (e.g. "example"); engine_registry.h lists them.
+ * KVV_ERR_USAGE for an unknown name, a mode the engine lacks or an option it
+ * does not take (the registry's check, kvv_engine_check_opts: "engine ref
+ * does not take --isa generic (it applies to the cpu engine)"), a plugin
+ * whose ABI major differs (the message names both versions);
+ * KVV_ERR_UNSUPPORTED when a plugin's device is not present here ("no CUDA
+ * device"). */
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err);
 void kvv_engine_close(kvv_engine *e); /* accepts NULL */
-/* Is there an engine named `name` (as kvv_engine_open resolves it: a
- * built-in, plugin:PATH with a readable file, an installed plugin NAME),
- * without opening it? For command lines, which refuse an unknown name
- * before anything runs. @return KVV_OK, else KVV_ERR_USAGE (or KVV_ERR_IO
- * for a missing llama.cpp plugin) with kvv_engine_open's message. */
-kvv_status kvv_engine_exists(const char *name, kvv_error *err);
-/* The registered engine names, "ref, cpu", into buf (for messages, help). */
-void kvv_engine_list(char *buf, size_t size);
-
-/* One engine kvverify can run, as `kvverify engines` lists it. */
-typedef struct {
-    char name[16];          /* as --engine takes it: "ref", "cpu", "llama.cpp", a plugin's
-                               file name without .so */
-    bool plugin;            /* loaded from a shared object (the plugin ABI) */
-    char modes[48];         /* "exact", "fast, invariant"; plugins: "native" unless they
-                               describe their own when opened */
-    char devices[96];       /* "cpu"; plugins: the devices their table lists */
-    char version[96];       /* plugins: their version */
-    char path[1024];        /* plugins: the file */
-    char status[512];       /* "" when it loads; else why not (a kvv_error message) */
-} kvv_engine_info;
-
-/* The built-in engines, then every plugin found (NAME.so in the plugin
- * folders: $KVV_PLUGIN_DIR, plugins/ beside the executable), each probed
- * (loaded to read its table, then unloaded; no model needed). A plugin
- * that does not load is listed with its status. @return how many were
- * written to out[max]. */
-int kvv_engine_catalog(kvv_engine_info *out, int max);
-
-/* Thin wrappers over the vtable (see reference/ref.h for the semantics). */
+/* Process n tokens at positions pos[] with hooks (may be NULL), writing
+ * logits as lm says: the contract at the top of this file. */
 kvv_status kvv_engine_forward(kvv_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                               const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
                               kvv_error *err);
+/* Recompute K and V of layer `layer` from residuals h [n][n_embd] entering
+ * that layer, exactly as forward computes them (attn_norm, projections,
+ * biases, q/k norm, RoPE at pos[i], rounding to the cache dtype): k
+ * [n][n_head_kv*head_dim], v [n][n_head_kv*head_dim_v]. Does not touch the
+ * cache. Needs KVV_ENGINE_CAP_KV_FROM_RESIDUAL. */
 kvv_status kvv_engine_kv_from_residual(kvv_engine *e, int layer, int n, const float *h,
                                        const int32_t *pos, float *k, float *v, kvv_error *err);
+/* The engine's KV cache as kvverify sees it (a policy evicts and inserts
+ * through it; a plugin's is a mirror pushed back before the next forward).
+ * Borrowed; valid until close. NULL engine: NULL. */
 kvv_kv_cache *kvv_engine_cache(kvv_engine *e);
+/* What the engine is and runs (kvv_engine_desc) into *d (NULL e: zeroed). */
 void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d);
+/* The model e was opened on (borrowed from the caller of kvv_engine_open). */
+const kvv_model *kvv_engine_model(const kvv_engine *e);
+/* The options e runs with, resolved at open: name, mode, n_ctx (never 0),
+ * n_threads in effect, control flags in force (a plugin's host controls);
+ * engine options were read at open and are not kept (none here).
+ * Borrowed; valid until close. */
+const kvv_engine_opts *kvv_engine_options(const kvv_engine *e);
 
 /* Clear the cache: the next forward starts a new sequence (also on an
  * engine whose cache kvverify cannot read, e.g. a plugin without kv-read:
@@ -277,12 +288,9 @@ void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out);
 double kvv_engine_cpu_seconds(kvv_engine *e);
 
 /* May engines of e's kind run on several threads at once? (The built-in
- * engines: yes, each on its own; plugins: no, one call at a time.) */
+ * engines: yes, each on its own; plugins: no, one call at a time.) Before
+ * opening: kvv_engine_name_concurrent (engine_registry.h). */
 bool kvv_engine_concurrent(const kvv_engine *e);
-/* The same, before opening: true for the built-in engines (NULL, "ref",
- * "cpu"), false for every other name (a plugin may be one instance per
- * process). */
-bool kvv_engine_name_concurrent(const char *name);
 
 /* Capabilities of an open engine (KVV_ENGINE_CAP_*; NULL engine: 0). */
 unsigned kvv_engine_caps(kvv_engine *e);

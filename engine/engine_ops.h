@@ -1,8 +1,11 @@
 /*
  * engine_ops.h — each engine's individual operations behind one table of
- * function pointers, so `kvverify numerics` (verify/numerics.h) can feed the
- * SAME fp32 inputs to every engine's op and to the MPFR oracle
- * (reference/oracle.h) and measure the error in ULPs.
+ * function pointers, so `kvverify numerics` (verify/numerics/numerics.h) can
+ * feed the SAME fp32 inputs to every engine's op and to the MPFR oracle
+ * (reference/oracle.h) and measure the error in ULPs. The names and
+ * kvv_ops_close: engine/engine_ops.c; the op sets: engine/ref/ops_ref.c,
+ * engine/cpu/ops_cpu.c, engine/ops_oracle.c; which engine has one: the
+ * registry (kvv_ops_open).
  *
  * An op set is bound to an engine it opens itself: each slot calls that
  * engine's own kernel — ref_dot / ref_rmsnorm / ref_softmax ... of
@@ -114,6 +117,20 @@ struct kvv_ops {
     const char *where[KVV_OP_COUNT];   /* the engine's code for each op, or why none */
     const char *math_where[KVV_MATH_COUNT];
 };
+
+/* How an engine's row in the registry opens its op set
+ * (engine/engine_registry.c: the reference's and the cpu engine's). */
+typedef kvv_status (*kvv_ops_open_fn)(const kvv_model *m, const kvv_engine_opts *eo,
+                                      kvv_ops **out, kvv_error *err);
+
+/* Has engine `name` an op set? (A registry column: ref and cpu.) */
+bool kvv_ops_available(const char *name);
+/* Open the op set of engine eo->name in mode eo->mode (one of its modes),
+ * as the functions below do. Errors: KVV_ERR_UNSUPPORTED for an engine
+ * without one (the message names those with one), KVV_ERR_USAGE for a mode
+ * it lacks, those of the engine's own. Close with kvv_ops_close. */
+kvv_status kvv_ops_open(const kvv_model *m, const kvv_engine_opts *eo, kvv_ops **out,
+                        kvv_error *err);
 
 /* Open the reference engine on m (borrowed; must outlive the ops) with eo
  * (name and mode are ignored: ref, exact) and bind its ops. The engine is

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine_impl.h"
 #include "engine/hook_relay.h"
 #include "model/tensor_types.h"
 

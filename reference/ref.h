@@ -53,14 +53,14 @@ void kvv_ref_plan(const kvv_model *m, const kvv_ref_opts *o, kvv_mem_plan *p);
 kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out, kvv_error *err);
 void kvv_ref_close(kvv_ref *r); /* accepts NULL */
 
-/* Process n tokens at positions pos[] (each < n_ctx, not already cached)
- * against the current cache: their K/V are stored, then every token attends
- * to the present cache entries at positions <= its own (and inside the
- * sliding window on local layers). Hooks may be NULL. logits: rows per mode
- * × n_vocab. A position that is already cached is recomputed and
- * overwritten (all KV heads become present again).
- * Errors: KVV_ERR_USAGE (token id outside the vocabulary, position outside
- * 0..n_ctx-1, n <= 0, logits NULL with a mode that writes them),
+/* Process n tokens at distinct positions pos[] (each < n_ctx, in any
+ * order) against the current cache, as the engine contract at the top of
+ * engine/engine.h states for every engine: their K/V are stored, then every
+ * token attends to the present cache entries at positions <= its own (and
+ * inside the sliding window on local layers); a position already cached is
+ * recomputed and overwritten. Hooks may be NULL. logits: rows per mode ×
+ * n_vocab. Errors: KVV_ERR_USAGE (token id outside the vocabulary, position
+ * outside 0..n_ctx-1, n <= 0, logits NULL with a mode that writes them),
  * KVV_ERR_NOMEM. */
 kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
                            const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,

@@ -1,6 +1,6 @@
 /*
  * ref_ggml.c — optional emulation of llama.cpp's CPU shortcuts (ggml-cpu),
- * selected by kvv_ref_opts.ggml (KVV_GGML_* in reference/ref.h). Off by
+ * selected by kvv_ref_opts.ggml (KVV_GGML_* in runtime/runtime.h). Off by
  * default: the reference's own numerics are plain fp32 on exactly
  * dequantized weights. With emulation on, the reference moves closer to
  * what llama.cpp computes (../shared/peer/README.md "Numerics"), and stays

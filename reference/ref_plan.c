@@ -2,8 +2,9 @@
  * ref_plan.c — what the reference engine allocates at open, added up before
  * it allocates (runtime/mem_limit.h): norm and bias vectors dequantized to
  * fp32 (matrices stay in the file's mapping, dequantized a row at a time),
- * one row of scratch, the KV cache, the RoPE table. Keep in step with ref_engine.c's load_weights
- * and kvv_ref_open (tests/reference/test_ref_plan.c measures both).
+ * one row of scratch and the KV cache (the n_rot floats of RoPE angles are
+ * not counted). Keep in step with ref_engine.c's load_weights and
+ * kvv_ref_open (tests/engine/test_mem_plan.c measures both).
  */
 #include <string.h>
 

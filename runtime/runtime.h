@@ -33,8 +33,8 @@ enum {
 /* Optional emulation of llama.cpp's CPU shortcuts (bit flags, kvv_engine_opts.ggml;
  * 0 by default = plain fp32 on exactly dequantized weights). Still
  * deterministic and batch-invariant; see reference/ref_ggml.c. Only an engine
- * that emulates llama.cpp honours them (the reference); the registry
- * (engine/engine.c) refuses them for the others. */
+ * that emulates llama.cpp honours them (the reference); the registry's
+ * options table (engine/engine_registry.c) refuses them for the others. */
 enum {
     KVV_GGML_GELU_FP16 = 1u << 0, /* GELU through ggml's fp16 lookup table */
     KVV_GGML_ACT_QUANT = 1u << 1, /* activations rounded to fp16 before F16 matmuls and

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "engine/cpu/cpu_isa.h"
+#include "engine/engine_registry.h"
 #include "model/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"
@@ -325,8 +326,9 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
         o.engine.name = co && co->engine ? co->engine : mt.engine;
         const char *mode = co && co->mode ? co->mode : NULL;
         if (!mode)
-            mode = strcmp(o.engine.name, mt.engine) == 0 ? mt.mode
-                   : strcmp(o.engine.name, "ref") == 0  ? "exact" : "invariant";
+            mode = strcmp(o.engine.name, mt.engine) == 0
+                       ? mt.mode
+                       : kvv_mode_name(kvv_engine_default_mode(o.engine.name));
         if (strcmp(mode, "native") == 0) /* a plugin without modes: it ignores the mode */
             o.engine.mode = kvv_engine_default_mode(o.engine.name);
         else if (!kvv_mode_from_name(mode, &o.engine.mode))

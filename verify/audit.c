@@ -15,13 +15,13 @@
 
 /* The audit, one line per check, in run order. */
 static const kvv_check_entry checks[] = {
-    {"kv", kvv_check_kv, "cached K/V bit-equal to K/V recomputed from residuals", NULL},
-    {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0", NULL},
-    {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit", NULL},
-    {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit", NULL},
-    {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache", NULL},
-    {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits", NULL},
-    {"tables", kvv_check_tables, "cpu engine: invariance with each kernel table this CPU runs; the figures between tables", "cpu"},
+    {"kv", kvv_check_kv, "cached K/V bit-equal to K/V recomputed from residuals", 0},
+    {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0", 0},
+    {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit", 0},
+    {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit", 0},
+    {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache", 0},
+    {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits", 0},
+    {"tables", kvv_check_tables, "cpu engine: invariance with each kernel table this CPU runs; the figures between tables", KVV_ENGINE_OPT_ISA},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
 
@@ -33,7 +33,7 @@ const kvv_check_entry *kvv_audit_checks(int *n)
 
 bool kvv_audit_applies(const kvv_check_entry *c, const char *engine)
 {
-    return !c->engine || strcmp(c->engine, engine ? engine : "ref") == 0;
+    return !c->engine_opt || kvv_engine_takes(engine, c->engine_opt);
 }
 
 const kvv_check_entry *kvv_audit_find(const char *name)

@@ -31,8 +31,8 @@ typedef struct {
     const char *name;      /* "kv", "patch", ... */
     kvv_check_fn run;
     const char *summary;   /* one line */
-    const char *engine;    /* the only engine the check applies to ("cpu": the
-                              kernel tables), NULL = every engine */
+    unsigned engine_opt;   /* KVV_ENGINE_OPT_* the check exercises (ISA: the kernel
+                              tables): it applies to engines taking it; 0 = every engine */
 } kvv_check_entry;
 
 /* The audit's checks, in the order they run. @return the table; *n entries. */
@@ -40,8 +40,9 @@ const kvv_check_entry *kvv_audit_checks(int *n);
 /* Entry by name, or NULL. */
 const kvv_check_entry *kvv_audit_find(const char *name);
 /* Does the audit run c for engine `engine` (NULL: ref) when no check is
- * named? A check for one engine only (tables: cpu) is left out for the
- * others; named (--checks), it runs and says "unsupported by this engine". */
+ * named? A check of an option some engines take (tables: --isa, the cpu
+ * engine) is left out for the others; named (--checks), it runs and says
+ * "unsupported by this engine". */
 bool kvv_audit_applies(const kvv_check_entry *c, const char *engine);
 
 /* Run the named checks (names NULL: every check in the table that applies

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/engine_registry.h"
 #include "model/arch.h"
 #include "verify/report/report.h"
 

@@ -490,7 +490,7 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
         return st;
     if (o->progress)
         o->progress(o->progress_user, "compare", 1, 2);
-    if (a.name && strcmp(a.name, "ref") == 0 && a.ggml == 0 && c->db.ggml)
+    if (kvv_engine_takes(a.name, KVV_ENGINE_OPT_GGML) && a.ggml == 0 && c->db.ggml)
         a.ggml = c->db.ggml;
     /* 8-bit activations on both sides (the reference emulating B's, or an
      * engine of its own, e.g. two cpu kernel tables): one that rounds the
@@ -634,12 +634,12 @@ kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_e
     co.a.cache_type = o->engine.cache_type;
     co.a.n_ctx = o->engine.n_ctx;
     co.b = o->engine;
-    if (!o->engine.name || strcmp(o->engine.name, "ref") == 0) {
+    if (!o->engine.name || strcmp(o->engine.name, co.a.name) == 0) {
         /* The reference is the engine under test: comparing it with itself
          * could not fail, so it is compared with the cpu engine (invariant). */
         kvv_engine_opts cpu = kvv_engine_opts_default();
         cpu.name = "cpu";
-        cpu.mode = KVV_MODE_INVARIANT;
+        cpu.mode = kvv_engine_default_mode(cpu.name);
         cpu.n_threads = o->engine.n_threads > 0 ? o->engine.n_threads : 1;
         cpu.cache_type = o->engine.cache_type;
         cpu.n_ctx = o->engine.n_ctx;

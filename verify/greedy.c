@@ -286,7 +286,7 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
         bool det = x.st.n_diff > 0 || x.first_token_diff >= 0;
         char what[128], name[160];
         snprintf(name, sizeof name, "cached decode with %s",
-                 kvv_engine_control_name(ep->opts.control, "one perturbed weight "
+                 kvv_engine_control_name(kvv_engine_options(ep)->control, "one perturbed weight "
                                          "(output_norm[0])", what, sizeof what));
         if (kvv_check_add_control(r, name, det,
                                   "%llu of %llu logits differ over %d steps; %s",

@@ -203,7 +203,7 @@ static kvv_status recompute_with(kv_ctx *c, const kvv_engine_opts *eo, float *k,
     if (s)
         return s;
     if (ctl)
-        kvv_engine_control_name(e->opts.control, KV_CONTROL_NATIVE, ctl, 160);
+        kvv_engine_control_name(kvv_engine_options(e)->control, KV_CONTROL_NATIVE, ctl, 160);
     for (int l = 0; l < c->L && !s; l++) {
         float *ok = k ? k + (size_t)l * c->T * c->kd : c->rk;
         float *ov = v ? v + (size_t)l * c->T * c->vd : c->rv;

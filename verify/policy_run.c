@@ -26,7 +26,7 @@ kvv_status kvv_policy_run_engine(kvv_engine *e, const kvv_policy_cfg *cfg,
     memset(out, 0, sizeof *out);
     if (n_prompt < 1 || n_gen < 1)
         return kvv_error_set(err, KVV_ERR_USAGE, "policy run: empty prompt or no steps");
-    int n_vocab = e->model->hp.n_vocab;
+    int n_vocab = kvv_engine_model(e)->hp.n_vocab;
     out->n_gen = n_gen;
     out->n_vocab = n_vocab;
     out->tokens = calloc((size_t)n_gen, sizeof *out->tokens);

@@ -421,7 +421,7 @@ static kvv_status body(void *ctx, kvv_error *err)
     tables_ctx *c = ctx;
     const kvv_check_opts *o = c->o;
     const char *engine = o->engine.name ? o->engine.name : "ref";
-    if (strcmp(engine, "cpu") != 0)
+    if (!kvv_engine_takes(engine, KVV_ENGINE_OPT_ISA))
         return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "engine %s has no kernel tables (the "
                              "tables check runs the cpu engine with each of its tables)", engine);
     kvv_cpu_isa_info ci;

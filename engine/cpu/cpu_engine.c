@@ -221,11 +221,31 @@ void kvv_cpu_engine_plan(const kvv_model *m, const kvv_engine_opts *o, const kvv
     plan_of(&c, p);
 }
 
-kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
+/* The engine options (KVV_CPU_ENGINE_KEYS) into co: KEY=0 or KEY=1. */
+static kvv_status own_opts(const kvv_engine_opts *o, kvv_cpu_opts *co, kvv_error *err)
+{
+    for (int i = 0; i < o->n_engine_opts; i++) {
+        const char *kv = o->engine_opts[i], *eq = strchr(kv, '=');
+        size_t n = eq ? (size_t)(eq - kv) : strlen(kv);
+        int *field = n == 11 && strncmp(kv, "dequant_all", n) == 0 ? &co->dequant_all
+                     : n == 7 && strncmp(kv, "f32_act", n) == 0    ? &co->f32_act
+                                                                   : NULL;
+        if (!field || !eq || (strcmp(eq + 1, "0") != 0 && strcmp(eq + 1, "1") != 0))
+            return kvv_error_set(err, KVV_ERR_USAGE, "engine cpu: --engine-opt %s is not KEY=0 "
+                                 "or KEY=1 for a key of %s", kv, KVV_CPU_ENGINE_KEYS);
+        *field = eq[1] == '1';
+    }
+    return KVV_OK;
+}
+
+/* The registry's open (engine/engine_impl.h): mode and options checked. */
+kvv_status kvv_engine_open_cpu(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err)
 {
     kvv_cpu_opts co = kvv_cpu_opts_default();
-    return kvv_cpu_engine_open_ex(m, o, &co, out, err);
+    *out = NULL;
+    kvv_status s = own_opts(o, &co, err);
+    return s ? s : kvv_cpu_engine_open_ex(m, o, &co, out, err);
 }
 
 kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
@@ -253,6 +273,8 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     e->vt = &cpu_vtable;
     e->model = m;
     e->opts = *o;
+    e->opts.engine_opts = NULL; /* borrowed from the caller, read at open; not kept */
+    e->opts.n_engine_opts = 0;
     e->impl = c;
     setup(c, m, o, co, k);
     e->opts.mode = c->mode;

@@ -7,11 +7,14 @@
  * are those of the reference engine (reference/ref.h). docs/cpu-engine.md
  * describes the kernels, the modes and the measured trade-offs.
  *
- * Usually opened through the engine registry:
+ * Opened through the engine registry (its row in engine/engine_registry.c),
+ * its own options as --engine-opt keys:
  *   kvv_engine_opts o = kvv_engine_opts_default();
  *   o.name = "cpu"; o.mode = KVV_MODE_INVARIANT; o.n_threads = 2;
+ *   const char *own[] = {"dequant_all=1"};
+ *   o.engine_opts = own; o.n_engine_opts = 1;
  *   kvv_engine_open(model, &o, &e, &err);
- * or directly, with cpu-only options:
+ * or directly by tests, with kvv_cpu_opts:
  *   kvv_cpu_opts co = kvv_cpu_opts_default();
  *   co.dequant_all = 1;
  *   kvv_cpu_engine_open_ex(model, &o, &co, &e, &err);
@@ -62,15 +65,18 @@ typedef struct {
 
 kvv_cpu_opts kvv_cpu_opts_default(void);
 
-/* Open the cpu engine on m (borrowed; must outlive the engine). o->mode must
- * be KVV_MODE_FAST or KVV_MODE_INVARIANT (KVV_MODE_EXACT is taken to mean
- * invariant here; the registry's open, kvv_engine_open with name "cpu",
- * refuses it: engine_cpu.c). Errors: KVV_ERR_USAGE (bad threads, n_ctx, an o->isa the CPU
- * cannot run: kvv_cpu_isa_choose's message), KVV_ERR_UNSUPPORTED (a tensor
- * type that cannot be dequantized), KVV_ERR_NOMEM. Close with
- * kvv_engine_close. */
-kvv_status kvv_cpu_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
-                               kvv_error *err);
+/* The cpu engine's own options through kvv_engine_opts.engine_opts
+ * (--engine-opt KEY=VALUE; the registry's column): dequant_all=0|1 and
+ * f32_act=0|1 set the fields above. */
+#define KVV_CPU_ENGINE_KEYS "dequant_all, f32_act"
+
+/* Open the cpu engine on m (borrowed; must outlive the engine) with the
+ * cpu-only options co, bypassing the registry (tests: kvv_engine_open with
+ * o->name "cpu" is the usual way, its --engine-opt keys setting co).
+ * o->mode FAST, or INVARIANT (any other mode is taken to mean invariant).
+ * Errors: KVV_ERR_USAGE (bad threads, n_ctx, an o->isa the CPU cannot run:
+ * kvv_cpu_isa_choose's message), KVV_ERR_UNSUPPORTED (a tensor type that
+ * cannot be dequantized), KVV_ERR_NOMEM. Close with kvv_engine_close. */
 kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
                                   const kvv_cpu_opts *co, kvv_engine **out, kvv_error *err);
 

@@ -16,6 +16,7 @@
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/cpu_kquant.h"
 #include "engine/cpu/cpu_pool.h"
+#include "engine/engine_impl.h"
 
 /* Multi-token products at or above this many tokens use sgemm in fast mode. */
 #define KVV_CPU_SGEMM_MIN_TOKENS 4

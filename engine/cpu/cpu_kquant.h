@@ -61,8 +61,6 @@ typedef enum {
 
 /* kvv_kq of a ggml type, or -1. */
 int kvv_cpu_kq_of(kvv_type t);
-/* The ggml type of a kvv_kq. */
-kvv_type kvv_cpu_kq_type(kvv_kq k);
 /* Q8_K (1) for the K types, Q8_1 (0) for Q4_1/Q5_1. */
 static inline int kvv_cpu_kq_is_k(kvv_kq k)
 {

@@ -26,14 +26,6 @@ int kvv_cpu_kq_of(kvv_type t)
     }
 }
 
-kvv_type kvv_cpu_kq_type(kvv_kq k)
-{
-    static const kvv_type T[KVV_KQ_COUNT] = {KVV_TYPE_Q2_K, KVV_TYPE_Q3_K, KVV_TYPE_Q4_K,
-                                             KVV_TYPE_Q5_K, KVV_TYPE_Q6_K, KVV_TYPE_Q4_1,
-                                             KVV_TYPE_Q5_1};
-    return T[k];
-}
-
 /* round-to-nearest-even of v into -127..127; NaN -> 0 */
 static int8_t q127(float v)
 {

@@ -133,7 +133,7 @@ kvv_status kvv_ops_open_cpu(const kvv_model *m, const kvv_engine_opts *eo, kvv_o
     if (o.mode != KVV_MODE_FAST && o.mode != KVV_MODE_INVARIANT)
         o.mode = KVV_MODE_INVARIANT;
     kvv_engine *e;
-    kvv_status s = kvv_cpu_engine_open(m, &o, &e, err);
+    kvv_status s = kvv_engine_open(m, &o, &e, err);
     if (s)
         return s;
     kvv_ops *ops = calloc(1, sizeof *ops);

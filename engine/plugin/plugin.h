@@ -1,7 +1,7 @@
 /*
  * plugin.h — private to engine/: engines loaded from shared objects through
  * the plugin ABI (include/kvverify/engine_plugin.h), opened by the registry
- * in engine/engine.c for the names "plugin:PATH.so" and "llama.cpp".
+ * in engine/engine_registry.c for "plugin:PATH.so", "llama.cpp" and NAME.
  *
  * The loader dlopens the file, calls its entry symbol, refuses an ABI major
  * other than the host's (KVV_ERR_USAGE naming both versions), reads only the
@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #include "engine/engine.h"
+#include "engine/engine_registry.h"
 
 #define KVV_PLUGIN_PREFIX "plugin:"
 

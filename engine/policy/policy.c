@@ -298,7 +298,7 @@ kvv_status kvv_policy_open(kvv_engine *e, const kvv_policy_cfg *cfg, kvv_policy 
         return kvv_error_set(err, KVV_ERR_NOMEM, "policy: out of memory");
     p->e = e;
     p->cfg = *cfg;
-    p->hp = &e->model->hp;
+    p->hp = &kvv_engine_model(e)->hp;
     p->cache = c;
     p->n_ctx = c->n_ctx;
     p->n_layer = p->hp->n_layer;

@@ -63,11 +63,7 @@ static const kvv_engine_vtable ref_vtable = {
 kvv_status kvv_engine_open_ref(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                                kvv_error *err)
 {
-    *out = NULL;
-    if (o->mode != KVV_MODE_EXACT)
-        return kvv_error_set(err, KVV_ERR_USAGE,
-                             "engine ref has only mode 'exact' (asked for '%s')",
-                             kvv_mode_name(o->mode));
+    *out = NULL; /* the registry has checked the mode (exact, its only one) */
     kvv_ref_opts ro = kvv_ref_opts_default();
     ro.cache_type = o->cache_type;
     ro.n_ctx = o->n_ctx;

@@ -75,8 +75,8 @@ expect2 "option --isa-a avx9: no such kernel table" "$KVV" compare "$M" --engine
 expect2 "applies to the cpu engine" "$KVV" kv "$M" --isa generic
 expect2 "applies to the cpu engine" "$KVV" run "$M" --tokens 1,2 --isa generic
 expect2 "applies to the cpu engine" "$KVV" bench "$M" --engine ref --isa generic --prompt 4 --gen 0
-expect2 "option --isa-a: --isa-a applies to the cpu engine" "$KVV" compare "$M" --isa-a avx2
-expect2 "option --isa: --isa applies" "$KVV" compare "$M" --engine cpu --against ref --isa avx2
+expect2 "option --isa-a: engine ref does not take --isa avx2" "$KVV" compare "$M" --isa-a avx2
+expect2 "option --isa: engine ref does not take --isa avx2" "$KVV" compare "$M" --engine cpu --against ref --isa avx2
 expect2 "applies to the cpu engine" "$KVV" numerics "$M" --engine ref --isa generic
 # a table the CPU cannot run: KVV_CPU_MAX_ISA=avx2 hides avx512 on any CPU
 KVV_CPU_MAX_ISA=avx2 "$KVV" kv "$M" --engine cpu --isa avx512 >"$T/e.out" 2>&1; rc=$?
@@ -170,7 +170,7 @@ assert r["isa"] == "avx2" and r["result"]["engine"]["isa"] == "avx2", r' "$T/sui
         fail "suite isa=avx2: JUnit context does not name the table"
 }
 echo "bad model=$M isa=avx2 checks=kv" >"$T/bad.txt"
-expect2 "key isa: applies to the cpu engine" "$KVV" suite "$T/bad.txt"
+expect2 "key isa: engine ref does not take --isa" "$KVV" suite "$T/bad.txt"
 echo "bad model=$M engine=cpu isa=avx9 checks=kv" >"$T/bad.txt"
 expect2 "key isa: 'avx9' is not generic" "$KVV" suite "$T/bad.txt"
 

@@ -605,6 +605,7 @@ static void test_bad_input(void **state)
     assert_null(e);
     assert_non_null(strstr(err.msg, "no-such-isa"));
     o.name = "ref"; /* the reference engine has no kernel tables */
+    o.mode = KVV_MODE_EXACT;
     o.isa = "generic";
     assert_int_equal(kvv_engine_open(m, &o, &e, &err), KVV_ERR_USAGE);
     assert_null(e);

@@ -1,7 +1,8 @@
 /*
- * test_engine_registry.c — engine/engine.c and the reference adapter
- * engine/ref/engine_ref.c: opening by name, an unknown name (KVV_ERR_USAGE
- * naming the engines available), modes, option checks, the vtable wrappers
+ * test_engine_registry.c — engine/engine.c, engine/engine_registry.c and the
+ * reference adapter engine/ref/engine_ref.c: opening by name, an unknown
+ * name (KVV_ERR_USAGE naming the engines available), each engine's facts
+ * (the registry's columns), modes, option checks, the vtable wrappers
  * (forward, kv_from_residual, cache, describe, reset) giving exactly what the
  * reference engine gives, and mode/cache-type names.
  * Uses a synthetic model built in memory (no ../shared needed).
@@ -11,6 +12,8 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/engine_ops.h"
+#include "engine/engine_registry.h"
 #include "reference/ref.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
@@ -91,13 +94,13 @@ static void test_open_errors(void **state)
     o = kvv_engine_opts_default(); /* kernel tables are the cpu engine's */
     o.isa = "generic";
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
-    assert_non_null(strstr(err.msg, "--engine cpu"));
+    assert_string_equal(err.msg, "engine ref does not take --isa generic (it applies to the cpu "
+                                 "engine)");
     o.name = "cpu"; /* the reference's mode is not the cpu engine's (as fast is not the
                      * reference's): refused, never run as another mode */
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
     assert_null(e);
-    assert_non_null(strstr(err.msg, "engine cpu has only modes 'fast' and 'invariant'"));
-    assert_non_null(strstr(err.msg, "asked for 'exact'"));
+    assert_string_equal(err.msg, "engine cpu has no mode 'exact' (its modes: fast, invariant)");
     o.mode = KVV_MODE_INVARIANT;
     o.isa = "avx9000";
     assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
@@ -114,6 +117,195 @@ static void test_open_errors(void **state)
     assert_int_equal(kvv_engine_forward(NULL, 1, NULL, NULL, NULL, KVV_LOGITS_NONE, NULL, &err),
                      KVV_ERR_USAGE);
     assert_null(kvv_engine_cache(NULL));
+    synth_close(&s);
+}
+
+/* Each engine's facts come from its registry row; a name the table does not
+ * hold is a plugin's. */
+static void test_facts(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(kvv_engine_registered(0), "ref"); /* the default engine first */
+    assert_string_equal(kvv_engine_registered(1), "cpu");
+    assert_string_equal(kvv_engine_registered(2), "llama.cpp");
+    assert_null(kvv_engine_registered(3));
+    assert_null(kvv_engine_registered(-1));
+    assert_int_equal(kvv_engine_default_mode(NULL), KVV_MODE_EXACT);
+    assert_int_equal(kvv_engine_default_mode("ref"), KVV_MODE_EXACT);
+    assert_int_equal(kvv_engine_default_mode("cpu"), KVV_MODE_INVARIANT);
+    assert_int_equal(kvv_engine_default_mode("plugin:x.so"), KVV_MODE_INVARIANT);
+    assert_true(kvv_engine_has_mode("ref", KVV_MODE_EXACT));
+    assert_false(kvv_engine_has_mode("ref", KVV_MODE_FAST));
+    assert_false(kvv_engine_has_mode("cpu", KVV_MODE_EXACT));
+    assert_true(kvv_engine_has_mode("cpu", KVV_MODE_FAST));
+    assert_true(kvv_engine_has_mode("example", KVV_MODE_FAST)); /* a plugin: passed on */
+    assert_false(kvv_engine_has_mode("cpu", (kvv_mode)KVV_MODE_COUNT));
+    assert_string_equal(kvv_engine_modes("cpu", buf, sizeof buf), "fast, invariant");
+    assert_string_equal(kvv_engine_modes("ref", buf, sizeof buf), "exact");
+    assert_string_equal(kvv_engine_modes("llama.cpp", buf, sizeof buf), "native");
+    kvv_error err = {0};
+    assert_int_equal(kvv_engine_check_mode("cpu", KVV_MODE_EXACT, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine cpu has no mode 'exact' (its modes: fast, invariant)");
+    assert_int_equal(kvv_engine_check_mode("ref", KVV_MODE_FAST, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine ref has no mode 'fast' (its modes: exact)");
+    assert_int_equal(kvv_engine_check_mode("cpu", KVV_MODE_FAST, &err), KVV_OK);
+    assert_true(kvv_engine_name_concurrent(NULL));
+    assert_true(kvv_engine_name_concurrent("cpu"));
+    assert_false(kvv_engine_name_concurrent("llama.cpp"));
+    assert_false(kvv_engine_name_concurrent("plugin:x.so"));
+    assert_false(kvv_engine_is_plugin("ref"));
+    assert_true(kvv_engine_is_plugin("llama.cpp"));
+    assert_true(kvv_engine_is_plugin("example"));
+    assert_true(kvv_ops_available("ref") && kvv_ops_available("cpu"));
+    assert_false(kvv_ops_available("llama.cpp"));
+}
+
+/* The generic mode check refuses cpu exact at open, as it refuses ref fast;
+ * an op set is opened by name. */
+static void test_mode_refused(void **state)
+{
+    (void)state;
+    synth_model s;
+    synth_open(&s, "llama-tiny");
+    kvv_error err = {0};
+    kvv_engine *e = NULL;
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = "cpu"; /* mode exact, the default options' */
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "engine cpu has no mode 'exact'"));
+    o.mode = kvv_engine_default_mode(o.name);
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    kvv_engine_close(e);
+    kvv_ops *ops = NULL;
+    o.name = "llama.cpp";
+    assert_int_equal(kvv_ops_open(s.m, &o, &ops, &err), KVV_ERR_UNSUPPORTED);
+    assert_null(ops);
+    assert_non_null(strstr(err.msg, "engines with one: ref, cpu"));
+    o.name = "cpu";
+    o.mode = KVV_MODE_EXACT;
+    assert_int_equal(kvv_ops_open(s.m, &o, &ops, &err), KVV_ERR_USAGE);
+    o.mode = KVV_MODE_FAST;
+    o.n_ctx = 16;
+    assert_int_equal(kvv_ops_open(s.m, &o, &ops, &err), KVV_OK);
+    assert_string_equal(ops->name, "cpu/fast");
+    kvv_ops_close(ops);
+    synth_close(&s);
+}
+
+/* The options table: which engine takes what, one check at open with one
+ * message, and the options for a second engine. */
+static void test_options(void **state)
+{
+    (void)state;
+    assert_true(kvv_engine_takes("ref", KVV_ENGINE_OPT_GGML));
+    assert_false(kvv_engine_takes("ref", KVV_ENGINE_OPT_THREADS));
+    assert_true(kvv_engine_takes("ref", KVV_ENGINE_OPT_MODE | KVV_ENGINE_OPT_CACHE));
+    assert_true(kvv_engine_takes("cpu", KVV_ENGINE_OPT_ISA | KVV_ENGINE_OPT_REPACK));
+    assert_false(kvv_engine_takes("cpu", KVV_ENGINE_OPT_ISA | KVV_ENGINE_OPT_DEVICE));
+    assert_true(kvv_engine_takes("llama.cpp", KVV_ENGINE_OPT_DEVICE | KVV_ENGINE_OPT_UBATCH));
+    assert_true(kvv_engine_takes("plugin:x.so", KVV_ENGINE_OPT_EOPT));
+    assert_false(kvv_engine_takes("plugin:x.so", KVV_ENGINE_OPT_ISA));
+    assert_false(kvv_engine_takes("cpu", 0));
+    assert_true(kvv_engine_takes_key("cpu", "dequant_all=1"));
+    assert_true(kvv_engine_takes_key("cpu", "f32_act"));
+    assert_false(kvv_engine_takes_key("cpu", "f32_ac=1"));
+    assert_false(kvv_engine_takes_key("cpu", "dequant_all_x=1"));
+    assert_false(kvv_engine_takes_key("ref", "dequant_all=1"));
+    assert_true(kvv_engine_takes_key("example", "anything=1")); /* the plugin checks */
+    assert_string_equal(kvv_engine_opt_name(KVV_ENGINE_OPT_REPACK), "--repack");
+    assert_string_equal(kvv_engine_opt_name(3), "?");
+
+    kvv_error err = {0};
+    kvv_engine_opts o = kvv_engine_opts_default();
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_OK);
+    o.n_threads = 8; /* never refused: the reference runs one */
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_OK);
+    o.repack = 1;
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine ref does not take --repack (it applies to the cpu "
+                                 "engine)");
+    o.repack = 0;
+    o.n_ubatch = 4;
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine ref does not take --ubatch 4 (it applies to the "
+                                 "llama.cpp engine and plugins)");
+    o.n_ubatch = 0;
+    o.device = "cpu"; /* its one device may be named */
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_OK);
+    const char *eo[] = {"dequant_all=1", "f32_act=0"};
+    o.engine_opts = eo;
+    o.n_engine_opts = 2;
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine ref does not take --engine-opt dequant_all=1 (it "
+                                 "applies to the cpu and llama.cpp engines and plugins)");
+    o.name = "cpu";
+    o.mode = KVV_MODE_FAST;
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_OK);
+    eo[1] = "f32=1";
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine cpu does not take --engine-opt f32=1 (its keys: "
+                                 "dequant_all, f32_act)");
+    o.n_engine_opts = 0;
+    o.ggml = 1;
+    assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
+    assert_string_equal(err.msg, "engine cpu does not take --emulate-ggml (flags 0x1) (it "
+                                 "applies to the ref engine)");
+
+    /* a second engine from the first one's options */
+    o = kvv_engine_opts_default();
+    o.name = "cpu";
+    o.mode = KVV_MODE_FAST;
+    o.n_threads = 4;
+    o.isa = "generic";
+    o.repack = 1;
+    o.device = "cpu";
+    o.engine_opts = eo;
+    o.n_engine_opts = 1;
+    o.cache_type = KVV_CACHE_F16;
+    o.n_ctx = 64;
+    kvv_engine_opts r = kvv_engine_opts_for(&o, "ref");
+    assert_string_equal(r.name, "ref");
+    assert_int_equal(r.mode, KVV_MODE_EXACT);
+    assert_int_equal(r.n_threads, 1);
+    assert_null(r.isa);
+    assert_int_equal(r.repack, 0);
+    assert_null(r.device);
+    assert_int_equal(r.n_engine_opts, 0);
+    assert_int_equal(r.cache_type, KVV_CACHE_F16);
+    assert_int_equal(r.n_ctx, 64);
+    assert_int_equal(kvv_engine_check_opts(&r, &err), KVV_OK);
+    kvv_engine_opts c = kvv_engine_opts_for(&o, "cpu");
+    assert_int_equal(c.mode, KVV_MODE_INVARIANT);
+    assert_int_equal(c.n_threads, 4);
+    assert_string_equal(c.isa, "generic");
+    assert_int_equal(c.repack, 1);
+    assert_int_equal(c.n_engine_opts, 0);
+}
+
+/* The cpu engine's own options arrive through --engine-opt. */
+static void test_cpu_keys(void **state)
+{
+    (void)state;
+    synth_model s;
+    synth_open(&s, "llama-tiny");
+    kvv_error err = {0};
+    kvv_engine *e = NULL;
+    kvv_engine_opts o = kvv_engine_opts_default();
+    o.name = "cpu";
+    o.mode = KVV_MODE_FAST;
+    o.n_ctx = 16;
+    const char *eo[] = {"dequant_all=1", "f32_act=1"};
+    o.engine_opts = eo;
+    o.n_engine_opts = 2;
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_OK);
+    assert_int_equal(kvv_engine_options(e)->n_engine_opts, 0); /* read at open, not kept */
+    kvv_engine_close(e);
+    eo[1] = "f32_act=yes";
+    assert_int_equal(kvv_engine_open(s.m, &o, &e, &err), KVV_ERR_USAGE);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "f32_act=yes is not KEY=0 or KEY=1"));
     synth_close(&s);
 }
 
@@ -208,6 +400,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_facts),
+        cmocka_unit_test(test_mode_refused),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_cpu_keys),
         cmocka_unit_test(test_ref_through_vtable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

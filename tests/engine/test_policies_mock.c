@@ -2,14 +2,15 @@
  * attention probabilities and keys, through a tiny mock engine that
  * implements the engine vtable: it stores the keys a table gives, and
  * reports the attention probabilities a table gives, so the survivors can be
- * worked out by hand. */
+ * worked out by hand. A mock engine is an engine implementation, so it
+ * includes engine/engine_impl.h (the only test that does). */
 #include "tests/test_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/policy/policy.h"
 
 #define NPOS 8

@@ -111,7 +111,7 @@ static void test_manifest_errors(void **state)
     expect_error("a model=m checks=kv cache=f8\n", "key cache: 'f8' is not f32, f16 or bf16");
     expect_error("a model=m checks=kv mode=quick\n", "key mode");
     expect_error("a model=m checks=kv engine=cpu isa=avx9\n", "key isa: 'avx9' is not generic");
-    expect_error("a model=m checks=kv isa=avx2\n", "key isa: applies to the cpu engine");
+    expect_error("a model=m checks=kv isa=avx2\n", "key isa: engine ref does not take --isa");
     expect_error("a model=m checks=kv seed=-1\n", "key seed");
     expect_error("a model=m checks=kv optional=maybe\n", "key optional");
     expect_error("a model=m vector=v control=resid:1\n", "key control");

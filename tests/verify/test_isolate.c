@@ -125,7 +125,7 @@ static kvv_status forward_crash(void *ctx, kvv_check_result *r, kvv_error *err)
     kvv_engine *e = NULL;
     kvv_engine_opts o = kvv_engine_opts_default();
     o.name = a[1];
-    o.mode = kvv_engine_default_mode(a[1]);
+    o.mode = kvv_engine_default_mode(o.name);
     o.n_ctx = 8;
     kvv_status s = kvv_model_open(a[0], &m, err);
     if (!s)

@@ -279,8 +279,9 @@ static kvv_status add_case(pctx *p, kvv_suite *s, int *cap, const kvv_suite_case
         return perr(p, "model", "missing (every case names its model)");
     if (!c->checks && !c->vector[0])
         return perr(p, "checks", "a case needs checks=... or vector=...");
-    if (c->isa[0] && strcmp(c->engine, "cpu") != 0)
-        return perr(p, "isa", "applies to the cpu engine (this case's engine is %s)", c->engine);
+    kvv_error oerr = {0};
+    if (c->isa[0] && kvv_engine_check_opt(c->engine, KVV_ENGINE_OPT_ISA, c->isa, &oerr))
+        return perr(p, "isa", "%s", oerr.msg);
     if (s->n_cases > 0) {
         int used = *name_slot(p, s, c->name);
         if (used)
