@@ -136,6 +136,8 @@ void kvv_engine_describe(kvv_engine *e, kvv_engine_desc *d)
     snprintf(d->cache_type, sizeof d->cache_type, "%s", kvv_cache_type_name(e->opts.cache_type));
     d->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : 1;
     d->control = e->opts.control;
+    d->n_seq_max = kvv_engine_n_seq(e);
+    d->kv_unified = -1;
     e->vt->describe(e, d);
     if (e->opts.control & KVV_CTL_HOST_ALL) { /* say which kvverify-side control is in force */
         char names[64];
@@ -174,6 +176,146 @@ void kvv_engine_reset(kvv_engine *e)
     kvv_kv_cache *c = kvv_engine_cache(e);
     if (c)
         kvv_kv_cache_clear(c);
+}
+
+/* ------------------------------------------------------------ sequences */
+
+int kvv_engine_n_seq(kvv_engine *e)
+{
+    if (!(kvv_engine_caps(e) & KVV_ENGINE_CAP_SEQS))
+        return 1;
+    return e->opts.n_seq_max > 1 ? e->opts.n_seq_max : 1;
+}
+
+static kvv_status check_seq(kvv_engine *e, const char *call, int seq, kvv_error *err)
+{
+    if (!e)
+        return kvv_error_set(err, KVV_ERR_USAGE, "%s: no engine", call);
+    int n_seq = kvv_engine_n_seq(e);
+    if (seq < 0 || seq >= n_seq)
+        return kvv_error_set(err, seq > 0 && n_seq == 1 ? KVV_ERR_UNSUPPORTED : KVV_ERR_USAGE,
+                             "%s: sequence %d outside 0..%d (engine %s%s)", call, seq, n_seq - 1,
+                             e->opts.name ? e->opts.name : "?",
+                             n_seq == 1 ? " serves one sequence" : "");
+    return KVV_OK;
+}
+
+/* The default decode: sequence 0 only, with a logits pattern forward has. */
+static kvv_status decode_as_forward(kvv_engine *e, const kvv_batch *b, float *logits,
+                                    kvv_error *err)
+{
+    int n_want = 0;
+    for (int i = 0; i < b->n; i++)
+        n_want += b->logits && b->logits[i];
+    kvv_logits_mode lm = n_want == 0 ? KVV_LOGITS_NONE
+                         : n_want == b->n ? KVV_LOGITS_ALL
+                         : n_want == 1 && b->logits[b->n - 1] ? KVV_LOGITS_LAST
+                                                              : (kvv_logits_mode)-1;
+    if ((int)lm < 0)
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "decode: engine %s has no sequences and "
+                             "returns logits for no row, the last or all (asked for %d of %d)",
+                             e->opts.name ? e->opts.name : "?", n_want, b->n);
+    return kvv_engine_forward(e, b->n, b->token, b->pos, NULL, lm, logits, err);
+}
+
+kvv_status kvv_engine_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err)
+{
+    if (!e || !b || b->n <= 0 || !b->token || !b->pos || !b->seq)
+        return kvv_error_set(err, KVV_ERR_USAGE, "decode: %s", !e ? "no engine"
+                             : !b || b->n <= 0 ? "no tokens" : "token, pos or seq missing");
+    const int n_seq = kvv_engine_n_seq(e), n_ctx = e->opts.n_ctx;
+    const int V = e->model->hp.n_vocab;
+    bool only0 = true, want = false;
+    for (int i = 0; i < b->n; i++) {
+        kvv_status s = check_seq(e, "decode", b->seq[i], err);
+        if (s)
+            return s;
+        if (b->token[i] < 0 || b->token[i] >= V || b->pos[i] < 0 || b->pos[i] >= n_ctx)
+            return kvv_error_set(err, KVV_ERR_USAGE, "decode: token %d: id %d or position %d "
+                                 "outside the vocabulary (%d) or the context (%d)", i,
+                                 b->token[i], b->pos[i], V, n_ctx);
+        only0 &= b->seq[i] == 0;
+        want |= b->logits && b->logits[i];
+    }
+    if (want && !logits)
+        return kvv_error_set(err, KVV_ERR_USAGE, "decode: logits asked for but no buffer");
+    (void)n_seq;
+    kvv_breadcrumb_enter(KVV_CRUMB_FORWARD);
+    kvv_breadcrumb_positions(b->pos[0], b->pos[b->n - 1]);
+    if (e->vt->decode)
+        return e->vt->decode(e, b, logits, err);
+    if (!only0)
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "decode: engine %s serves one sequence",
+                             e->opts.name ? e->opts.name : "?");
+    return decode_as_forward(e, b, logits, err);
+}
+
+kvv_status kvv_engine_seq_rm(kvv_engine *e, int seq, int p0, int p1, kvv_error *err)
+{
+    kvv_status s = check_seq(e, "seq_rm", seq, err);
+    if (s)
+        return s;
+    if (p0 < 0)
+        return kvv_error_set(err, KVV_ERR_USAGE, "seq_rm: p0 %d is negative", p0);
+    if (e->vt->seq_rm)
+        return e->vt->seq_rm(e, seq, p0, p1, err);
+    kvv_kv_cache *c = kvv_engine_cache(e);
+    if (!c)
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "seq_rm: engine %s has no readable cache",
+                             e->opts.name ? e->opts.name : "?");
+    if (p1 < 0 || p1 >= c->n_ctx) { /* to the end: a truncation */
+        kvv_kv_cache_truncate(c, p0);
+        return KVV_OK;
+    }
+    for (int l = 0; l < c->n_layer; l++)
+        for (int p = p0; p < p1; p++)
+            for (int h = 0; h < c->n_kv_head; h++)
+                kvv_kv_cache_evict(c, l, p, h);
+    return KVV_OK;
+}
+
+kvv_status kvv_engine_seq_cp(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err)
+{
+    kvv_status s = check_seq(e, "seq_cp", src, err);
+    if (s || (s = check_seq(e, "seq_cp", dst, err)))
+        return s;
+    if (p0 < 0)
+        return kvv_error_set(err, KVV_ERR_USAGE, "seq_cp: p0 %d is negative", p0);
+    if (src == dst)
+        return KVV_OK;
+    if (!e->vt->seq_cp)
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "seq_cp: engine %s cannot copy sequences",
+                             e->opts.name ? e->opts.name : "?");
+    return e->vt->seq_cp(e, src, dst, p0, p1, err);
+}
+
+kvv_status kvv_engine_seq_kv(kvv_engine *e, int seq, int layer, int pos0, int n, float *k,
+                             float *v, uint8_t *present, kvv_error *err)
+{
+    kvv_status s = check_seq(e, "seq_kv", seq, err);
+    if (s)
+        return s;
+    const kvv_hparams *hp = &e->model->hp;
+    if (layer < 0 || layer >= hp->n_layer || pos0 < 0 || n < 0 || pos0 + n > e->opts.n_ctx)
+        return kvv_error_set(err, KVV_ERR_USAGE, "seq_kv: layer %d or rows %d..%d outside the "
+                             "model (%d layers) or the context (%d)", layer, pos0, pos0 + n - 1,
+                             hp->n_layer, e->opts.n_ctx);
+    if (e->vt->seq_kv)
+        return e->vt->seq_kv(e, seq, layer, pos0, n, k, v, present, err);
+    kvv_kv_cache *c = kvv_engine_cache(e);
+    if (!c)
+        return kvv_error_set(err, KVV_ERR_UNSUPPORTED, "seq_kv: engine %s has no readable cache",
+                             e->opts.name ? e->opts.name : "?");
+    const int K = hp->n_head_kv * hp->head_dim, Vd = hp->n_head_kv * hp->head_dim_v;
+    for (int i = 0; i < n; i++) {
+        kvv_kv_cache_load_k(c, layer, pos0 + i, k + (size_t)i * K);
+        kvv_kv_cache_load_v(c, layer, pos0 + i, v + (size_t)i * Vd);
+        if (present)
+            for (int h = 0; h < hp->n_head_kv; h++)
+                present[(size_t)i * hp->n_head_kv + h] =
+                    kvv_kv_cache_present(c, layer, pos0 + i, h);
+    }
+    return KVV_OK;
 }
 
 /* ------------------------------------------------------------ capabilities */
@@ -259,7 +401,7 @@ unsigned kvv_engine_caps(kvv_engine *e)
 static const char *const cap_names[] = {
     "logits-all", "residual-read", "residual-write", "kv-hook", "kv-read",
     "kv-from-residual", "attn", "attn-out", "select", "kv-evict",
-    "kv-evict-head", "kv-write", "threads", "ubatch", "overwrite",
+    "kv-evict-head", "kv-write", "threads", "ubatch", "overwrite", "seqs", "op-taps",
 };
 
 const char *kvv_engine_cap_names(unsigned caps, char *buf, size_t size)

@@ -137,6 +137,9 @@ typedef struct {
                                        (--engine-opt), borrowed; the keys are the
                                        engine's own (a built-in's: kvv_engine_opt_keys) */
     int n_engine_opts;
+    int n_seq_max;              /* sequences the caller will use at once (kvv_engine_decode);
+                                 * 0 = 1. An engine without sequences refuses more than 1
+                                 * at open (KVV_ERR_UNSUPPORTED) */
     int repack;                 /* REPACK, invariant mode: 1 = hold the repacked copies
                                  * that decode faster (the X16 copies fast mode holds; X4
                                  * for Q8_0/Q4_0/Q5_0 heads); 0 (default) = read the
@@ -164,6 +167,9 @@ typedef struct {
     char variant[64];       /* build/kernel variant loaded, e.g. "ggml-cpu-zen4" */
     char flash_attn[16];    /* "on", "off", "auto", "n/a" */
     int n_ubatch;           /* micro-batch size in effect (0 = whole calls) */
+    int n_seq_max;          /* sequences served at once (1 without sequences) */
+    int kv_unified;         /* 1: one cache pool shared by every sequence; 0: a pool per
+                             * sequence; -1: not applicable / not known */
     unsigned ggml;          /* KVV_GGML_* roundings of llama.cpp this engine's
                              * arithmetic has at every batch size (the cpu engine:
                              * KVV_GGML_KQ_ACT); the reference opened with these
@@ -189,8 +195,13 @@ enum {
     KVV_ENGINE_CAP_KV_WRITE = 1u << 11,        /* inserting rows into the cache */
     KVV_ENGINE_CAP_THREADS = 1u << 12,         /* honours n_threads */
     KVV_ENGINE_CAP_UBATCH = 1u << 13,          /* honours n_ubatch */
-    KVV_ENGINE_CAP_OVERWRITE = 1u << 14        /* forward over already cached positions */
+    KVV_ENGINE_CAP_OVERWRITE = 1u << 14,       /* forward over already cached positions */
+    /* (plugin ABI 1.1) */
+    KVV_ENGINE_CAP_SEQS = 1u << 15,            /* several sequences: kvv_engine_decode,
+                                                  seq_rm, seq_cp, seq_kv (below) */
+    KVV_ENGINE_CAP_OP_TAPS = 1u << 16          /* hooks.op (runtime/op_taps.h) */
 };
+/* The capabilities of plugin ABI 1.0 (a 1.0 plugin can declare no others). */
 #define KVV_ENGINE_CAP_ALL 0x7fffu
 #define KVV_ENGINE_CAP_BUILTIN (KVV_ENGINE_CAP_ALL & ~(unsigned)KVV_ENGINE_CAP_UBATCH)
 
@@ -278,6 +289,51 @@ void kvv_engine_reset(kvv_engine *e);
 /* The batch sizes where e's kernels change (see kvv_batch_paths); an
  * engine without the slot (or NULL) gives known = false. */
 void kvv_engine_batch_paths(kvv_engine *e, kvv_batch_paths *out);
+
+/* ---------------------------------------------------------------- sequences
+ * Several requests sharing one forward call, as a server batches them
+ * (KVV_ENGINE_CAP_SEQS). Each sequence s (0 <= s < kvv_engine_n_seq(e)) has
+ * its own cache; sequence 0 is the one kvv_engine_forward, kvv_engine_cache,
+ * kv_from_residual and reset act on, so single-sequence callers see an
+ * unchanged engine. A token of sequence s attends only to s's cache. The
+ * built-in engines allocate a sequence's cache on its first use. */
+
+/* The most sequences kvv_engine_opts.n_seq_max may ask of a built-in engine. */
+#define KVV_ENGINE_MAX_SEQS 64
+
+typedef struct {
+    int n;                  /* tokens in the call, >= 1 */
+    const int32_t *token;   /* [n] token ids */
+    const int32_t *pos;     /* [n] position of each token within its own sequence */
+    const int32_t *seq;     /* [n] sequence id of each token, 0 .. n_seq-1 */
+    const uint8_t *logits;  /* [n] 1 = write this token's logits row; NULL = none */
+} kvv_batch;
+
+/* Process the tokens of b in ONE call: the projections and FFN as one batch
+ * over every token (the point of batching), attention per sequence against
+ * that sequence's cache. Each sequence's tokens have strictly increasing
+ * positions, the first one past that sequence's last cached position (no
+ * gaps; what llama.cpp requires too). logits: one [n_vocab] row per token
+ * whose flag is set, in call order (NULL when none is set). No hooks.
+ * KVV_ERR_USAGE (a token, position or sequence id out of range, n <= 0),
+ * KVV_ERR_UNSUPPORTED for an engine without KVV_ENGINE_CAP_SEQS unless every
+ * token is sequence 0 and the flags ask for no row, the last or all (then it
+ * is a plain forward). */
+kvv_status kvv_engine_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err);
+/* Remove positions p0..p1-1 of sequence seq (p1 < 0: to its end; (0, -1)
+ * empties it). Other sequences are untouched. */
+kvv_status kvv_engine_seq_rm(kvv_engine *e, int seq, int p0, int p1, kvv_error *err);
+/* Make positions p0..p1-1 of sequence dst hold what src holds there (p1 < 0:
+ * to src's end), as a prompt cache or a fork does; what dst held from p0 on
+ * is removed first. Exact: dst then computes as if it had computed them. */
+kvv_status kvv_engine_seq_cp(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err);
+/* Rows pos0..pos0+n-1 of sequence seq's cache in layer `layer`, widened to
+ * fp32: k [n][n_head_kv*head_dim], v [n][n_head_kv*head_dim_v], present
+ * [n][n_head_kv] (may be NULL) — what the batch check compares. */
+kvv_status kvv_engine_seq_kv(kvv_engine *e, int seq, int layer, int pos0, int n, float *k,
+                             float *v, uint8_t *present, kvv_error *err);
+/* Sequences e serves at once (1 without KVV_ENGINE_CAP_SEQS). */
+int kvv_engine_n_seq(kvv_engine *e);
 
 /* CPU seconds the engine's threads have used: the calling thread's CPU
  * clock plus the engine's own worker threads (vtable worker_cpu_seconds),

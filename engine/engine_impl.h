@@ -58,6 +58,19 @@ typedef struct {
     /* (optional) empty the cache: a new sequence starts with the next
      * forward; default: clear what cache() returns */
     void (*reset)(kvv_engine *e);
+    /* ---- sequences (KVV_ENGINE_CAP_SEQS; engine.h "sequences") ----
+     * (optional) decode: default, every token sequence 0 with the flags
+     * none/last/all: forward; else KVV_ERR_UNSUPPORTED. The wrapper has
+     * checked b's ids, positions' range and n. */
+    kvv_status (*decode)(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err);
+    /* (optional) default: sequence 0 through cache() (truncate / evict),
+     * others KVV_ERR_UNSUPPORTED */
+    kvv_status (*seq_rm)(kvv_engine *e, int seq, int p0, int p1, kvv_error *err);
+    /* (optional) default: KVV_ERR_UNSUPPORTED (src == dst is a no-op) */
+    kvv_status (*seq_cp)(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err);
+    /* (optional) default: sequence 0 through cache(), others UNSUPPORTED */
+    kvv_status (*seq_kv)(kvv_engine *e, int seq, int layer, int pos0, int n, float *k, float *v,
+                         uint8_t *present, kvv_error *err);
     /* engines of this kind must not run on several threads at once (a
      * plugin: the ABI promises it one call at a time); default false. Its
      * registry row says the same before opening (kvv_engine_name_concurrent). */

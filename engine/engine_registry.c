@@ -296,6 +296,22 @@ static kvv_status unknown_engine(const char *name, kvv_error *err)
                          name, list);
 }
 
+/* An engine asked for more sequences than it serves is refused at open, so a
+ * check never runs requests the engine would mix up or turn away mid-run. */
+static kvv_status check_sequences(const kvv_engine_opts *o, const char *name, kvv_engine **out,
+                                  kvv_error *err)
+{
+    int served = kvv_engine_n_seq(*out);
+    if (o->n_seq_max <= 1 || o->n_seq_max <= served)
+        return KVV_OK;
+    kvv_engine_close(*out);
+    *out = NULL;
+    return kvv_error_set(err, KVV_ERR_UNSUPPORTED,
+                         served > 1 ? "engine %s serves %d sequences at once (asked for %d)"
+                                    : "engine %s serves one sequence (asked for %d at once)",
+                         name, served > 1 ? served : o->n_seq_max, o->n_seq_max);
+}
+
 kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
                            kvv_error *err)
 {
@@ -318,20 +334,23 @@ kvv_status kvv_engine_open(const kvv_model *m, const kvv_engine_opts *o, kvv_eng
     if (o->n_ubatch < 0 || o->n_engine_opts < 0 || (o->n_engine_opts > 0 && !o->engine_opts))
         return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: n_ubatch %d or engine options "
                              "(%d) invalid", name, o->n_ubatch, o->n_engine_opts);
+    if (o->n_seq_max < 0 || o->n_seq_max > KVV_ENGINE_MAX_SEQS)
+        return kvv_error_set(err, KVV_ERR_USAGE, "engine %s: n_seq_max %d outside 0..%d", name,
+                             o->n_seq_max, KVV_ENGINE_MAX_SEQS);
     const engine_row *r = row_of(name);
     kvv_status s = kvv_engine_check_opts(o, err);
     if (s)
         return s;
-    if (strncmp(name, KVV_PLUGIN_PREFIX, strlen(KVV_PLUGIN_PREFIX)) == 0)
-        return kvv_engine_open_plugin(m, o, name + strlen(KVV_PLUGIN_PREFIX), NULL, out, err);
-    if (r != &any_plugin) {
+    if (strncmp(name, KVV_PLUGIN_PREFIX, strlen(KVV_PLUGIN_PREFIX)) == 0) {
+        s = kvv_engine_open_plugin(m, o, name + strlen(KVV_PLUGIN_PREFIX), NULL, out, err);
+    } else if (r != &any_plugin) {
         kvv_engine_opts copy = *o;
         copy.name = r->name; /* static: outlives the caller's string */
-        return r->open(m, &copy, out, err);
+        s = r->open(m, &copy, out, err);
+    } else if (!kvv_engine_open_plugin_by_name(m, o, name, out, &s, err)) {
+        return unknown_engine(name, err);
     }
-    if (kvv_engine_open_plugin_by_name(m, o, name, out, &s, err))
-        return s;
-    return unknown_engine(name, err);
+    return s ? s : check_sequences(o, name, out, err);
 }
 
 kvv_status kvv_engine_exists(const char *name, kvv_error *err)

@@ -91,6 +91,13 @@ typedef struct {
      * from this query's softmax, exactly as if it were absent. */
     void (*select)(void *user, int layer, int qpos, int head, const float *q, int n_keys,
                    const int32_t *key_pos, uint8_t *keep);
+    /* Op taps (KVV_ENGINE_CAP_OP_TAPS): the output of operation `op`
+     * (KVV_OP_*, runtime/op_taps.h: the plugin ABI's KVV_PLUGIN_OP_* values)
+     * of layer `layer` (n_layer for the final norm and the head), x
+     * [n][width], once per op per layer in data-flow order. Read-only:
+     * observing must not change a bit of the pass. */
+    void (*op)(void *user, int layer, int op, int n, const int32_t *pos, int width,
+               const float *x);
 } kvv_hooks;
 
 #endif
