@@ -7,8 +7,8 @@
  *
  * Greedy: the prompt goes through the engine in one batch (logits of its last
  * position), then each generated token in its own forward call; the next
- * token is the argmax of the logits, the lowest id on a tie (as llama.cpp's
- * peer dumps). Generation does not stop at EOS. Step i reports the position
+ * token is the argmax of the logits (engine/greedy.h, runtime/logits.h: the
+ * lowest id on a tie, as llama.cpp's peer dumps; NaN never wins). Generation does not stop at EOS. Step i reports the position
  * whose logits chose generated token i.
  *
  * Teacher-forced (--teacher): the whole token list in one batch, logits at
@@ -30,9 +30,11 @@
 #include "cli/opts.h"
 #include "cli/output_opts.h"
 #include "engine/engine.h"
+#include "engine/greedy.h"
 #include "model/arch.h"
 #include "model/tokenizer.h"
 #include "reference/ref_trace.h"
+#include "runtime/logits.h"
 #include "verify/report/report.h"
 
 typedef struct {
@@ -170,35 +172,6 @@ static int parse_args(int argc, char **argv, run_args *a)
     return code;
 }
 
-/* ------------------------------------------------------------ logits helpers */
-
-static int argmax_row(const float *x, int n)
-{
-    int best = 0; /* lowest id wins a tie */
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
-/* The k largest logits, descending, equal values by ascending id (NaN last). */
-static void top_k(const float *x, int n, int k, int *ids)
-{
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            bool taken = false;
-            for (int q = 0; q < j && !taken; q++)
-                taken = ids[q] == i;
-            if (taken)
-                continue;
-            if (best < 0 || x[i] > x[best] || (x[best] != x[best] && x[i] == x[i]))
-                best = i;
-        }
-        ids[j] = best;
-    }
-}
-
 /* ------------------------------------------------------------ text helpers */
 
 /* A JSON string for bytes that may not be UTF-8: bytes >= 0x80 of an invalid
@@ -272,11 +245,11 @@ typedef struct {
 
 static void report_step(reporter *rp, int step, int pos, int32_t input, const float *row)
 {
-    const int am = argmax_row(row, rp->n_vocab);
+    const int am = kvv_logits_argmax(row, rp->n_vocab);
     char piece[256];
     int plen = piece_of(rp->tok, am, piece, sizeof piece);
     if (rp->k > 0)
-        top_k(row, rp->n_vocab, rp->k, rp->top);
+        kvv_logits_top_k(row, rp->n_vocab, rp->k, rp->top);
     if (rp->steps) {
         json_t *s = json_object();
         json_object_set_new(s, "step", json_integer(step));
@@ -353,27 +326,22 @@ static void print_ids(const char *label, const int32_t *ids, int n)
     putchar('\n');
 }
 
-/* Forward n tokens at positions start.. with hooks of the trace (if any),
- * recording returned logit rows into the trace. */
-static kvv_status step_forward(kvv_engine *e, kvv_trace *tr, int n, const int32_t *tok, int start,
-                               kvv_logits_mode lm, float *logits, int n_vocab, kvv_error *err)
+/* Teacher forcing: the whole prompt in one batch, logits at every position,
+ * with the trace's hooks and its logit rows (if any). */
+static kvv_status teacher_forward(kvv_engine *e, kvv_trace *tr, int n, const int32_t *tok,
+                                  float *logits, int n_vocab, kvv_error *err)
 {
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
     if (!pos)
         return kvv_error_set(err, KVV_ERR_NOMEM, "run: out of memory");
     for (int i = 0; i < n; i++)
-        pos[i] = start + i;
+        pos[i] = i;
     kvv_hooks h;
     if (tr)
         h = kvv_trace_hooks(tr);
-    kvv_status st = kvv_engine_forward(e, n, tok, pos, tr ? &h : NULL, lm, logits, err);
-    if (!st && tr) {
-        if (lm == KVV_LOGITS_ALL)
-            for (int i = 0; i < n; i++)
-                kvv_trace_add_logits(tr, start + i, logits + (size_t)i * n_vocab);
-        else if (lm == KVV_LOGITS_LAST)
-            kvv_trace_add_logits(tr, start + n - 1, logits);
-    }
+    kvv_status st = kvv_engine_forward(e, n, tok, pos, tr ? &h : NULL, KVV_LOGITS_ALL, logits, err);
+    for (int i = 0; !st && tr && i < n; i++)
+        kvv_trace_add_logits(tr, i, logits + (size_t)i * n_vocab);
     free(pos);
     return st;
 }
@@ -484,16 +452,41 @@ static kvv_status open_engine(const run_args *a, run_state *s, kvv_error *err)
     return KVV_OK;
 }
 
+/* The greedy run's view of each row (engine/greedy.h calls it). */
+typedef struct {
+    const run_args *a;
+    run_state *s;
+    reporter *rp;
+    stamp t0;     /* before the prompt */
+    stamp last;   /* when the previous row was done with */
+} greedy_user;
+
+/* Row i: timed (the forward calls only), hashed, counted and reported. */
+static kvv_status greedy_row(void *user, int i, const float *row, int32_t argmax, kvv_error *err)
+{
+    (void)argmax, (void)err;
+    greedy_user *u = user;
+    run_state *s = u->s;
+    stamp_add(i == 0 ? &s->t_prompt : &s->t_dec, i == 0 ? u->t0 : u->last, now_s());
+    const int pos = s->n_prompt - 1 + i;
+    if (s->tr)
+        kvv_trace_add_logits(s->tr, pos, row);
+    count_logits(s, row, 1);
+    report_step(u->rp, i, pos, i == 0 ? s->seq[s->n_prompt - 1] : s->gen[i - 1], row);
+    kvv_output_progress((void *)&u->a->out, "run", i + 1, s->n_gen);
+    u->last = now_s();
+    return KVV_OK;
+}
+
 /* The forward passes, each step reported: teacher-forced (one batch, every
- * position) or greedy (the prompt, then one token per call). */
+ * position) or greedy (engine/greedy.h: the prompt, then one token a call). */
 static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_error *err)
 {
     const int nv = s->m->hp.n_vocab;
     const stamp t0 = now_s();
-    kvv_status st;
     if (a->teacher) {
-        if ((st = step_forward(s->e, s->tr, s->n_prompt, s->seq, 0, KVV_LOGITS_ALL, s->logits,
-                               nv, err)))
+        kvv_status st = teacher_forward(s->e, s->tr, s->n_prompt, s->seq, s->logits, nv, err);
+        if (st)
             return st;
         stamp_add(&s->t_prompt, t0, now_s());
         count_logits(s, s->logits, s->n_prompt);
@@ -501,23 +494,15 @@ static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_erro
             report_step(rp, t, t, s->seq[t], s->logits + (size_t)t * nv);
         return KVV_OK;
     }
-    if ((st = step_forward(s->e, s->tr, s->n_prompt, s->seq, 0, KVV_LOGITS_LAST, s->logits, nv,
-                           err)))
-        return st;
-    stamp_add(&s->t_prompt, t0, now_s());
-    for (int i = 0; i < s->n_gen; i++) {
-        const int pos = s->n_prompt - 1 + i;
-        count_logits(s, s->logits, 1);
-        report_step(rp, i, pos, i == 0 ? s->seq[s->n_prompt - 1] : s->gen[i - 1], s->logits);
-        s->gen[i] = argmax_row(s->logits, nv);
-        const stamp t1 = now_s();
-        if (i + 1 < s->n_gen && (st = step_forward(s->e, s->tr, 1, &s->gen[i], pos + 1,
-                                                  KVV_LOGITS_LAST, s->logits, nv, err)))
-            return st;
-        stamp_add(&s->t_dec, t1, now_s());
-        kvv_output_progress((void *)&a->out, "run", i + 1, s->n_gen);
-    }
-    return KVV_OK;
+    kvv_hooks h;
+    if (s->tr)
+        h = kvv_trace_hooks(s->tr);
+    greedy_user u = {a, s, rp, t0, t0};
+    const kvv_greedy g = {.forward = kvv_greedy_engine_forward, .ctx = s->e,
+                          .hooks = s->tr ? &h : NULL, .n_vocab = nv, .prompt = s->seq,
+                          .n_prompt = s->n_prompt, .n_gen = s->n_gen, .one_row = true,
+                          .on_row = greedy_row, .user = &u};
+    return kvv_greedy_decode(&g, s->logits, s->gen, NULL, err);
 }
 
 /* The run's hash (--hash) and generated text. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/greedy.h"
 #include "runtime/mem_limit.h"
 #include "vectors/kvv_vectors_impl.h"
 
@@ -149,16 +150,6 @@ static void on_kv(void *user, int layer, int n, const int32_t *pos, const float 
     }
 }
 
-/* Greedy choice: the largest logit, lowest id on ties; NaN never wins. */
-static int32_t argmax(const float *x, int n)
-{
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i]))
-            best = i;
-    return best;
-}
-
 /* ============================================================ compute */
 
 /* One computation's state: the engine, the captures, the buffers. */
@@ -203,22 +194,22 @@ static void step(compute *x)
                     x->ng + (o->patch ? 2L * x->L : 0));
 }
 
-/* 1. prefill + greedy decode, captured through the hooks. */
+static kvv_status decode_row(void *user, int i, const float *row, int32_t argmax,
+                             kvv_error *err)
+{
+    (void)i, (void)row, (void)argmax, (void)err;
+    step(user);
+    return KVV_OK;
+}
+
+/* 1. prefill + greedy decode (engine/greedy.h), captured through the hooks. */
 static kvv_status decode(compute *x, const kvv_engine_desc *d, kvv_error *err)
 {
-    const int np = x->np, ng = x->ng, V = x->V;
     kvv_engine_reset(x->e);
-    kvv_status st = kvv_engine_forward(x->e, np, x->o->tokens, x->posv, &x->hooks,
-                                       KVV_LOGITS_LAST, x->logits, err);
-    for (int s = 0; !st && s < ng; s++) {
-        step(x);
-        x->greedy[s] = argmax(x->logits + (size_t)s * V, V);
-        if (s + 1 < ng) {
-            int32_t p = np + s;
-            st = kvv_engine_forward(x->e, 1, &x->greedy[s], &p, &x->hooks, KVV_LOGITS_LAST,
-                                    x->logits + (size_t)(s + 1) * V, err);
-        }
-    }
+    const kvv_greedy g = {.forward = kvv_greedy_engine_forward, .ctx = x->e,
+                          .hooks = &x->hooks, .n_vocab = x->V, .prompt = x->o->tokens,
+                          .n_prompt = x->np, .n_gen = x->ng, .on_row = decode_row, .user = x};
+    kvv_status st = kvv_greedy_decode(&g, x->logits, x->greedy, NULL, err);
     if (!st && x->c.bad_pos)
         st = kvv_error_set(err, KVV_ERR_INTERNAL, "engine %s: a hook reported a layer or position "
                            "outside the run", d->name);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/logits.h"
 #include "verify/capture.h"
 #include "verify/policy_run.h"
 
@@ -256,8 +257,8 @@ static void compare_logits(const float *la, const float *lb, int n, int V, logit
         f->kl_max = isnan(kl) || kl > f->kl_max ? kl : f->kl_max; /* a NaN stays */
         int a1, a2, b1, b2;
         float av1, av2, bv1, bv2;
-        kvv_top2_f32(pa, V, &a1, &av1, &a2, &av2);
-        kvv_top2_f32(pb, V, &b1, &bv1, &b2, &bv2);
+        kvv_logits_top2(pa, V, &a1, &av1, &a2, &av2);
+        kvv_logits_top2(pb, V, &b1, &bv1, &b2, &bv2);
         if (a1 == b1)
             f->agree++;
         else if (a2 < 0 || (double)av1 - (double)av2 > 2.0 * mabs)
@@ -514,7 +515,7 @@ static kvv_status compare(const kvv_compare_opts *o, cmp_run *c, kvv_check_resul
                              c->db.n_threads == 1 ? "" : "s", c->db.isa[0] ? ", table " : "",
                              c->db.isa);
     if (o->force_fail) {
-        c->planted = kvv_argmax_f32(c->lb, V);
+        c->planted = kvv_logits_argmax(c->lb, V);
         c->planted_val = c->lb[c->planted];
         c->lb[c->planted] = -c->planted_val - 1.0f;
     }

@@ -203,33 +203,3 @@ bool kvv_cmp_equal(const kvv_cmp_stats *s)
     return s->n_diff == 0;
 }
 
-int kvv_argmax_f32(const float *x, int n)
-{
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        if (isnan(x[i]))
-            continue;
-        if (best < 0 || x[i] > x[best])
-            best = i;
-    }
-    return best < 0 ? 0 : best;
-}
-
-void kvv_top2_f32(const float *x, int n, int *i1, float *v1, int *i2, float *v2)
-{
-    int a = -1, b = -1;
-    for (int i = 0; i < n; i++) {
-        if (isnan(x[i]))
-            continue;
-        if (a < 0 || x[i] > x[a]) {
-            b = a;
-            a = i;
-        } else if (b < 0 || x[i] > x[b]) {
-            b = i;
-        }
-    }
-    *i1 = a < 0 ? 0 : a;
-    *v1 = a < 0 ? NAN : x[a];
-    *i2 = b;
-    *v2 = b < 0 ? NAN : x[b];
-}

@@ -111,11 +111,5 @@ bool kvv_f32_bit_equal(float a, float b);
 /* ULP distance as defined above; KVV_ULP_NAN when either is NaN. */
 uint64_t kvv_ulp_distance(float a, float b);
 
-/* Index of the largest element (lowest index on ties; NaNs are skipped;
- * 0 for an all-NaN or empty input). The argmax every greedy check uses. */
-int kvv_argmax_f32(const float *x, int n);
-
-/* The two largest values and their indices (i2 = -1 when n < 2). */
-void kvv_top2_f32(const float *x, int n, int *i1, float *v1, int *i2, float *v2);
 
 #endif

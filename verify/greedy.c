@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/greedy.h"
+#include "runtime/logits.h"
 #include "verify/parallel.h"
 
 typedef struct {
@@ -25,20 +27,9 @@ static kvv_status decode_cached(greedy_ctx *c, kvv_engine *e, int32_t *toks, flo
                                 kvv_error *err)
 {
     kvv_engine_reset(e);
-    kvv_status s = kvv_engine_forward(e, c->T, c->o->tokens, c->pos, NULL, KVV_LOGITS_LAST,
-                                      logits, err);
-    if (s)
-        return s;
-    toks[0] = kvv_argmax_f32(logits, c->V);
-    for (int i = 1; i < c->N; i++) {
-        float *row = logits + (size_t)i * c->V;
-        s = kvv_engine_forward(e, 1, &toks[i - 1], &c->pos[c->T + i - 1], NULL, KVV_LOGITS_LAST,
-                               row, err);
-        if (s)
-            return s;
-        toks[i] = kvv_argmax_f32(row, c->V);
-    }
-    return KVV_OK;
+    const kvv_greedy g = {.forward = kvv_greedy_engine_forward, .ctx = e, .n_vocab = c->V,
+                          .prompt = c->o->tokens, .n_prompt = c->T, .n_gen = c->N};
+    return kvv_greedy_decode(&g, logits, toks, NULL, err);
 }
 
 /* One cache-free step: the whole sequence seq[0 .. T+i) from scratch on e;
@@ -50,7 +41,7 @@ static kvv_status nocache_step(greedy_ctx *c, kvv_engine *e, const int32_t *seq,
     kvv_engine_reset(e);
     kvv_status s = kvv_engine_forward(e, c->T + i, seq, c->pos, NULL, KVV_LOGITS_LAST, row, err);
     if (!s)
-        c->tok_n[i] = kvv_argmax_f32(row, c->V);
+        c->tok_n[i] = kvv_logits_argmax(row, c->V);
     return s;
 }
 
@@ -173,7 +164,7 @@ static json_t *top2_json(const float *row, int V)
 {
     int i1, i2;
     float v1, v2;
-    kvv_top2_f32(row, V, &i1, &v1, &i2, &v2);
+    kvv_logits_top2(row, V, &i1, &v1, &i2, &v2);
     char m[40];
     snprintf(m, sizeof m, "%.9g", (double)v1 - (double)v2);
     char t1[24], t2[24], b1[24], b2[24];
@@ -194,7 +185,7 @@ static json_t *margins_json(const float *logits, int N, int V)
     for (int i = 0; i < N; i++) {
         int i1, i2;
         float v1, v2;
-        kvv_top2_f32(logits + (size_t)i * V, V, &i1, &v1, &i2, &v2);
+        kvv_logits_top2(logits + (size_t)i * V, V, &i1, &v1, &i2, &v2);
         double m = (double)v1 - (double)v2;
         json_array_append_new(a, i2 >= 0 && isfinite(m) ? json_real(m) : json_null());
     }
@@ -261,8 +252,8 @@ static kvv_status run(greedy_ctx *c, kvv_error *err)
         }
         int i1, i2, j1, j2;
         float v1, v2, w1, w2;
-        kvv_top2_f32(rc, c->V, &i1, &v1, &i2, &v2);
-        kvv_top2_f32(rn, c->V, &j1, &w1, &j2, &w2);
+        kvv_logits_top2(rc, c->V, &i1, &v1, &i2, &v2);
+        kvv_logits_top2(rn, c->V, &j1, &w1, &j2, &w2);
         snprintf(mm.variant, sizeof mm.variant, "step %d, top-2 margin %.6g", step,
                  (double)v1 - (double)v2);
         kvv_check_note_mismatch(r, &mm);

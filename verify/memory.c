@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/greedy.h"
 #include "engine/policy/policy.h"
 
 void kvv_memory_result_free(kvv_memory_result *res)
@@ -116,10 +117,8 @@ static kvv_status conv_step(const kvv_memory_opts *o, conversation *cv, int n_co
             s = kvv_policy_forward(cv[k].p, len, turn, pos, NULL, KVV_LOGITS_LAST, cv[k].logits,
                                    err);
         } else {
-            int32_t tok = kvv_argmax_f32(cv[k].logits, n_vocab), ps = at;
-            cv[k].gen[t * o->gen_per_turn + step] = tok;
-            s = kvv_policy_forward(cv[k].p, 1, &tok, &ps, NULL, KVV_LOGITS_LAST, cv[k].logits,
-                                   err);
+            s = kvv_greedy_step(kvv_greedy_policy_forward, cv[k].p, NULL, cv[k].logits, n_vocab,
+                                at, &cv[k].gen[t * o->gen_per_turn + step], cv[k].logits, err);
         }
         if ((s = conv_unsupported(&cv[k], k, s, err)) != KVV_OK)
             return s;

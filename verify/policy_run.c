@@ -5,8 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/greedy.h"
 #include "verify/check.h"
-#include "verify/compare_stats.h"
+
+/* After each row: the cache's bytes at that step. */
+static kvv_status record_bytes(void *user, int i, const float *row, int32_t argmax,
+                               kvv_error *err)
+{
+    (void)row, (void)argmax, (void)err;
+    void **u = user; /* {policy, out} */
+    kvv_policy_run_out *out = u[1];
+    kvv_policy_stats st;
+    kvv_policy_get_stats(u[0], &st);
+    out->bytes_per_step[i] = st.bytes_kv + st.bytes_ckpt;
+    return KVV_OK;
+}
 
 void kvv_policy_run_out_free(kvv_policy_run_out *out)
 {
@@ -33,9 +46,7 @@ kvv_status kvv_policy_run_engine(kvv_engine *e, const kvv_policy_cfg *cfg,
     out->argmax = calloc((size_t)n_gen, sizeof *out->argmax);
     out->logits = malloc((size_t)n_gen * (size_t)n_vocab * sizeof *out->logits);
     out->bytes_per_step = calloc((size_t)n_gen, sizeof *out->bytes_per_step);
-    int32_t *pos = malloc((size_t)n_prompt * sizeof *pos);
-    if (!out->tokens || !out->argmax || !out->logits || !out->bytes_per_step || !pos) {
-        free(pos);
+    if (!out->tokens || !out->argmax || !out->logits || !out->bytes_per_step) {
         kvv_policy_run_out_free(out);
         return kvv_error_set(err, KVV_ERR_NOMEM, "policy run: out of memory");
     }
@@ -43,31 +54,17 @@ kvv_status kvv_policy_run_engine(kvv_engine *e, const kvv_policy_cfg *cfg,
     double t0 = kvv_now_seconds();
     kvv_engine_reset(e);
     kvv_status s = kvv_policy_open(e, cfg, &p, err);
-    for (int i = 0; i < n_prompt; i++)
-        pos[i] = i;
+    void *user[2] = {p, out};
+    const kvv_greedy g = {.forward = kvv_greedy_policy_forward, .ctx = p, .n_vocab = n_vocab,
+                          .prompt = prompt, .n_prompt = n_prompt, .n_gen = n_gen,
+                          .forced = forced, .on_row = record_bytes, .user = user};
     if (s == KVV_OK)
-        s = kvv_policy_forward(p, n_prompt, prompt, pos, NULL, KVV_LOGITS_LAST, out->logits, err);
-    for (int i = 0; s == KVV_OK && i < n_gen; i++) {
-        if (i > 0) {
-            int32_t tok = out->tokens[i - 1], ps = n_prompt + i - 1;
-            s = kvv_policy_forward(p, 1, &tok, &ps, NULL, KVV_LOGITS_LAST,
-                                   out->logits + (size_t)i * (size_t)n_vocab, err);
-            if (s != KVV_OK)
-                break;
-        }
-        const float *row = out->logits + (size_t)i * (size_t)n_vocab;
-        out->argmax[i] = kvv_argmax_f32(row, n_vocab);
-        out->tokens[i] = forced ? forced[i] : out->argmax[i];
-        kvv_policy_stats st;
-        kvv_policy_get_stats(p, &st);
-        out->bytes_per_step[i] = st.bytes_kv + st.bytes_ckpt;
-    }
+        s = kvv_greedy_decode(&g, out->logits, out->tokens, out->argmax, err);
     if (s == KVV_OK)
         kvv_policy_get_stats(p, &out->stats);
     out->seconds = kvv_now_seconds() - t0;
     kvv_policy_close(p);
     kvv_engine_reset(e);
-    free(pos);
     if (s != KVV_OK)
         kvv_policy_run_out_free(out);
     return s;

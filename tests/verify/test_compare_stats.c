@@ -126,30 +126,12 @@ static void test_figure_vs_bound(void **state)
     assert_string_equal(b, "inf");
 }
 
-static void test_argmax(void **state)
-{
-    (void)state;
-    float x[5] = {1, 3, NAN, 3, 2};
-    assert_int_equal(kvv_argmax_f32(x, 5), 1); /* lowest index on ties, NaN skipped */
-    int i1, i2;
-    float v1, v2;
-    kvv_top2_f32(x, 5, &i1, &v1, &i2, &v2);
-    assert_int_equal(i1, 1);
-    assert_int_equal(i2, 3);
-    assert_true(v1 == 3 && v2 == 3);
-    float y[1] = {7};
-    kvv_top2_f32(y, 1, &i1, &v1, &i2, &v2);
-    assert_int_equal(i1, 0);
-    assert_int_equal(i2, -1);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ulp_distance), cmocka_unit_test(test_bit_equal),
         cmocka_unit_test(test_stats),        cmocka_unit_test(test_nan_and_inf),
         cmocka_unit_test(test_figure_vs_bound),
-        cmocka_unit_test(test_argmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
