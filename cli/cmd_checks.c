@@ -59,7 +59,7 @@ int kvv_cmd_checks(int argc, char **argv)
     if (code != KVV_OPTS_RUN)
         return code;
     int n;
-    const kvv_check_about *a = kvv_check_catalog(&n);
+    const kvv_check_entry *a = kvv_check_catalog(&n);
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         const bool audit = kvv_audit_find(a[i].name) != NULL;

@@ -1,47 +1,15 @@
-/* audit.c — the audit's check table, sizing and run (see audit.h). */
+/* audit.c — the audit's run over the checks of verify/catalog.h (see audit.h). */
 #include "verify/audit.h"
 
-#include <string.h>
-
-#include "verify/compare.h"
-#include "verify/greedy.h"
-#include "verify/invariance.h"
 #include "verify/isolate.h"
-#include "verify/kv.h"
-#include "verify/kvdirect.h"
 #include "verify/parallel.h"
-#include "verify/patch.h"
-#include "verify/tables.h"
 
-/* The audit, one line per check, in run order. */
-static const kvv_check_entry checks[] = {
-    {"kv", kvv_check_kv, "cached K/V bit-equal to K/V recomputed from residuals", 0},
-    {"patch", kvv_check_patch, "residual patching at every layer gives KL exactly 0", 0},
-    {"greedy", kvv_check_greedy, "cached and cache-free greedy decoding agree bit for bit", 0},
-    {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit", 0},
-    {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache", 0},
-    {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits", 0},
-    {"tables", kvv_check_tables, "cpu engine: invariance with each kernel table this CPU runs; the figures between tables", KVV_ENGINE_OPT_ISA},
-};
-#define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
-
-const kvv_check_entry *kvv_audit_checks(int *n)
-{
-    *n = N_CHECKS;
-    return checks;
-}
+/* Checks one run takes (a name given twice runs twice); more are dropped. */
+enum { MAX_SELECTED = 32 };
 
 bool kvv_audit_applies(const kvv_check_entry *c, const char *engine)
 {
     return !c->engine_opt || kvv_engine_takes(engine, c->engine_opt);
-}
-
-const kvv_check_entry *kvv_audit_find(const char *name)
-{
-    for (int i = 0; i < N_CHECKS; i++)
-        if (strcmp(checks[i].name, name) == 0)
-            return &checks[i];
-    return NULL;
 }
 
 /* The audit's checks as jobs, on threads in this process (verify/parallel.h)
@@ -74,28 +42,20 @@ static kvv_status audit_child_job(void *user, int job, kvv_check_result *r, kvv_
     return a->sel[a->order[job]]->run(a->o, r, err);
 }
 
-/* Rough relative cost, to start the long checks first. */
-static int cost_rank(const char *name)
-{
-    static const char *const heavy[] = {"tables", "greedy", "kvdirect", "patch", "invariance", "kv"};
-    for (int i = 0; i < (int)(sizeof heavy / sizeof heavy[0]); i++)
-        if (strcmp(name, heavy[i]) == 0)
-            return i;
-    return 5;
-}
-
 kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int n_names,
                          kvv_report *rep, kvv_error *err)
 {
     double t0 = kvv_now_seconds();
-    const kvv_check_entry *sel[N_CHECKS * 2];
+    int n_checks;
+    const kvv_check_entry *checks = kvv_audit_checks(&n_checks);
+    const kvv_check_entry *sel[MAX_SELECTED];
     int ns = 0;
     if (!names) {
-        for (int i = 0; i < N_CHECKS; i++)
+        for (int i = 0; i < n_checks; i++)
             if (kvv_audit_applies(&checks[i], o->engine.name))
                 sel[ns++] = &checks[i];
     } else {
-        for (int i = 0; i < n_names && ns < N_CHECKS * 2; i++) {
+        for (int i = 0; i < n_names && ns < MAX_SELECTED; i++) {
             const kvv_check_entry *c = kvv_audit_find(names[i]);
             if (!c)
                 return kvv_error_set(err, KVV_ERR_USAGE, "audit: unknown check '%s'", names[i]);
@@ -112,11 +72,11 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
     int at_once = jobs < ns ? jobs : ns;
     kvv_check_opts inner = *o;
     inner.n_jobs = at_once > 0 ? (jobs + at_once - 1) / at_once : 1;
-    int order[N_CHECKS * 2];
+    int order[MAX_SELECTED];
     for (int i = 0; i < ns; i++)
         order[i] = i;
     for (int i = 1; i < ns; i++) /* stable insertion sort by cost rank */
-        for (int k = i; k > 0 && cost_rank(sel[order[k]]->name) < cost_rank(sel[order[k - 1]]->name);
+        for (int k = i; k > 0 && sel[order[k]]->cost < sel[order[k - 1]]->cost;
              k--) {
             int t = order[k];
             order[k] = order[k - 1];
@@ -126,7 +86,7 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
     if (kvv_isolate_wanted(&inner)) {
         /* children run side by side, all forked from this one thread
          * (verify/isolate.h says why not from threads) */
-        kvv_check_result *rs[N_CHECKS * 2];
+        kvv_check_result *rs[MAX_SELECTED];
         for (int j = 0; j < ns; j++)
             rs[j] = &a.results[order[j]];
         kvv_isolate_opts io = kvv_isolate_opts_for(&inner);

@@ -1,6 +1,6 @@
 /*
  * audit.h — the one-shot audit (`kvverify MODEL`, `kvverify audit MODEL`):
- * the table of checks it runs, defaults sized to the model, and the run
+ * defaults sized to the model, and the run
  * itself, filling a kvv_report (verify/report/report.h).
  *
  *   kvv_check_opts o = kvv_check_opts_default();
@@ -14,7 +14,7 @@
  *   kvv_audit_run(&o, NULL, 0, &rep, &err);       // every check in the table
  *   int code = kvv_report_exit_code(&rep);
  *
- * Adding a check to the audit is one line in the table in audit.c. How
+ * Which checks it runs is the table of verify/catalog.h. How
  * big the workload is (the floor, the plan, the cost estimate) is
  * verify/audit_plan.h's.
  */
@@ -24,21 +24,10 @@
 #include <stdint.h>
 
 #include "verify/audit_plan.h"
+#include "verify/catalog.h"
 #include "verify/check.h"
 #include "verify/report/report.h"
 
-typedef struct {
-    const char *name;      /* "kv", "patch", ... */
-    kvv_check_fn run;
-    const char *summary;   /* one line */
-    unsigned engine_opt;   /* KVV_ENGINE_OPT_* the check exercises (ISA: the kernel
-                              tables): it applies to engines taking it; 0 = every engine */
-} kvv_check_entry;
-
-/* The audit's checks, in the order they run. @return the table; *n entries. */
-const kvv_check_entry *kvv_audit_checks(int *n);
-/* Entry by name, or NULL. */
-const kvv_check_entry *kvv_audit_find(const char *name);
 /* Does the audit run c for engine `engine` (NULL: ref) when no check is
  * named? A check of an option some engines take (tables: --isa, the cpu
  * engine) is left out for the others; named (--checks), it runs and says

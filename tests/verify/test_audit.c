@@ -11,6 +11,7 @@
 #include "tests/test_util.h"
 #include "verify/audit.h"
 #include "verify/capture.h"
+#include "verify/catalog.h"
 #include "verify/kv.h"
 #include "verify/patch.h"
 
@@ -28,6 +29,29 @@ static void test_table(void **state)
         assert_true(strlen(t[i].summary) > 10);
     }
     assert_null(kvv_audit_find("nope"));
+}
+
+/* One table: the audit's rows are the catalog's first rows, every other row
+ * has no entry point, and every check there is once. */
+static void test_one_table(void **state)
+{
+    (void)state;
+    int n_all, n_audit;
+    const kvv_check_entry *all = kvv_check_catalog(&n_all);
+    const kvv_check_entry *audit = kvv_audit_checks(&n_audit);
+    assert_ptr_equal(all, audit);
+    assert_true(n_audit >= 7 && n_audit < n_all);
+    for (int i = 0; i < n_all; i++) {
+        assert_int_equal(all[i].run != NULL, i < n_audit);
+        assert_int_equal(all[i].summary != NULL, i < n_audit);
+        assert_true(strlen(all[i].proves) > 10 && strlen(all[i].control) > 10);
+        assert_non_null(strstr(all[i].command, "kvverify"));
+        for (int k = 0; k < i; k++)
+            assert_string_not_equal(all[i].name, all[k].name);
+    }
+    assert_ptr_equal(kvv_audit_find("tables"), &all[6]);
+    assert_null(kvv_audit_find("evict")); /* in the catalog, not in the audit */
+    assert_string_equal(all[n_audit].name, "evict");
 }
 
 static void plan_of(const char *shape, kvv_audit_plan *p)
@@ -221,7 +245,8 @@ static void test_capture(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),  cmocka_unit_test(test_plan), cmocka_unit_test(test_floor),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_one_table), cmocka_unit_test(test_plan), cmocka_unit_test(test_floor),
         cmocka_unit_test(test_prompts), cmocka_unit_test(test_chunk),
         cmocka_unit_test(test_capture),
     };
