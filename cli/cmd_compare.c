@@ -94,7 +94,7 @@ static void own_finish(void *state, kvv_opts *o)
 /* The check's body (kvv_check_cli_run_body): here, or in an isolated child. */
 static kvv_status compare_body(void *u, kvv_check_result *r, kvv_error *err)
 {
-    return kvv_compare_run(u, r, err);
+    return kvv_check_compare_engines(u, r, err);
 }
 
 int kvv_cmd_compare(int argc, char **argv)

@@ -259,7 +259,7 @@ static kvv_status evict_body(void *u, kvv_check_result *r, kvv_error *err)
     kvv_evict_result res;
     memset(&res, 0, sizeof res);
     kvv_status s = KVV_OK;
-    if (kvv_evict_run(j->eo, &res, r, err) == KVV_OK) {
+    if (kvv_check_evict(j->eo, &res, r, err) == KVV_OK) {
         if (j->verbose)
             kvv_evict_print(stdout, &res);
         if (j->csv)

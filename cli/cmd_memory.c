@@ -216,7 +216,7 @@ static kvv_status memory_body(void *u, kvv_check_result *r, kvv_error *err)
 {
     const memory_job *j = u;
     kvv_memory_result res;
-    kvv_status s = kvv_memory_run(j->mo, &res, r, err);
+    kvv_status s = kvv_check_memory(j->mo, &res, r, err);
     if (s == KVV_OK) {
         if (j->verbose) {
             kvv_memory_print(stdout, &res);

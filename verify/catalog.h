@@ -13,7 +13,8 @@
  *
  * Adding a check is one row in catalog.c; a check the audit runs has a
  * `run` and sits among the first rows (the audit's, in its report order).
- * Every check's entry point is named kvv_check_<name>.
+ * A check's entry point is named kvv_check_<name> (still to rename:
+ * kvv_latency_run and kvv_numerics_run).
  */
 #ifndef KVV_CATALOG_H
 #define KVV_CATALOG_H

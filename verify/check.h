@@ -95,7 +95,7 @@ kvv_engine_opts kvv_check_engine_opts(const kvv_check_opts *o, int n_positions);
 kvv_status kvv_check_open_engine(const kvv_model *m, const kvv_engine_opts *eo, unsigned needs,
                                  const char *check, kvv_engine **out, kvv_error *err);
 
-/* Signature shared by every check (the audit's table holds these). */
+/* Signature of the audit's checks (their column of verify/catalog.h). */
 typedef kvv_status (*kvv_check_fn)(const kvv_check_opts *o, kvv_check_result *r,
                                    kvv_error *err);
 

@@ -585,7 +585,8 @@ static void conclude(const kvv_compare_opts *o, const cmp_run *c, const logit_fi
                           f->worst_pos, t, f->required_miss, f->nonfinite);
 }
 
-kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err)
+kvv_status kvv_check_compare_engines(const kvv_compare_opts *o, kvv_check_result *r,
+                                     kvv_error *err)
 {
     double t0 = kvv_now_seconds();
     kvv_status st = KVV_OK;
@@ -652,5 +653,5 @@ kvv_status kvv_check_compare(const kvv_check_opts *o, kvv_check_result *r, kvv_e
     co.force_fail = o->force_fail;
     co.progress = o->progress;
     co.progress_user = o->progress_user;
-    return kvv_compare_run(&co, r, err);
+    return kvv_check_compare_engines(&co, r, err);
 }

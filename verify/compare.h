@@ -62,7 +62,7 @@
  *   co.model = m; co.tokens = toks; co.n_tokens = 64;
  *   co.b.name = "cpu"; co.b.mode = KVV_MODE_FAST; co.b.n_threads = 2;
  *   kvv_check_result r; kvv_check_result_init(&r, "compare");
- *   kvv_compare_run(&co, &r, &err);
+ *   kvv_check_compare_engines(&co, &r, &err);
  */
 #ifndef KVV_COMPARE_H
 #define KVV_COMPARE_H
@@ -103,7 +103,8 @@ kvv_compare_opts kvv_compare_opts_default(void);
  * @return KVV_OK with a verdict, or an error (r->verdict ERROR/SKIPPED):
  * KVV_ERR_USAGE for a bad model/tokens, a NaN or negative rel_tol, a
  * tolerance no control can exceed, or A and B the same engine. */
-kvv_status kvv_compare_run(const kvv_compare_opts *o, kvv_check_result *r, kvv_error *err);
+kvv_status kvv_check_compare_engines(const kvv_compare_opts *o, kvv_check_result *r,
+                                     kvv_error *err);
 
 /* The audit's form: A = the reference engine (same cache dtype and n_ctx as
  * o->engine), B = o->engine, tokens = o->tokens. When o->engine is the

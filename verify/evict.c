@@ -588,8 +588,8 @@ static void set_verdict(const kvv_evict_opts *o, kvv_evict_result *res, int n_kv
     }
 }
 
-kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_check_result *r,
-                         kvv_error *err)
+kvv_status kvv_check_evict(const kvv_evict_opts *o, kvv_evict_result *res, kvv_check_result *r,
+                           kvv_error *err)
 {
     memset(res, 0, sizeof *res);
     double t0 = kvv_now_seconds();

@@ -146,8 +146,8 @@ typedef struct {
 
 /* Run everything, fill res (caller frees with kvv_evict_result_free, also
  * after an error) and r (verdict, key figure, controls, details JSON). */
-kvv_status kvv_evict_run(const kvv_evict_opts *o, kvv_evict_result *res, kvv_check_result *r,
-                         kvv_error *err);
+kvv_status kvv_check_evict(const kvv_evict_opts *o, kvv_evict_result *res, kvv_check_result *r,
+                           kvv_error *err);
 void kvv_evict_result_free(kvv_evict_result *res); /* accepts NULL */
 
 /* Fill the comparison fields of row from a greedy and a teacher-forced

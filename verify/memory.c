@@ -305,8 +305,8 @@ static void result_json(const kvv_memory_result *res, json_t *d)
     json_object_set_new(d, "kvdirect_token_unsupported", json_string(res->token_unsupported));
 }
 
-kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_check_result *r,
-                          kvv_error *err)
+kvv_status kvv_check_memory(const kvv_memory_opts *o, kvv_memory_result *res,
+                            kvv_check_result *r, kvv_error *err)
 {
     memset(res, 0, sizeof *res);
     const kvv_check_opts *c = &o->check;

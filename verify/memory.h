@@ -58,8 +58,8 @@ typedef struct {
     int64_t recomputed_layer, recomputed_token;  /* (token, layer) rows restored */
 } kvv_memory_result;
 
-kvv_status kvv_memory_run(const kvv_memory_opts *o, kvv_memory_result *res, kvv_check_result *r,
-                          kvv_error *err);
+kvv_status kvv_check_memory(const kvv_memory_opts *o, kvv_memory_result *res,
+                            kvv_check_result *r, kvv_error *err);
 void kvv_memory_result_free(kvv_memory_result *res);
 void kvv_memory_print(FILE *f, const kvv_memory_result *res);
 

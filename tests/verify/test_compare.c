@@ -54,7 +54,7 @@ static kvv_status run(const kvv_model *m, const int32_t *tok, kvv_engine_opts a,
     co.controls = controls;
     kvv_check_result_init(r, "compare");
     *err = (kvv_error){0};
-    return kvv_compare_run(&co, r, err);
+    return kvv_check_compare_engines(&co, r, err);
 }
 
 static kvv_engine_opts engine(const char *name, kvv_mode mode, const char *isa)

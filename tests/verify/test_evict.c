@@ -317,7 +317,7 @@ static kvv_verdict run_evict(const kvv_evict_opts *o, kvv_evict_result *res,
 {
     kvv_check_result_init(r, "evict");
     kvv_error err = {0};
-    if (kvv_evict_run(o, res, r, &err) != KVV_OK)
+    if (kvv_check_evict(o, res, r, &err) != KVV_OK)
         fail_msg("evict: %s", err.msg);
     return r->verdict;
 }
@@ -437,7 +437,7 @@ static kvv_verdict run_memory(fixture *f, bool force_fail, int budget, kvv_check
     kvv_memory_result res;
     kvv_error err = {0};
     kvv_check_result_init(r, "memory");
-    if (kvv_memory_run(&o, &res, r, &err) != KVV_OK)
+    if (kvv_check_memory(&o, &res, r, &err) != KVV_OK)
         fail_msg("memory: %s", err.msg);
     kvv_memory_result_free(&res);
     return r->verdict;
