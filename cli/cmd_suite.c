@@ -1,7 +1,7 @@
 /*
  * cmd_suite.c — `kvverify suite MANIFEST [--shard I/N] [--junit [FILE|-]]
  * [--json [FILE|-]] [--html [FILE|-]] [--list] [--quick] [--quiet]`: run a
- * nightly manifest (verify/suite.h, docs/nightly.md), or a deterministic 1/N
+ * nightly manifest (verify/suite/suite.h, docs/nightly.md), or a deterministic 1/N
  * share of it.
  *
  * Exit codes: 0 every testcase of the shard passed; 1 one failed; 2 bad

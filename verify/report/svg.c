@@ -432,21 +432,6 @@ void kvv_svg_vline(kvv_svg *s, double x, const char *color, const char *label)
     }
 }
 
-void kvv_svg_hline(kvv_svg *s, double y, const char *color, const char *label)
-{
-    double py = kvv_svg_py(s, y);
-    if (!isfinite(py))
-        return;
-    kvv_sbuf_fmt(s->b, "<line class=\"marker\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                 "stroke=\"%s\" stroke-width=\"1.2\" stroke-dasharray=\"5 3\"/>\n", s->x0, py,
-                 s->x1, py, color);
-    if (label) {
-        char fill[40];
-        snprintf(fill, sizeof fill, " fill=\"%s\"", color);
-        text(s->b, s->x1 - 4, py - 4, "end", fill, label);
-    }
-}
-
 void kvv_svg_banner(kvv_svg *s, const char *msg)
 {
     double cx = (s->x0 + s->x1) / 2, cy = (s->y0 + s->y1) / 2;

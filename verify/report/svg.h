@@ -99,9 +99,8 @@ void kvv_svg_rect(kvv_svg *s, double x0, double y0, double x1, double y1, const 
                   const char *title_fmt, ...) __attribute__((format(printf, 7, 8)));
 /* An outline rectangle in data coordinates (marks a cell), not a point. */
 void kvv_svg_frame(kvv_svg *s, double x0, double y0, double x1, double y1, const char *color);
-/* A vertical / horizontal marker line across the plot area with a label. */
+/* A vertical marker line across the plot area with a label. */
 void kvv_svg_vline(kvv_svg *s, double x, const char *color, const char *label);
-void kvv_svg_hline(kvv_svg *s, double y, const char *color, const char *label);
 /* A text in the middle of the plot area (e.g. "bit-exact: every cell 0 ULP"),
  * on a white plate so it reads over the marks. */
 void kvv_svg_banner(kvv_svg *s, const char *text);
