@@ -1,22 +1,15 @@
 /*
  * cmd_run.c — `kvverify run`: greedy decoding or a teacher-forced pass with
- * any engine, printing token ids, text and logits.
+ * any engine, printing token ids, text and logits. The decode itself is
+ * verify/decode.h's (greedy through engine/greedy.h, the argmax and top-K of
+ * runtime/logits.h, --hash through reference/ref_trace.h); this file reads
+ * the options, opens the model and engine, and prints.
  *
- *   kvverify run MODEL (-p TEXT | --tokens 1,2,3) [-n N] [--top K] [--teacher]
- *                [--json [--all-logits]] [--hash] [--cache-type T] [--engine E]
+ *   kvverify run MODEL (-p TEXT | --tokens 1,2,3 | --random N) [-n N] [--top K]
+ *                [--teacher] [--json [--all-logits]] [--hash] [--cache-type T]
+ *                [--engine E]
  *
- * Greedy: the prompt goes through the engine in one batch (logits of its last
- * position), then each generated token in its own forward call; the next
- * token is the argmax of the logits (engine/greedy.h, runtime/logits.h: the
- * lowest id on a tie, as llama.cpp's peer dumps; NaN never wins). Generation does not stop at EOS. Step i reports the position
- * whose logits chose generated token i.
- *
- * Teacher-forced (--teacher): the whole token list in one batch, logits at
- * every position; step t reports position t (its input token, argmax, top-K).
- *
- * Logits print with %.9g (round-trips fp32). --hash prints the sha256 of
- * every logit, K, V and residual of the run in a canonical order
- * (reference/ref_trace.h): the same hash means the same bits.
+ * Logits print with %.9g (round-trips fp32).
  */
 #include <jansson.h>
 #include <math.h>
@@ -29,20 +22,16 @@
 #include "cli/engine_opts.h"
 #include "cli/opts.h"
 #include "cli/output_opts.h"
+#include "cli/prompt_opts.h"
 #include "engine/engine.h"
-#include "engine/greedy.h"
 #include "model/arch.h"
 #include "model/tokenizer.h"
-#include "reference/ref_trace.h"
-#include "runtime/logits.h"
+#include "verify/decode.h"
 #include "verify/report/report.h"
 
 typedef struct {
     const char *model_path;
-    const char *prompt;      /* -p */
-    int32_t *ids;            /* --tokens (owned) */
-    int n_ids;
-    bool raw;
+    kvv_prompt_cli prompt;   /* -p --tokens --random --seed; --raw sets prompt.raw */
     long n_gen;
     bool n_given;
     long top_k;
@@ -59,6 +48,7 @@ static void run_args_init(run_args *a)
     memset(a, 0, sizeof *a);
     a->n_gen = 16;
     a->top_k = 5;
+    kvv_prompt_cli_init(&a->prompt, "run");
     kvv_engine_cli_init(&a->engine, "run", "ref", KVV_ENGINE_OPT_ALL);
     a->engine.repack_default = true; /* one engine: decode speed over memory */
     kvv_output_cli_init(&a->out, "run", KVV_OUT_JSON | KVV_OUT_PROGRESS);
@@ -69,13 +59,14 @@ static void run_usage(FILE *f)
 {
     run_args a;
     run_args_init(&a);
-    fprintf(f, "usage: kvverify run MODEL.gguf (-p TEXT | --tokens 1,2,3) [options]\n\n"
+    fprintf(f, "usage: kvverify run MODEL.gguf (-p TEXT | --tokens 1,2,3 | --random N) "
+            "[options]\n\n"
             "Greedy continuation of a prompt (token ids and text), or with --teacher a\n"
-            "teacher-forced pass reporting the logits at every position.\n\n"
+            "teacher-forced pass reporting the logits at every position. The next token\n"
+            "is the argmax of the logits: the lowest id on a tie, NaN never chosen.\n\n");
+    kvv_prompt_cli_help(f, "none, one is required");
+    fprintf(f, "  --raw               with -p: add no special tokens (no BOS)\n"
             "options:\n"
-            "  -p, --prompt TEXT   prompt text (tokenized with BOS as the vocabulary says)\n"
-            "  --tokens LIST       prompt as comma-separated token ids, used as given\n"
-            "  --raw               with -p: add no special tokens (no BOS)\n"
             "  -n N                tokens to generate (default 16)\n"
             "  --top K             show the K largest logits at each step (default: none\n"
             "                      in greedy text output, 5 otherwise)\n"
@@ -101,17 +92,8 @@ static bool own_option(void *state, kvv_opts *o)
 {
     run_args *a = state;
     long v;
-    if (kvv_opts_value(o, "-p") || kvv_opts_value(o, "--prompt")) {
-        if (o->value)
-            a->prompt = o->value;
-    } else if (kvv_opts_value(o, "--tokens")) {
-        free(a->ids);
-        a->ids = NULL;
-        if (o->value && kvv_opts_int_list(o, "--tokens", o->value, &a->ids, &a->n_ids) &&
-            a->n_ids == 0)
-            kvv_opts_error(o, "option --tokens: empty list");
-    } else if (kvv_opts_flag(o, "--raw")) {
-        a->raw = true;
+    if (kvv_opts_flag(o, "--raw")) {
+        a->prompt.raw = true;
     } else if (kvv_opts_value(o, "-n")) {
         /* 0 and -5 alike: "-n: 0 is outside 1..1048576" (--teacher takes no -n) */
         if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 20, &a->n_gen))
@@ -146,9 +128,9 @@ static void own_finish(void *state, kvv_opts *o)
     const run_args *a = state;
     if (!a->model_path)
         kvv_opts_error(o, "missing MODEL.gguf");
-    else if (!a->prompt == !a->ids)
-        kvv_opts_error(o, "give exactly one of -p TEXT and --tokens LIST");
-    else if (a->raw && !a->prompt)
+    else if (!kvv_prompt_cli_given(&a->prompt))
+        kvv_opts_error(o, "give a prompt: -p TEXT, --tokens LIST or --random N");
+    else if (a->prompt.raw && !a->prompt.text)
         kvv_opts_error(o, "--raw applies to -p only");
     else if (a->teacher && a->n_given)
         kvv_opts_error(o, "-n does not apply to --teacher (it reports every position)");
@@ -162,13 +144,11 @@ static int parse_args(int argc, char **argv, run_args *a)
     kvv_opts o;
     kvv_opts_init(&o, "run", argc, argv);
     run_args_init(a);
-    const kvv_opt_group g[] = {kvv_engine_cli_group(&a->engine), kvv_output_cli_group(&a->out),
-                               {own_option, own_finish, a}};
-    int code = kvv_opts_parse(&o, run_usage, g, 3);
-    if (code != KVV_OPTS_RUN) {
-        free(a->ids);
-        a->ids = NULL;
-    }
+    const kvv_opt_group g[] = {kvv_prompt_cli_group(&a->prompt), kvv_engine_cli_group(&a->engine),
+                               kvv_output_cli_group(&a->out), {own_option, own_finish, a}};
+    int code = kvv_opts_parse(&o, run_usage, g, 4);
+    if (code != KVV_OPTS_RUN)
+        kvv_prompt_cli_free(&a->prompt);
     return code;
 }
 
@@ -236,33 +216,29 @@ static int piece_of(const kvv_tokenizer *tok, int32_t id, char *buf, size_t size
 
 typedef struct {
     const kvv_tokenizer *tok;
-    int n_vocab;
-    int k;              /* top-K actually shown */
-    int *top;           /* (k) scratch */
     json_t *steps;      /* JSON array, or NULL in text mode */
     bool print_steps;   /* text mode: a line per step */
 } reporter;
 
-static void report_step(reporter *rp, int step, int pos, int32_t input, const float *row)
+/* verify/decode.h's on_step: the step as a JSON object and/or a text line. */
+static void report_step(void *user, const kvv_decode_step *st)
 {
-    const int am = kvv_logits_argmax(row, rp->n_vocab);
+    reporter *rp = user;
     char piece[256];
-    int plen = piece_of(rp->tok, am, piece, sizeof piece);
-    if (rp->k > 0)
-        kvv_logits_top_k(row, rp->n_vocab, rp->k, rp->top);
+    int plen = piece_of(rp->tok, st->argmax, piece, sizeof piece);
     if (rp->steps) {
         json_t *s = json_object();
-        json_object_set_new(s, "step", json_integer(step));
-        json_object_set_new(s, "pos", json_integer(pos));
-        json_object_set_new(s, "input_token", json_integer(input));
-        json_object_set_new(s, "argmax", json_integer(am));
+        json_object_set_new(s, "step", json_integer(st->step));
+        json_object_set_new(s, "pos", json_integer(st->pos));
+        json_object_set_new(s, "input_token", json_integer(st->input));
+        json_object_set_new(s, "argmax", json_integer(st->argmax));
         if (rp->tok)
             json_object_set_new(s, "argmax_piece", json_bytes(piece, (size_t)plen));
         json_t *top = json_array();
-        for (int j = 0; j < rp->k; j++) {
+        for (int j = 0; j < st->k; j++) {
             json_t *pr = json_array();
-            json_array_append_new(pr, json_integer(rp->top[j]));
-            json_array_append_new(pr, json_logit(row[rp->top[j]]));
+            json_array_append_new(pr, json_integer(st->top[j]));
+            json_array_append_new(pr, json_logit(st->row[st->top[j]]));
             json_array_append_new(top, pr);
         }
         json_object_set_new(s, "top", top);
@@ -270,51 +246,40 @@ static void report_step(reporter *rp, int step, int pos, int32_t input, const fl
     }
     if (!rp->print_steps)
         return;
-    printf("step %d  pos %d  input %d  argmax %d ", step, pos, (int)input, am);
+    printf("step %d  pos %d  input %d  argmax %d ", st->step, st->pos, (int)st->input,
+           (int)st->argmax);
     put_piece(piece, plen);
-    if (rp->k > 0) {
+    if (st->k > 0) {
         printf("  top:");
-        for (int j = 0; j < rp->k; j++)
-            printf(" %d:%.9g", rp->top[j], (double)row[rp->top[j]]);
+        for (int j = 0; j < st->k; j++)
+            printf(" %d:%.9g", st->top[j], (double)st->row[st->top[j]]);
     }
     putchar('\n');
 }
 
 /* ------------------------------------------------------------ the command */
 
-/* Wall-clock and process CPU seconds. */
-typedef struct {
-    double wall, cpu;
-} stamp;
-
-static stamp now_s(void)
+static double seconds_since(const struct timespec *t0, clockid_t id)
 {
-    struct timespec w, c;
-    clock_gettime(CLOCK_MONOTONIC, &w);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
-    stamp s = {(double)w.tv_sec + 1e-9 * (double)w.tv_nsec,
-               (double)c.tv_sec + 1e-9 * (double)c.tv_nsec};
-    return s;
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
 }
 
-static void stamp_add(stamp *acc, stamp from, stamp to)
-{
-    acc->wall += to.wall - from.wall;
-    acc->cpu += to.cpu - from.cpu;
-}
-
-static void print_phase(const char *what, int n, stamp t)
+static void print_phase(const char *what, int n, double wall, double cpu)
 {
     fprintf(stderr, "; %s %d tokens %.3f s wall, %.3f s cpu (%.1f tokens/s wall, %.1f cpu)", what,
-            n, t.wall, t.cpu, t.wall > 0 ? n / t.wall : 0.0, t.cpu > 0 ? n / t.cpu : 0.0);
+            n, wall, cpu, wall > 0 ? n / wall : 0.0, cpu > 0 ? n / cpu : 0.0);
 }
 
-static void print_times(stamp load, int n_prompt, stamp prompt, int n_dec, stamp dec)
+/* --time: load, prompt and decode, on stderr. */
+static void print_times(double load_wall, double load_cpu, int n_prompt,
+                        const kvv_decode_result *r)
 {
-    fprintf(stderr, "time: load %.3f s wall, %.3f s cpu", load.wall, load.cpu);
-    print_phase("prompt", n_prompt, prompt);
-    if (n_dec > 0)
-        print_phase("decode", n_dec, dec);
+    fprintf(stderr, "time: load %.3f s wall, %.3f s cpu", load_wall, load_cpu);
+    print_phase("prompt", n_prompt, r->prompt_wall, r->prompt_cpu);
+    if (r->n_gen > 1)
+        print_phase("decode", r->n_gen - 1, r->dec_wall, r->dec_cpu);
     fputc('\n', stderr);
 }
 
@@ -326,204 +291,78 @@ static void print_ids(const char *label, const int32_t *ids, int n)
     putchar('\n');
 }
 
-/* Teacher forcing: the whole prompt in one batch, logits at every position,
- * with the trace's hooks and its logit rows (if any). */
-static kvv_status teacher_forward(kvv_engine *e, kvv_trace *tr, int n, const int32_t *tok,
-                                  float *logits, int n_vocab, kvv_error *err)
-{
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
-    if (!pos)
-        return kvv_error_set(err, KVV_ERR_NOMEM, "run: out of memory");
-    for (int i = 0; i < n; i++)
-        pos[i] = i;
-    kvv_hooks h;
-    if (tr)
-        h = kvv_trace_hooks(tr);
-    kvv_status st = kvv_engine_forward(e, n, tok, pos, tr ? &h : NULL, KVV_LOGITS_ALL, logits, err);
-    for (int i = 0; !st && tr && i < n; i++)
-        kvv_trace_add_logits(tr, i, logits + (size_t)i * n_vocab);
-    free(pos);
-    return st;
-}
-
 /* Everything one run holds (run_free frees it). */
 typedef struct {
     kvv_model *m;
     kvv_tokenizer *tok;      /* NULL when kvverify cannot tokenize the vocabulary */
     kvv_engine *e;
-    kvv_trace *tr;           /* --hash, else NULL */
     int32_t *seq;            /* the prompt */
     int n_prompt;
-    int32_t *gen;            /* the generated tokens */
-    int n_gen;
-    float *logits;           /* [teacher ? n_prompt : 1][n_vocab] */
-    int *top;                /* top-K scratch */
+    kvv_decode_result res;
     char *text;              /* the generated text (NULL without a tokenizer) */
     size_t text_len;
-    char hash[65];           /* --hash */
-    stamp t_load, t_prompt, t_dec;
-    long n_logits;           /* logits produced (rows x n_vocab) */
-    long n_nan, n_inf;       /* of them NaN, +-inf */
 } run_state;
-
-/* Count the rows' non-finite logits into s. */
-static void count_logits(run_state *s, const float *rows, int n_rows)
-{
-    const long n = (long)n_rows * s->m->hp.n_vocab;
-    for (long i = 0; i < n; i++) {
-        s->n_nan += isnan(rows[i]) != 0;
-        s->n_inf += isinf(rows[i]) != 0;
-    }
-    s->n_logits += n;
-}
 
 static void run_free(run_state *s)
 {
-    kvv_trace_free(s->tr);
+    kvv_decode_result_free(&s->res);
     kvv_engine_close(s->e);
     kvv_tokenizer_free(s->tok);
     kvv_model_close(s->m);
     free(s->seq);
-    free(s->gen);
-    free(s->logits);
-    free(s->top);
     free(s->text);
 }
 
-/* The model, its tokenizer, and the prompt ids (checked against the vocabulary). */
-static kvv_status load(run_args *a, run_state *s, kvv_error *err)
+/* The model, its tokenizer, and the prompt ids (checked against the
+ * vocabulary). @return 0 or the exit code (messages printed). */
+static int load(const run_args *a, run_state *s)
 {
-    kvv_status st;
-    if ((st = kvv_model_open(a->model_path, &s->m, err)))
-        return st;
+    kvv_error err = {0};
+    if (kvv_model_open(a->model_path, &s->m, &err))
+        return kvv_cli_fail(&err);
     /* The tokenizer is needed for -p and for printing text; a model whose
      * vocabulary kvverify cannot tokenize still runs from --tokens. */
-    if ((st = kvv_tokenizer_open(s->m->gguf, &s->tok, err))) {
-        if (a->prompt)
-            return st;
+    if (kvv_tokenizer_open(s->m->gguf, &s->tok, &err)) {
+        if (a->prompt.text)
+            return kvv_cli_fail(&err);
         s->tok = NULL;
-        memset(err, 0, sizeof *err);
     }
+    const char *source;
+    int rc = kvv_prompt_cli_make(&a->prompt, s->m, 0, &s->seq, &s->n_prompt, &source);
+    if (rc)
+        return rc;
     const int nv = s->m->hp.n_vocab;
-    if (a->prompt) {
-        if ((st = kvv_tokenize(s->tok, a->prompt, strlen(a->prompt), !a->raw, &s->seq,
-                               &s->n_prompt, err)))
-            return st;
-        if (s->n_prompt == 0)
-            return kvv_error_set(err, KVV_ERR_USAGE, "run: the prompt tokenizes to no tokens");
-    } else {
-        s->seq = a->ids;
-        a->ids = NULL;
-        s->n_prompt = a->n_ids;
-    }
     for (int i = 0; i < s->n_prompt; i++)
-        if (s->seq[i] < 0 || s->seq[i] >= nv)
-            return kvv_error_set(err, KVV_ERR_USAGE, "run: option --tokens: id %d (item %d) is "
-                                 "outside the vocabulary 0..%d of %s", (int)s->seq[i], i + 1,
-                                 nv - 1, a->model_path);
-    return KVV_OK;
+        if (s->seq[i] < 0 || s->seq[i] >= nv) {
+            fprintf(stderr, "kvverify run: option --tokens: id %d (item %d) is outside the "
+                    "vocabulary 0..%d of %s\n", (int)s->seq[i], i + 1, nv - 1, a->model_path);
+            return KVV_EXIT_BAD_INPUT;
+        }
+    return 0;
 }
 
-/* The engine, sized and checked against the run; the trace and buffers. */
 static kvv_status open_engine(const run_args *a, run_state *s, kvv_error *err)
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
     eo.n_ctx = (int)a->n_ctx;
     eo.ggml = a->ggml;
-    kvv_status st;
-    if ((st = kvv_engine_open(s->m, &eo, &s->e, err)))
-        return st;
-    const int nv = s->m->hp.n_vocab;
-    const int n_ctx = kvv_engine_options(s->e)->n_ctx; /* the resolved size (a plugin may expose no cache) */
-    /* Greedy evaluates n_prompt + n_gen - 1 positions. */
-    if (s->n_prompt + (s->n_gen > 0 ? s->n_gen - 1 : 0) > n_ctx)
-        return kvv_error_set(err, KVV_ERR_USAGE,
-                             "run: %d prompt tokens + %d generated do not fit the %d-position "
-                             "cache (see --n-ctx)", s->n_prompt, s->n_gen, n_ctx);
-    if (a->hash && !(s->tr = kvv_trace_new(&s->m->hp, n_ctx)))
-        return kvv_error_set(err, KVV_ERR_NOMEM, "run: out of memory for --hash");
-    const int k = (int)(a->top_k < nv ? a->top_k : nv);
-    const size_t rows = a->teacher ? (size_t)s->n_prompt : 1;
-    s->logits = malloc(sizeof(float) * rows * (size_t)nv);
-    s->top = malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
-    s->gen = malloc(sizeof(int32_t) * (size_t)(s->n_gen > 0 ? s->n_gen : 1));
-    if (!s->logits || !s->top || !s->gen)
-        return kvv_error_set(err, KVV_ERR_NOMEM, "run: out of memory");
-    return KVV_OK;
+    return kvv_engine_open(s->m, &eo, &s->e, err);
 }
 
-/* The greedy run's view of each row (engine/greedy.h calls it). */
-typedef struct {
-    const run_args *a;
-    run_state *s;
-    reporter *rp;
-    stamp t0;     /* before the prompt */
-    stamp last;   /* when the previous row was done with */
-} greedy_user;
-
-/* Row i: timed (the forward calls only), hashed, counted and reported. */
-static kvv_status greedy_row(void *user, int i, const float *row, int32_t argmax, kvv_error *err)
-{
-    (void)argmax, (void)err;
-    greedy_user *u = user;
-    run_state *s = u->s;
-    stamp_add(i == 0 ? &s->t_prompt : &s->t_dec, i == 0 ? u->t0 : u->last, now_s());
-    const int pos = s->n_prompt - 1 + i;
-    if (s->tr)
-        kvv_trace_add_logits(s->tr, pos, row);
-    count_logits(s, row, 1);
-    report_step(u->rp, i, pos, i == 0 ? s->seq[s->n_prompt - 1] : s->gen[i - 1], row);
-    kvv_output_progress((void *)&u->a->out, "run", i + 1, s->n_gen);
-    u->last = now_s();
-    return KVV_OK;
-}
-
-/* The forward passes, each step reported: teacher-forced (one batch, every
- * position) or greedy (engine/greedy.h: the prompt, then one token a call). */
-static kvv_status decode(const run_args *a, run_state *s, reporter *rp, kvv_error *err)
-{
-    const int nv = s->m->hp.n_vocab;
-    const stamp t0 = now_s();
-    if (a->teacher) {
-        kvv_status st = teacher_forward(s->e, s->tr, s->n_prompt, s->seq, s->logits, nv, err);
-        if (st)
-            return st;
-        stamp_add(&s->t_prompt, t0, now_s());
-        count_logits(s, s->logits, s->n_prompt);
-        for (int t = 0; t < s->n_prompt; t++)
-            report_step(rp, t, t, s->seq[t], s->logits + (size_t)t * nv);
-        return KVV_OK;
-    }
-    kvv_hooks h;
-    if (s->tr)
-        h = kvv_trace_hooks(s->tr);
-    greedy_user u = {a, s, rp, t0, t0};
-    const kvv_greedy g = {.forward = kvv_greedy_engine_forward, .ctx = s->e,
-                          .hooks = s->tr ? &h : NULL, .n_vocab = nv, .prompt = s->seq,
-                          .n_prompt = s->n_prompt, .n_gen = s->n_gen, .one_row = true,
-                          .on_row = greedy_row, .user = &u};
-    return kvv_greedy_decode(&g, s->logits, s->gen, NULL, err);
-}
-
-/* The run's hash (--hash) and generated text. */
+/* The generated text. */
 static kvv_status conclude(run_state *s, kvv_error *err)
 {
-    if (s->tr) {
-        if (kvv_trace_dropped(s->tr))
-            return kvv_error_set(err, KVV_ERR_NOMEM, "run: --hash could not record %ld rows",
-                                 kvv_trace_dropped(s->tr));
-        kvv_trace_sha256_hex(s->tr, s->hash);
-    }
-    if (s->tok && s->n_gen > 0)
-        return kvv_detokenize(s->tok, s->gen, s->n_gen, &s->text, &s->text_len, err);
+    if (s->tok && s->res.n_gen > 0)
+        return kvv_detokenize(s->tok, s->res.gen, s->res.n_gen, &s->text, &s->text_len, err);
     return KVV_OK;
 }
 
-/* --json: one object on stdout; steps (taken from rp) already collected. */
-/* The JSON object to --json's FILE or stdout. @return 0 or the exit code. */
+/* The JSON object to --json's FILE or stdout; steps (taken from the
+ * reporter) already collected. @return 0 or the exit code. */
 static int write_json(const run_args *a, const run_state *s, json_t *steps)
 {
     const int nv = s->m->hp.n_vocab;
+    const kvv_decode_result *r = &s->res;
     json_t *root = json_object();
     kvv_engine_desc d;
     kvv_engine_describe(s->e, &d);
@@ -534,36 +373,36 @@ static int write_json(const run_args *a, const run_state *s, json_t *steps)
         json_object_set_new(ej, "ggml_emulation", json_integer(a->ggml));
     json_object_set_new(root, "engine", ej ? ej : json_null());
     json_object_set_new(root, "mode", json_string(a->teacher ? "teacher_forced" : "greedy"));
-    if (a->prompt)
-        json_object_set_new(root, "prompt_text", json_string(a->prompt));
+    if (a->prompt.text)
+        json_object_set_new(root, "prompt_text", json_string(a->prompt.text));
     json_t *pj = json_array();
     for (int i = 0; i < s->n_prompt; i++)
         json_array_append_new(pj, json_integer(s->seq[i]));
     json_object_set_new(root, "prompt_tokens", pj);
     if (!a->teacher) {
         json_t *gj = json_array();
-        for (int i = 0; i < s->n_gen; i++)
-            json_array_append_new(gj, json_integer(s->gen[i]));
+        for (int i = 0; i < r->n_gen; i++)
+            json_array_append_new(gj, json_integer(r->gen[i]));
         json_object_set_new(root, "generated_tokens", gj);
         if (s->text)
             json_object_set_new(root, "generated_text", json_bytes(s->text, s->text_len));
     }
     json_object_set_new(root, "steps", steps);
     json_object_set_new(root, "logits_not_finite",
-                        json_pack("{s:I, s:I, s:I}", "logits", (json_int_t)s->n_logits, "nan",
-                                  (json_int_t)s->n_nan, "inf", (json_int_t)s->n_inf));
+                        json_pack("{s:I, s:I, s:I}", "logits", (json_int_t)r->n_logits, "nan",
+                                  (json_int_t)r->n_nan, "inf", (json_int_t)r->n_inf));
     if (a->all_logits) {
         json_t *all = json_array();
-        for (int t = 0; t < s->n_prompt; t++) {
+        for (int t = 0; t < r->n_rows; t++) {
             json_t *row = json_array();
             for (int i = 0; i < nv; i++)
-                json_array_append_new(row, json_logit(s->logits[(size_t)t * nv + i]));
+                json_array_append_new(row, json_logit(r->logits[(size_t)t * nv + i]));
             json_array_append_new(all, row);
         }
         json_object_set_new(root, "logits_all", all);
     }
-    if (s->tr)
-        json_object_set_new(root, "sha256", json_string(s->hash));
+    if (a->hash)
+        json_object_set_new(root, "sha256", json_string(r->sha256));
     int rc = kvv_output_write_json(a->out.json_path, root, JSON_REAL_PRECISION(9) | JSON_COMPACT);
     json_decref(root);
     return rc;
@@ -573,15 +412,15 @@ static int write_json(const run_args *a, const run_state *s, json_t *steps)
 static void print_text(const run_args *a, const run_state *s)
 {
     if (!a->teacher) {
-        print_ids("generated", s->gen, s->n_gen);
+        print_ids("generated", s->res.gen, s->res.n_gen);
         if (s->text) {
             printf("text: ");
             fwrite(s->text, 1, s->text_len, stdout);
             putchar('\n');
         }
     }
-    if (s->tr)
-        printf("sha256: %s\n", s->hash);
+    if (a->hash)
+        printf("sha256: %s\n", s->res.sha256);
 }
 
 int kvv_cmd_run(int argc, char **argv)
@@ -591,52 +430,56 @@ int kvv_cmd_run(int argc, char **argv)
     if (rc != KVV_OPTS_RUN)
         return rc;
     kvv_error err = {0};
-    const stamp t_start = now_s();
+    struct timespec w0, c0;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     run_state s;
     memset(&s, 0, sizeof s);
-    s.n_gen = a.teacher ? 0 : (int)a.n_gen;
-    reporter rp = {NULL, 0, 0, NULL, NULL, false};
-    kvv_status st = load(&a, &s, &err);
-    if (!st)
-        st = open_engine(&a, &s, &err);
-    if (!st) {
+    reporter rp = {NULL, NULL, false};
+    kvv_status st = KVV_OK;
+    rc = load(&a, &s);
+    if (!rc && (st = open_engine(&a, &s, &err)))
+        rc = kvv_cli_fail(&err);
+    if (!rc) {
         rp.tok = s.tok;
-        rp.n_vocab = s.m->hp.n_vocab;
-        rp.k = (int)(a.top_k < rp.n_vocab ? a.top_k : rp.n_vocab);
-        rp.top = s.top;
         if (a.out.json_path)
             rp.steps = json_array();
+        kvv_decode_opts o = {.engine = s.e, .prompt = s.seq, .n_prompt = s.n_prompt,
+                             .n_gen = (int)a.n_gen, .teacher = a.teacher, .top_k = (int)a.top_k,
+                             .hash = a.hash, .on_step = report_step, .user = &rp,
+                             .progress = kvv_output_progress, .progress_user = &a.out};
         if (!a.out.stdout_taken) {
             rp.print_steps = a.teacher || a.top_given;
             if (!a.top_given && !a.teacher && !rp.steps)
-                rp.k = 0;
+                o.top_k = 0;
             kvv_engine_desc d; /* which engine, mode and kernel table ran */
             kvv_engine_describe(s.e, &d);
             kvv_engine_desc_print(stdout, &d);
             print_ids("prompt", s.seq, s.n_prompt);
         }
-        stamp_add(&s.t_load, t_start, now_s());
-        st = decode(&a, &s, &rp, &err);
+        const double load_wall = seconds_since(&w0, CLOCK_MONOTONIC);
+        const double load_cpu = seconds_since(&c0, CLOCK_PROCESS_CPUTIME_ID);
+        st = kvv_decode(&o, &s.res, &err);
+        if (!st && a.time)
+            print_times(load_wall, load_cpu, s.n_prompt, &s.res);
+        if (!st)
+            st = conclude(&s, &err);
+        if (!st && !a.out.stdout_taken)
+            print_text(&a, &s);
+        rc = st ? kvv_cli_fail(&err) : 0;
     }
-    if (!st && a.time)
-        print_times(s.t_load, s.n_prompt, s.t_prompt, s.n_gen > 0 ? s.n_gen - 1 : 0, s.t_dec);
-    if (!st)
-        st = conclude(&s, &err);
-    if (!st && !a.out.stdout_taken)
-        print_text(&a, &s);
-    rc = st ? kvv_cli_fail(&err) : 0;
-    if (!st && a.out.json_path) {
+    if (!rc && a.out.json_path) {
         rc = write_json(&a, &s, rp.steps);
         rp.steps = NULL;
     }
-    if (!st && (s.n_nan || s.n_inf)) {
+    if (!st && !rc && (s.res.n_nan || s.res.n_inf)) {
         fprintf(stderr, "kvverify run: warning: %ld of %ld logits are not finite (%ld NaN, %ld "
                         "inf): the tokens and text are not meaningful\n",
-                s.n_nan + s.n_inf, s.n_logits, s.n_nan, s.n_inf);
-        rc = rc ? rc : KVV_EXIT_FAIL;
+                s.res.n_nan + s.res.n_inf, s.res.n_logits, s.res.n_nan, s.res.n_inf);
+        rc = KVV_EXIT_FAIL;
     }
     json_decref(rp.steps);
     run_free(&s);
-    free(a.ids);
+    kvv_prompt_cli_free(&a.prompt);
     return rc;
 }

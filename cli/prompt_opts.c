@@ -82,7 +82,7 @@ static int from_text(const kvv_prompt_cli *p, const kvv_model *m, int32_t **out,
     kvv_tokenizer *tok;
     if (kvv_tokenizer_open(m->gguf, &tok, &err))
         return kvv_cli_fail(&err);
-    kvv_status s = kvv_tokenize(tok, p->text, strlen(p->text), true, out, n, &err);
+    kvv_status s = kvv_tokenize(tok, p->text, strlen(p->text), !p->raw, out, n, &err);
     kvv_tokenizer_free(tok);
     if (s)
         return kvv_cli_fail(&err);

@@ -1,5 +1,5 @@
 /*
- * prompt_opts.h — the prompt options of the check commands, numerics and
+ * prompt_opts.h — the prompt options of the check commands, run, numerics and
  * vectors gen, parsed in one place:
  *
  *   -p, --prompt TEXT   text, tokenized with the model's tokenizer
@@ -34,6 +34,7 @@ typedef struct {
     int n_tokens;
     long n_random;          /* --random N, 0 = not given */
     uint64_t seed;          /* --seed (default 1) */
+    bool raw;               /* -p's text without special tokens (run's --raw; no BOS) */
 } kvv_prompt_cli;
 
 void kvv_prompt_cli_init(kvv_prompt_cli *p, const char *cmd);
@@ -48,8 +49,8 @@ bool kvv_prompt_cli_given(const kvv_prompt_cli *p);
 void kvv_prompt_cli_help(FILE *f, const char *default_prompt);
 
 /* The prompt for model m: -p through the model's tokenizer (BOS as its
- * metadata says), --tokens as given, else --random N or n_default
- * pseudo-random ids from --seed (first = the model's BOS when it names one,
+ * metadata says; none when p->raw), --tokens as given, else --random N or
+ * n_default pseudo-random ids from --seed (first = the model's BOS when it names one,
  * so models without a tokenizer work). *out is malloc'ed (caller frees);
  * *source is "text", "tokens" or "random". Messages go to stderr.
  * @return 0, or the exit code (2 bad input, 77 unsupported tokenizer). */
