@@ -36,10 +36,6 @@ void kvv_check_cli_free(kvv_check_cli *c)
     if (!c)
         return;
     kvv_prompt_cli_free(&c->prompt);
-    free(c->tokens_b);
-    free(c->thread_counts);
-    c->tokens_b = NULL;
-    c->thread_counts = NULL;
 }
 
 /* MODEL and the controls; a control option the command does not take is
@@ -165,27 +161,33 @@ void kvv_check_cli_help(FILE *f, const kvv_check_cli *c)
                 "and the reports are written with what finished, marked interrupted.\n");
 }
 
+/* The library's message without its "check: " (the command's name replaces it). */
+static const char *own_message(const kvv_error *err)
+{
+    const char *prefix = "check: ";
+    return strncmp(err->msg, prefix, strlen(prefix)) ? err->msg : err->msg + strlen(prefix);
+}
+
 /* What every check would refuse, refused before any runs: prompt tokens
- * outside the vocabulary, positions past the context (-n). @return 0 or 2. */
+ * outside the vocabulary. @return 0 or 2. */
 static int validate(const kvv_check_cli *c, const kvv_check_opts *o)
 {
     kvv_error err = {0};
-    const char *prefix = "check: "; /* the library's; the command's name replaces it */
     if (kvv_check_opts_validate(o, o->n_tokens, &err)) {
-        const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
-        fprintf(stderr, "kvverify %s: prompt: %s\n", c->cmd, m);
+        fprintf(stderr, "kvverify %s: prompt: %s\n", c->cmd, own_message(&err));
         return KVV_EXIT_BAD_INPUT;
     }
-    if (c->chunk > 0 && c->chunk >= o->n_tokens) {
-        fprintf(stderr, "kvverify %s: option --chunk: %ld is not below the prompt's %d tokens: "
-                        "the chunked recompute would be the whole one\n", c->cmd, c->chunk,
-                o->n_tokens);
-        return KVV_EXIT_BAD_INPUT;
-    }
-    if (c->n_gen > 0 && kvv_check_opts_validate(o, o->n_tokens + o->n_gen - 1, &err)) {
-        const char *m = strncmp(err.msg, prefix, strlen(prefix)) ? err.msg : err.msg + strlen(prefix);
+    return 0;
+}
+
+int kvv_check_cli_steps(const kvv_check_cli *c, kvv_check_run *run, long n_gen)
+{
+    kvv_check_opts *o = &run->opts;
+    kvv_error err = {0};
+    o->n_gen = (int)n_gen;
+    if (kvv_check_opts_validate(o, o->n_tokens + o->n_gen - 1, &err)) {
         fprintf(stderr, "kvverify %s: option -n: %d steps after a %d-token prompt: %s\n",
-                c->cmd, o->n_gen, o->n_tokens, m);
+                c->cmd, o->n_gen, o->n_tokens, own_message(&err));
         return KVV_EXIT_BAD_INPUT;
     }
     return 0;
@@ -298,11 +300,6 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
                                    &source);
     if (code)
         return code;
-    if (c->tokens_b && c->n_tokens_b != run->n_prompt) {
-        fprintf(stderr, "kvverify %s: option --tokens-b: %d tokens, but the prompt has %d\n",
-                c->cmd, c->n_tokens_b, run->n_prompt);
-        return KVV_EXIT_BAD_INPUT;
-    }
 
     kvv_check_opts *o = &run->opts;
     *o = kvv_check_opts_default();
@@ -310,14 +307,11 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     o->engine = eo;
     o->tokens = run->prompt;
     o->n_tokens = run->n_prompt;
-    o->tokens_b = c->tokens_b;
-    o->n_gen = c->n_gen > 0 ? (int)c->n_gen : plan.n_gen;
-    o->chunk = c->chunk > 0 ? (int)c->chunk : kvv_audit_kv_chunk(&plan, run->n_prompt);
+    o->n_gen = plan.n_gen;
+    o->chunk = kvv_audit_kv_chunk(&plan, run->n_prompt);
     run->n_chunks = kvv_audit_chunks(&plan, run->n_prompt, run->chunks, KVV_AUDIT_MAX_CHUNKS);
     o->chunks = run->chunks;
     o->n_chunks = run->n_chunks;
-    o->thread_counts = c->thread_counts;
-    o->n_thread_counts = c->n_thread_counts;
     o->controls = c->controls;
     o->force_fail = c->force_fail;
     o->seed = c->prompt.seed;
@@ -331,7 +325,7 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
     int per = eo.n_threads > 0 ? eo.n_threads : 1;
     o->n_jobs = c->jobs > 0 ? (int)c->jobs
                             : (kvv_parallel_cpus() / per > 1 ? kvv_parallel_cpus() / per : 1);
-    if ((code = validate(c, o)))
+    if ((code = validate(c, o)) || (c->own_opts && (code = c->own_opts(c->own_user, run))))
         return code;
 
     kvv_report *rep = &run->report;

@@ -4,17 +4,28 @@
  * loop, its --help lines, and the one code path that turns the options into
  * a run: open and validate the model, build the prompt, run the checks
  * (verify/audit.h), print the report, write --json / --junit, and return
- * the exit code (DESIGN.md §6).
+ * the exit code (DESIGN.md §6). kvv_check_cli holds only what they all
+ * share; an option of one command lives in that command's own state and
+ * reaches the check's options through own_opts:
  *
- *   static bool own(void *state, kvv_opts *o)        // the command's options
+ *   typedef struct { long chunk; } kv_args;           // the command's options
+ *   static bool own(void *state, kvv_opts *o)
  *   {
- *       kvv_check_cli *c = state;
- *       if (kvv_opts_value(o, "--chunk")) { ...; return true; }
+ *       kv_args *a = state;
+ *       if (kvv_opts_value(o, "--chunk")) { ...a->chunk = v; return true; }
  *       return false;
+ *   }
+ *   static int own_opts(void *user, kvv_check_run *run)
+ *   {
+ *       run->opts.chunk = ((kv_args *)user)->chunk;   // or an exit code
+ *       return 0;
  *   }
  *   kvv_check_cli c;
  *   kvv_check_cli_init(&c, "kv");
- *   int code = kvv_check_cli_parse(&c, argc, argv, help, &(kvv_opt_group){own, NULL, &c});
+ *   kv_args a = {0};
+ *   c.own_opts = own_opts;
+ *   c.own_user = &a;
+ *   int code = kvv_check_cli_parse(&c, argc, argv, help, &(kvv_opt_group){own, NULL, &a});
  *   if (code != KVV_OPTS_RUN)
  *       return code;                                  // c already freed
  *   const char *names[] = {"kv"};
@@ -54,6 +65,8 @@ enum {
     KVV_CHECK_OPT_ALL = 0x3fu
 };
 
+typedef struct kvv_check_run kvv_check_run;
+
 typedef struct {
     const char *cmd;            /* subcommand name (messages, help) */
     unsigned accepts;           /* KVV_CHECK_OPT_* (default all) */
@@ -61,12 +74,6 @@ typedef struct {
     kvv_engine_cli engine;      /* --engine (default ref) --mode --threads --cache-type */
     kvv_prompt_cli prompt;      /* -p --tokens --random --seed */
     kvv_output_cli out;         /* --json, --junit [FILE|-], -q / --quiet */
-    int32_t *tokens_b;          /* --tokens-b (patch; owned) */
-    int n_tokens_b;
-    int *thread_counts;         /* --thread-counts (invariance; owned) */
-    int n_thread_counts;
-    long n_gen;                 /* -n (greedy; 0 = sized to the model) */
-    long chunk;                 /* --chunk (kv; 0 = default) */
     bool controls;              /* --no-controls clears */
     bool force_fail;            /* --force-fail */
     bool layers;                /* --layers: per-layer tables (default for single checks) */
@@ -75,6 +82,13 @@ typedef struct {
     int isolate;                /* 0: default (plugins isolated), 1: --isolate, 2: --no-isolate */
     double timeout;             /* --timeout SECONDS (0: default, verify/isolate.h) */
     const char *exit_codes;     /* the help's exit-code lines (NULL: the checks' own) */
+    /* (optional) the options only this command takes (kv's --chunk, patch's
+     * --tokens-b, greedy's -n, ...), set into run->opts by the command once
+     * prepare has the prompt and the plan's defaults there, before the
+     * report's workload is filled. @return 0 or an exit code (message
+     * printed). */
+    int (*own_opts)(void *user, kvv_check_run *run);
+    void *own_user;
 } kvv_check_cli;
 
 /* Defaults: engine ref, every option accepted, controls on. */
@@ -107,7 +121,7 @@ int kvv_check_cli_run(kvv_check_cli *c, const char *const *names, int n_names);
  *   if (r) my_check(&run.opts, r, &err);            // fills r; errors recorded in r
  *   return kvv_check_cli_finish(&c, &run);          // print, --json/--junit, free
  */
-typedef struct {
+struct kvv_check_run {
     kvv_model *model;          /* owned */
     int32_t *prompt;           /* owned; run.opts.tokens points here */
     int n_prompt;
@@ -120,7 +134,7 @@ typedef struct {
     bool header_printed;       /* kvv_check_cli_print_header ran: finish skips it */
     bool header_from_opts;     /* ... with the engine as the options name it (a plugin's
                                   version and device are known only after the run) */
-} kvv_check_run;
+};
 
 /* Open the model, build the prompt, fill run. @return 0, or an exit code
  * (then c is freed and run holds nothing). run->opts.isolate says whether
@@ -138,6 +152,10 @@ int kvv_check_cli_prepare(kvv_check_cli *c, kvv_check_run *run);
  * come back. @return fn's status (err filled), or kvv_isolate_run's. */
 kvv_status kvv_check_cli_run_body(const kvv_check_run *run, double passes, kvv_isolate_fn fn,
                                   void *ctx, kvv_check_result *r, kvv_error *err);
+/* -n: n_gen decode steps after the prompt into run->opts.n_gen, once
+ * checked against the engine's context ("option -n: ..."). For own_opts.
+ * @return 0 or 2. */
+int kvv_check_cli_steps(const kvv_check_cli *c, kvv_check_run *run, long n_gen);
 /* A new result slot in run->report (borrowed; NULL on OOM). */
 kvv_check_result *kvv_check_cli_report(kvv_check_run *run, const char *name);
 /* Print the header (model, engine under test, prompt) now, before the

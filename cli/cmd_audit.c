@@ -36,6 +36,7 @@ static void help(FILE *f)
 /* The audit's own options: -n and --checks (names borrowed from checks_buf). */
 typedef struct {
     kvv_check_cli *c;
+    long n_gen;               /* -n, 0 = the plan's */
     const char *names[16];
     int n_names;
     char *checks_buf;
@@ -47,7 +48,7 @@ static bool own_option(void *state, kvv_opts *o)
     long v;
     if (kvv_opts_value(o, "-n")) {
         if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 16, &v))
-            a->c->n_gen = v;
+            a->n_gen = v;
         return true;
     }
     if (!kvv_opts_value(o, "--checks"))
@@ -72,11 +73,19 @@ static bool own_option(void *state, kvv_opts *o)
     return true;
 }
 
+static int own_opts(void *user, kvv_check_run *run)
+{
+    const audit_args *a = user;
+    return a->n_gen > 0 ? kvv_check_cli_steps(a->c, run, a->n_gen) : 0;
+}
+
 int kvv_cmd_audit(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "audit");
     audit_args a = {.c = &c};
+    c.own_opts = own_opts;
+    c.own_user = &a;
     int code = kvv_check_cli_parse(&c, argc, argv, help,
                                    &(kvv_opt_group){own_option, NULL, &a});
     if (code == KVV_OPTS_RUN)

@@ -100,6 +100,7 @@ typedef struct {
     int n_budgets;
     kvv_policy_kind *pols;
     int n_pols;
+    long n_gen;               /* -n: tokens to decode */
     long n_prompts, verify_prompts;
     bool n_prompts_given;
     bool equal_bytes;
@@ -118,7 +119,7 @@ static bool own_option(void *state, kvv_opts *o)
     long v;
     if (kvv_opts_value(o, "-n")) {
         if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 20, &v))
-            a->c->n_gen = v;
+            a->n_gen = v;
     } else if (kvv_opts_value(o, "--budgets")) {
         free(a->budgets);
         a->budgets = NULL;
@@ -182,10 +183,10 @@ static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_
     } else if (a->prompts_file) {
         s = kvv_prompt_set_from_file(m, a->prompts_file, ps, err);
     } else {
-        int room = m->hp.n_ctx_train - (int)c->n_gen;
+        int room = m->hp.n_ctx_train - (int)a->n_gen;
         if (room < 1) {
             kvv_error_set(err, KVV_ERR_USAGE, "evict: %ld tokens to decode leave no room for a "
-                          "prompt in the model's context of %d", c->n_gen, m->hp.n_ctx_train);
+                          "prompt in the model's context of %d", a->n_gen, m->hp.n_ctx_train);
             return kvv_cli_fail(err);
         }
         s = kvv_prompt_set_builtin(m, (int)a->n_prompts,
@@ -204,7 +205,7 @@ static int build_prompts(const kvv_check_cli *c, const evict_args *a, kvv_check_
     int most = 0;
     for (int i = 0; i < ps->n; i++)
         most = ps->items[i].n_tokens > most ? ps->items[i].n_tokens : most;
-    kvv_check_cli_own_workload(run, most, (int)a->c->n_gen);
+    kvv_check_cli_own_workload(run, most, (int)a->n_gen);
     return 0;
 }
 
@@ -278,7 +279,7 @@ static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *
     const kvv_check_cli *c = a->c;
     kvv_check_cli_print_header(c, run);
     if (kvv_output_cli_verbose(&c->out))
-        print_prompts(ps, c->n_gen);
+        print_prompts(ps, a->n_gen);
     int *bud = NULL;
     if (a->budgets) {
         bud = malloc((size_t)a->n_budgets * sizeof *bud);
@@ -304,6 +305,13 @@ static int evict(kvv_check_run *run, const evict_args *a, const kvv_prompt_set *
     return fail;
 }
 
+/* -n into the check's options, checked against the context. */
+static int own_opts(void *user, kvv_check_run *run)
+{
+    const evict_args *a = user;
+    return kvv_check_cli_steps(a->c, run, a->n_gen);
+}
+
 int kvv_cmd_evict(int argc, char **argv)
 {
     kvv_check_cli c;
@@ -320,8 +328,10 @@ int kvv_cmd_evict(int argc, char **argv)
     bool single = kvv_prompt_cli_given(&c.prompt);
     if (!single)
         c.prompt.n_random = 1; /* the prompt set replaces it */
-    if (c.n_gen == 0)
-        c.n_gen = EVICT_GEN_TOKENS;
+    if (a.n_gen == 0)
+        a.n_gen = EVICT_GEN_TOKENS;
+    c.own_opts = own_opts;
+    c.own_user = &a;
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run))) {
         args_free(&a);

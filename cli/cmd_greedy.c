@@ -20,24 +20,38 @@ static void help(FILE *f)
     kvv_check_cli_help(f, NULL);
 }
 
+/* greedy's own option. */
+typedef struct {
+    const kvv_check_cli *c;
+    long n_gen;               /* -n */
+} greedy_args;
+
 static bool own_option(void *state, kvv_opts *o)
 {
-    kvv_check_cli *c = state;
+    greedy_args *a = state;
     long v;
     if (!kvv_opts_value(o, "-n"))
         return false;
     if (o->value && kvv_opts_int(o, "-n", o->value, 1, 1 << 16, &v))
-        c->n_gen = v;
+        a->n_gen = v;
     return true;
+}
+
+static int own_opts(void *user, kvv_check_run *run)
+{
+    const greedy_args *a = user;
+    return kvv_check_cli_steps(a->c, run, a->n_gen);
 }
 
 int kvv_cmd_greedy(int argc, char **argv)
 {
     kvv_check_cli c;
     kvv_check_cli_init(&c, "greedy");
-    c.n_gen = 64;
+    greedy_args a = {&c, 64};
+    c.own_opts = own_opts;
+    c.own_user = &a;
     int code = kvv_check_cli_parse(&c, argc, argv, help,
-                                   &(kvv_opt_group){own_option, NULL, &c});
+                                   &(kvv_opt_group){own_option, NULL, &a});
     if (code != KVV_OPTS_RUN)
         return code;
     const char *names[] = {"greedy"};

@@ -22,26 +22,40 @@ static void help(FILE *f)
     kvv_check_cli_help(f, NULL);
 }
 
+/* invariance's own option. */
+typedef struct {
+    int *thread_counts;       /* --thread-counts (owned), NULL = the check's default */
+    int n_thread_counts;
+} invariance_args;
+
 static bool own_option(void *state, kvv_opts *o)
 {
-    kvv_check_cli *c = state;
+    invariance_args *a = state;
     if (!kvv_opts_value(o, "--thread-counts"))
         return false;
     int32_t *list = NULL;
     int n = 0;
     if (o->value && kvv_opts_int_list(o, "--thread-counts", o->value, &list, &n)) {
-        free(c->thread_counts);
-        c->thread_counts = malloc((size_t)n * sizeof *c->thread_counts);
-        c->n_thread_counts = c->thread_counts ? n : 0;
-        for (int i = 0; i < c->n_thread_counts; i++) {
+        free(a->thread_counts);
+        a->thread_counts = malloc((size_t)n * sizeof *a->thread_counts);
+        a->n_thread_counts = a->thread_counts ? n : 0;
+        for (int i = 0; i < a->n_thread_counts; i++) {
             if (list[i] < 1 || list[i] > KVV_ENGINE_MAX_THREADS)
                 kvv_opts_error(o, "option --thread-counts: %d is outside 1..%d", (int)list[i],
                                KVV_ENGINE_MAX_THREADS);
-            c->thread_counts[i] = (int)list[i];
+            a->thread_counts[i] = (int)list[i];
         }
     }
     free(list);
     return true;
+}
+
+static int own_opts(void *user, kvv_check_run *run)
+{
+    const invariance_args *a = user;
+    run->opts.thread_counts = a->thread_counts;
+    run->opts.n_thread_counts = a->n_thread_counts;
+    return 0;
 }
 
 int kvv_cmd_invariance(int argc, char **argv)
@@ -49,10 +63,15 @@ int kvv_cmd_invariance(int argc, char **argv)
     kvv_check_cli c;
     kvv_check_cli_init(&c, "invariance");
     c.layers = true;
+    invariance_args a = {NULL, 0};
+    c.own_opts = own_opts;
+    c.own_user = &a;
     int code = kvv_check_cli_parse(&c, argc, argv, help,
-                                   &(kvv_opt_group){own_option, NULL, &c});
-    if (code != KVV_OPTS_RUN)
-        return code;
-    const char *names[] = {"invariance"};
-    return kvv_check_cli_run(&c, names, 1);
+                                   &(kvv_opt_group){own_option, NULL, &a});
+    if (code == KVV_OPTS_RUN) {
+        const char *names[] = {"invariance"};
+        code = kvv_check_cli_run(&c, names, 1);
+    }
+    free(a.thread_counts);
+    return code;
 }

@@ -21,16 +21,37 @@ static void help(FILE *f)
     kvv_check_cli_help(f, NULL);
 }
 
+/* patch's own option. */
+typedef struct {
+    const kvv_check_cli *c;
+    int32_t *tokens_b;        /* --tokens-b (owned), NULL = derived from --seed */
+    int n_tokens_b;
+} patch_args;
+
 static bool own_option(void *state, kvv_opts *o)
 {
-    kvv_check_cli *c = state;
+    patch_args *a = state;
     if (!kvv_opts_value(o, "--tokens-b"))
         return false;
-    free(c->tokens_b);
-    c->tokens_b = NULL;
+    free(a->tokens_b);
+    a->tokens_b = NULL;
     if (o->value)
-        kvv_opts_int_list(o, "--tokens-b", o->value, &c->tokens_b, &c->n_tokens_b);
+        kvv_opts_int_list(o, "--tokens-b", o->value, &a->tokens_b, &a->n_tokens_b);
     return true;
+}
+
+static int own_opts(void *user, kvv_check_run *run)
+{
+    const patch_args *a = user;
+    if (!a->tokens_b)
+        return 0;
+    if (a->n_tokens_b != run->n_prompt) {
+        fprintf(stderr, "kvverify %s: option --tokens-b: %d tokens, but the prompt has %d\n",
+                a->c->cmd, a->n_tokens_b, run->n_prompt);
+        return KVV_EXIT_BAD_INPUT;
+    }
+    run->opts.tokens_b = a->tokens_b;
+    return 0;
 }
 
 int kvv_cmd_patch(int argc, char **argv)
@@ -38,10 +59,15 @@ int kvv_cmd_patch(int argc, char **argv)
     kvv_check_cli c;
     kvv_check_cli_init(&c, "patch");
     c.layers = true;
+    patch_args a = {&c, NULL, 0};
+    c.own_opts = own_opts;
+    c.own_user = &a;
     int code = kvv_check_cli_parse(&c, argc, argv, help,
-                                   &(kvv_opt_group){own_option, NULL, &c});
-    if (code != KVV_OPTS_RUN)
-        return code;
-    const char *names[] = {"patch"};
-    return kvv_check_cli_run(&c, names, 1);
+                                   &(kvv_opt_group){own_option, NULL, &a});
+    if (code == KVV_OPTS_RUN) {
+        const char *names[] = {"patch"};
+        code = kvv_check_cli_run(&c, names, 1);
+    }
+    free(a.tokens_b);
+    return code;
 }
