@@ -34,6 +34,7 @@ ISA_avx512  = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 # *_avx512vnni.c: reached only after a cpuid check for VNNI (cpu_q4x16.h)
 ISA_vnni    = -mavx512vnni
 
+COMMON_SRC   := $(wildcard common/*.c)
 MODEL_SRC    := $(wildcard model/*.c)
 RUNTIME_SRC  := $(wildcard runtime/*.c)
 REF_SRC      := $(wildcard reference/*.c)
@@ -45,6 +46,7 @@ CLI_SRC      := $(wildcard cli/*.c)
 obj = $(patsubst %.c,$(O)/%.o,$(1))
 
 # One archive per layer; a test links only the layers at and below its own.
+L_COMMON  := $(O)/libkvv_common.a
 L_MODEL   := $(O)/libkvv_model.a
 L_RUNTIME := $(O)/libkvv_runtime.a
 L_REF     := $(O)/libkvv_reference.a
@@ -53,17 +55,18 @@ L_VECTORS := $(O)/libkvv_vectors.a
 L_VERIFY  := $(O)/libkvv_verify.a
 L_CLI     := $(O)/libkvv_cli.a
 
-LAYERS_model     := $(L_MODEL)
-LAYERS_runtime   := $(L_RUNTIME) $(L_MODEL)
-LAYERS_reference := $(L_REF) $(L_RUNTIME) $(L_MODEL)
-LAYERS_engine    := $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL)
-LAYERS_vectors   := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL)
-LAYERS_verify    := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL)
+LAYERS_common    := $(L_COMMON)
+LAYERS_model     := $(L_MODEL) $(L_COMMON)
+LAYERS_runtime   := $(L_RUNTIME) $(L_MODEL) $(L_COMMON)
+LAYERS_reference := $(L_REF) $(L_RUNTIME) $(L_MODEL) $(L_COMMON)
+LAYERS_engine    := $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL) $(L_COMMON)
+LAYERS_vectors   := $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL) $(L_COMMON)
+LAYERS_verify    := $(L_VERIFY) $(L_VECTORS) $(L_ENGINE) $(L_REF) $(L_RUNTIME) $(L_MODEL) $(L_COMMON)
 LAYERS_all       := $(LAYERS_verify)
 
 BIN := $(O)/kvverify
 
-TEST_SRC := $(wildcard tests/model/test_*.c tests/runtime/test_*.c tests/reference/test_*.c tests/engine/test_*.c \
+TEST_SRC := $(wildcard tests/common/test_*.c tests/model/test_*.c tests/runtime/test_*.c tests/reference/test_*.c tests/engine/test_*.c \
                        tests/vectors/test_*.c tests/verify/test_*.c)
 TEST_BIN := $(patsubst %.c,$(O)/%,$(TEST_SRC))
 TEST_UTIL := $(O)/tests/test_util.o
@@ -80,6 +83,7 @@ $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(if $(findstring _avx512,$<),$(ISA_avx512),$(if $(findstring _avx2,$<),$(ISA_avx2))) $(if $(findstring _avx512vnni,$<),$(ISA_vnni)) -c $< -o $@
 
+$(L_COMMON):  $(call obj,$(COMMON_SRC))
 $(L_MODEL):   $(call obj,$(MODEL_SRC))
 $(L_RUNTIME): $(call obj,$(RUNTIME_SRC))
 $(L_REF):     $(call obj,$(REF_SRC))
@@ -93,7 +97,7 @@ $(O)/libkvv_%.a:
 
 $(O)/empty.o:
 	@mkdir -p $(O) && echo 'typedef int kvv_empty_unit;' > $(O)/empty.c && $(CC) -c $(O)/empty.c -o $@
-$(L_MODEL) $(L_RUNTIME) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY) $(L_CLI): | $(O)/empty.o
+$(L_COMMON) $(L_MODEL) $(L_RUNTIME) $(L_REF) $(L_ENGINE) $(L_VECTORS) $(L_VERIFY) $(L_CLI): | $(O)/empty.o
 
 $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LAYERS_all) $(LIBS)
@@ -102,7 +106,7 @@ $(BIN): $(call obj,$(CLI_SRC)) $(LAYERS_all)
 # the host only through that header, each exporting one symbol
 # (plugins/plugin.map hides everything else, so what a plugin links cannot
 # clash with the host's own copy). The example plugin's implementation is
-# the reference engine: the model, runtime and reference layers compiled a second
+# the reference engine: the common, model, runtime and reference layers compiled a second
 # time with -fPIC into $(O)/pic/ (the layer archives are position-dependent,
 # and stay so), same flags otherwise, so the bits are the reference's.
 PIC_OBJ = $(patsubst %.c,$(O)/pic/%.o,$(1))
@@ -112,19 +116,21 @@ $(O)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -c $< -o $@
 
+PIC_COMMON  := $(O)/pic/libkvv_common.a
 PIC_MODEL   := $(O)/pic/libkvv_model.a
 PIC_RUNTIME := $(O)/pic/libkvv_runtime.a
 PIC_REF     := $(O)/pic/libkvv_reference.a
+$(PIC_COMMON):  $(call PIC_OBJ,$(COMMON_SRC))
 $(PIC_MODEL):   $(call PIC_OBJ,$(MODEL_SRC))
 $(PIC_RUNTIME): $(call PIC_OBJ,$(RUNTIME_SRC))
 $(PIC_REF):     $(call PIC_OBJ,$(REF_SRC))
-$(PIC_MODEL) $(PIC_RUNTIME) $(PIC_REF):
+$(PIC_COMMON) $(PIC_MODEL) $(PIC_RUNTIME) $(PIC_REF):
 	rm -f $@ && ar rcs $@ $^
 
 PLUGIN_EXAMPLE := $(O)/plugins/example.so
 PLUGINS := $(PLUGIN_EXAMPLE) $(O)/plugins/llama.cpp.so
 plugins: $(PLUGINS)
-$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) plugins/plugin.map
+$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) $(PIC_COMMON) plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
 
@@ -157,7 +163,9 @@ $(O)/tests/$(1)/%: tests/$(1)/%.c $(TEST_UTIL) $$(LAYERS_$(1))
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$< $(TEST_UTIL) $$(LAYERS_$(1)) $$(LIBS) $$(TESTLIBS)
 endef
-$(foreach l,model runtime reference engine vectors verify,$(eval $(call test_rule,$(l))))
+$(foreach l,common model runtime reference engine vectors verify,$(eval $(call test_rule,$(l))))
+# The writer's test sees (and fails) each fsync through a wrapper.
+$(O)/tests/common/test_atomic_writer: LDFLAGS += -Wl,--wrap=fsync
 
 # Test-only: the x86 kernel files compiled again without their -m flags,
 # against SIMDe (tests/engine/simde_x86.h), so test_cpu_kernels checks every
@@ -253,14 +261,14 @@ FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 # Layers each fuzz target links (default: all); building only those keeps a
 # target usable while an unrelated layer does not compile with clang.
-FUZZ_LAYERS_fuzz_gguf := model
-FUZZ_LAYERS_fuzz_kvv  := vectors model
-FUZZ_LAYERS_fuzz_tokenizer := model
-FUZZ_LAYERS_fuzz_vocab := model
-FUZZ_LAYERS_fuzz_opts := cli verify vectors engine reference runtime model
-FUZZ_LAYERS_fuzz_plugin := engine reference runtime model
+FUZZ_LAYERS_fuzz_gguf := model common
+FUZZ_LAYERS_fuzz_kvv  := vectors model common
+FUZZ_LAYERS_fuzz_tokenizer := model common
+FUZZ_LAYERS_fuzz_vocab := model common
+FUZZ_LAYERS_fuzz_opts := cli verify vectors engine reference runtime model common
+FUZZ_LAYERS_fuzz_plugin := engine reference runtime model common
 FUZZ_NAMES := $(basename $(notdir $(FUZZ_SRC)))
-FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference runtime model),build-fuzz/libkvv_$(l).a)
+FUZZ_LIBS = $(foreach l,$(or $(FUZZ_LAYERS_$(FUZZ_TARGET)),verify vectors engine reference runtime model common),build-fuzz/libkvv_$(l).a)
 fuzz:
 	@set -e; for n in $(FUZZ_NAMES); do $(MAKE) --no-print-directory fuzz-one FUZZ_TARGET=$$n; done
 

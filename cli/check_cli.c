@@ -8,7 +8,7 @@
 
 #include "cli/interrupt.h"
 #include "engine/cpu/cpu_isa.h"
-#include "model/sha256.h"
+#include "common/sha256.h"
 #include "verify/audit.h"
 #include "verify/invariance.h"
 #include "verify/isolate.h"

@@ -23,20 +23,20 @@
  * swapped from one repeat to the next, so both see the same machine load.
  * The ratio ours / theirs is printed from the medians, with the spread of
  * the per-repeat ratios. --roofline measures the streaming read bandwidth
- * (bench_machine.h) once per repeat too, beside the runs.
+ * (common/roofline.h) once per repeat too, beside the runs.
  */
-#include <cblas.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_machine.h"
 #include "cli/commands.h"
 #include "cli/engine_opts.h"
 #include "cli/opts.h"
 #include "cli/output_opts.h"
+#include "common/median.h"
+#include "common/roofline.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/engine.h"
 #include "model/tensor_types.h"
@@ -122,18 +122,6 @@ static double weight_bytes(const kvv_model *m, const kvv_engine *e, double *head
     return b;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* bench's own options. */
 static bool own_option(void *state, kvv_opts *o)
 {
@@ -217,27 +205,6 @@ typedef struct {
     float *logits;
 } bench_io;
 
-/* Median of n values (v is left unchanged). */
-static double median_of(const double *v, int n)
-{
-    double *c = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!c)
-        return 0;
-    memcpy(c, v, sizeof(double) * (size_t)n);
-    double m = median(c, n);
-    free(c);
-    return m;
-}
-
-static void range_of(const double *v, int n, double *lo, double *hi)
-{
-    *lo = *hi = n > 0 ? v[0] : 0;
-    for (int i = 1; i < n; i++) {
-        *lo = v[i] < *lo ? v[i] : *lo;
-        *hi = v[i] > *hi ? v[i] : *hi;
-    }
-}
-
 /* Warm-up: page the weights in (up to 8 prompt tokens). */
 static int warm_up(const bench_args *a, kvv_engine *e, bench_io *io)
 {
@@ -302,18 +269,18 @@ static int measure(const bench_args *a, side *sides, int n_sides, const kvv_hpar
     for (int k = 0; k < R && !code; k++) {
         for (int i = 0; i < n_sides && !code; i++)
             code = one_repeat(a, &sides[(i + k) % n_sides], &io, k);
-        for (int p = 0; read && !code && p < KVV_BENCH_READ_PASSES; p++) {
-            double g = kvv_bench_read_gbs(kvv_engine_cli_opts(&a->engine).n_threads, sink);
+        for (int p = 0; read && !code && p < KVV_ROOFLINE_READ_PASSES; p++) {
+            double g = kvv_roofline_read_gbs(kvv_engine_cli_opts(&a->engine).n_threads, sink);
             read[k] = g > read[k] ? g : read[k];
         }
         kvv_output_progress((void *)&a->out, "bench", k + 1, R);
     }
     for (int s = 0; s < n_sides && !code; s++) {
         side *d = &sides[s];
-        d->pp_med = median_of(d->pp, R);
-        d->tg_med = median_of(d->tg, R);
-        d->ppc_med = median_of(d->ppc, R);
-        d->tgc_med = median_of(d->tgc, R);
+        d->pp_med = kvv_median(d->pp, R);
+        d->tg_med = kvv_median(d->tg, R);
+        d->ppc_med = kvv_median(d->ppc, R);
+        d->tgc_med = kvv_median(d->tgc, R);
     }
 out:
     free(io.tok);
@@ -458,7 +425,7 @@ static void print_table(const bench_args *a, const kvv_model *m, const side *sid
     if (a->roofline) {
         printf("machine roofline: sgemm %.1f GFLOP/s, read %.1f GB/s (%d threads; median of "
                "%ld measurements beside the runs, each the best of %d passes, %.1f-%.1f)%s\n",
-               c->sgemm_gflops, c->read_med, c->threads, a->repeats, KVV_BENCH_READ_PASSES,
+               c->sgemm_gflops, c->read_med, c->threads, a->repeats, KVV_ROOFLINE_READ_PASSES,
                c->read_lo, c->read_hi, c->sink < 0 ? " " : "");
         if (a->gen > 0 && c->read_med > 0)
             printf("decode reads weights at %.0f%% of the read loop's bandwidth (median of the "
@@ -535,14 +502,14 @@ static void compare_sides(const bench_args *a, const side *sides, int n_sides, c
 {
     const int R = (int)a->repeats;
     if (a->roofline) {
-        c->read_med = median_of(c->read, R);
-        range_of(c->read, R, &c->read_lo, &c->read_hi);
+        c->read_med = kvv_median(c->read, R);
+        kvv_range(c->read, R, &c->read_lo, &c->read_hi);
         /* repeat by repeat: the machine's speed drifts between repeats */
         for (int k = 0; k < R; k++)
             c->frac[k] = c->read[k] > 0 ? sides[0].f.bytes_tg * sides[0].tg[k] * 1e-9 / c->read[k]
                                         : 0;
-        c->frac_med = median_of(c->frac, R);
-        range_of(c->frac, R, &c->frac_lo, &c->frac_hi);
+        c->frac_med = kvv_median(c->frac, R);
+        kvv_range(c->frac, R, &c->frac_lo, &c->frac_hi);
     }
     if (n_sides < 2)
         return;
@@ -552,8 +519,8 @@ static void compare_sides(const bench_args *a, const side *sides, int n_sides, c
     }
     c->r_pp_med = sides[1].pp_med > 0 ? sides[0].pp_med / sides[1].pp_med : 0;
     c->r_tg_med = sides[1].tg_med > 0 ? sides[0].tg_med / sides[1].tg_med : 0;
-    range_of(c->r_pp, R, &c->r_pp_lo, &c->r_pp_hi);
-    range_of(c->r_tg, R, &c->r_tg_lo, &c->r_tg_hi);
+    kvv_range(c->r_pp, R, &c->r_pp_lo, &c->r_pp_hi);
+    kvv_range(c->r_tg, R, &c->r_tg_lo, &c->r_tg_hi);
 }
 
 static int report(const bench_args *a, const kvv_model *m, const side *sides, int n_sides,
@@ -607,7 +574,7 @@ int kvv_cmd_bench(int argc, char **argv)
         code = kvv_cli_fail(&err);
     } else {
         if (a.roofline)
-            c.sgemm_gflops = kvv_bench_sgemm_gflops(c.threads);
+            c.sgemm_gflops = kvv_roofline_sgemm_gflops(c.threads);
         code = measure(&a, sides, n_sides, &m->hp, a.roofline ? c.read : NULL, &c.sink);
     }
     if (!code) {
@@ -622,7 +589,7 @@ int kvv_cmd_bench(int argc, char **argv)
     free(c.frac);
     free(c.r_pp);
     free(c.r_tg);
-    kvv_bench_read_free();
+    kvv_roofline_free();
     kvv_model_close(m);
     return code;
 }

@@ -21,7 +21,7 @@ static void help(FILE *f)
             "Per layer: the time to read cached K/V against the time to recompute them\n"
             "from checkpointed residuals (the engine's kv_from_residual), for batch sizes\n"
             "1 ... 4096 tokens; bytes moved, FLOPs, achieved GB/s and GFLOP/s beside the\n"
-            "machine's roofline measured by a built-in probe (stream copy bandwidth,\n"
+            "machine's roofline measured by a built-in probe (streaming read bandwidth,\n"
             "OpenBLAS sgemm). Medians over repeats. Verdict: the two paths must do the\n"
             "same work, every recomputed K/V element bit-equal (after rounding to the\n"
             "cache's type) to the cached one it replaces, at every batch size; which is\n"

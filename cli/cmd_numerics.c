@@ -1,8 +1,9 @@
 /*
  * cmd_numerics.c — `kvverify numerics MODEL`: each engine's ops against the
  * correctly rounded result (MPFR) on the real inputs of a forward pass, in
- * ULPs (verify/numerics.h, docs/numerics.md). Options, the console tables
- * and the --json report.
+ * ULPs (verify/numerics/numerics.h, docs/numerics.md). Options, the console
+ * tables and the --json report (numbers encoded as common/json_num.h says:
+ * a NaN ULP distance is null, as in every report).
  */
 #include <jansson.h>
 #include <math.h>
@@ -177,25 +178,6 @@ static void print_report(const kvv_numerics_report *rep, bool quiet)
 
 /* ------------------------------------------------------------ JSON */
 
-static json_t *jnum(double x)
-{
-    if (isfinite(x))
-        return json_real(x);
-    return json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
-}
-
-static json_t *jfloat(float x)
-{
-    char hf[48];
-    snprintf(hf, sizeof hf, "%a", (double)x);
-    return json_pack("{s:o, s:s}", "value", jnum((double)x), "hex", hf);
-}
-
-static json_t *julp(uint64_t u)
-{
-    return u == KVV_ULP_NAN ? json_string("nan") : json_integer((json_int_t)u);
-}
-
 static json_t *cell_json(const kvv_numerics_cell *c)
 {
     json_t *hist = json_object();
@@ -206,16 +188,16 @@ static json_t *cell_json(const kvv_numerics_cell *c)
                                 json_integer((json_int_t)c->hist.bins[k]));
     }
     json_t *o = json_pack("{s:I, s:I, s:o, s:o, s:o, s:o}", "values", (json_int_t)c->hist.n,
-                          "nan", (json_int_t)c->hist.nan, "max", julp(c->hist.max), "mean",
-                          jnum(kvv_oracle_hist_mean(&c->hist)), "max_scaled",
-                          jnum(c->max_scaled), "histogram", hist);
+                          "nan", (json_int_t)c->hist.nan, "max", kvv_json_ulp(c->hist.max), "mean",
+                          kvv_json_number(kvv_oracle_hist_mean(&c->hist)), "max_scaled",
+                          kvv_json_number(c->max_scaled), "histogram", hist);
     if (o && c->worst.set) {
         const kvv_numerics_where *w = &c->worst;
         json_object_set_new(o, "worst",
                             json_pack("{s:i, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "layer",
                                       w->layer, "row", w->row, "index", w->index, "what",
-                                      w->what, "input", jfloat(w->input), "got", jfloat(w->got),
-                                      "exact", jfloat(w->exact), "ulp", julp(w->ulp)));
+                                      w->what, "input", kvv_json_float(w->input), "got", kvv_json_float(w->got),
+                                      "exact", kvv_json_float(w->exact), "ulp", kvv_json_ulp(w->ulp)));
     }
     return o;
 }
@@ -233,7 +215,7 @@ static json_t *report_json(const kvv_numerics_report *rep, const kvv_report *met
         "capture", "checked", (json_int_t)rep->capture_checked, "mismatch",
         (json_int_t)rep->capture_mismatch, "note", rep->capture_note, "oracle", "results",
         (json_int_t)rep->oracle.results, "escalations", (json_int_t)rep->oracle.escalations,
-        "unresolved", (json_int_t)rep->oracle.unresolved, "seconds", jnum(rep->seconds));
+        "unresolved", (json_int_t)rep->oracle.unresolved, "seconds", kvv_json_number(rep->seconds));
     if (!root)
         return NULL;
     json_t *rows = json_array();
@@ -241,8 +223,8 @@ static json_t *report_json(const kvv_numerics_report *rep, const kvv_report *met
         json_array_append_new(rows, json_integer(rep->rows[s]));
     json_object_set_new(root, "rows", rows);
     json_object_set_new(root, "softcaps", json_pack("{s:o, s:o}", "attention",
-                                                    jnum(rep->attn_cap), "final",
-                                                    jnum(rep->final_cap)));
+                                                    kvv_json_number(rep->attn_cap), "final",
+                                                    kvv_json_number(rep->final_cap)));
     json_t *engines = json_array();
     for (int e = 0; e < rep->n_engines; e++) {
         const kvv_numerics_engine *en = &rep->engines[e];
@@ -271,10 +253,10 @@ static json_t *report_json(const kvv_numerics_report *rep, const kvv_report *met
             math, json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:o, s:I, s:o, s:o, s:o, s:o}",
                             "engine", m->engine, "fn", kvv_math_fn_name(m->fn), "range", m->range,
                             "where", m->where, "samples", (json_int_t)m->samples, "max_err",
-                            jnum(m->max_err), "max_ulp", julp(m->max_ulp), "not_rounded",
-                            (json_int_t)m->n_not_rounded, "worst_x", jfloat(m->worst_x),
-                            "worst_y", jfloat(m->worst_y), "got", jfloat(m->worst_got),
-                            "correctly_rounded", jfloat(m->worst_exact)));
+                            kvv_json_number(m->max_err), "max_ulp", kvv_json_ulp(m->max_ulp), "not_rounded",
+                            (json_int_t)m->n_not_rounded, "worst_x", kvv_json_float(m->worst_x),
+                            "worst_y", kvv_json_float(m->worst_y), "got", kvv_json_float(m->worst_got),
+                            "correctly_rounded", kvv_json_float(m->worst_exact)));
     }
     json_object_set_new(root, "math", math);
     return root;

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/output_opts.h"
+#include "common/read_file.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -52,52 +53,6 @@ static void tokenize_usage(FILE *f)
             "  -h, --help        this help\n\n"
             "exit codes: 0 done, 2 bad usage or unreadable/malformed file,\n"
             "77 the model's tokenizer is not supported\n");
-}
-
-/* Whole file (or stdin) into a malloc'ed buffer, NUL-terminated (*len
- * excludes the NUL; the text itself may hold NUL bytes). */
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "kvverify tokenize: %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    bool bad = !buf || ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (bad) {
-        fprintf(stderr, "kvverify tokenize: %s: %s\n", path, buf ? "read error" : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    char *nb = realloc(buf, n + 1); /* room for a terminating NUL */
-    if (!nb) {
-        fprintf(stderr, "kvverify tokenize: %s: out of memory\n", path);
-        free(buf);
-        return NULL;
-    }
-    nb[n] = '\0';
-    *len = n;
-    return nb;
 }
 
 /* Ids separated by commas and/or spaces. */
@@ -265,8 +220,11 @@ int kvv_cmd_tokenize(int argc, char **argv)
     char *buf = NULL;
     size_t len = 0;
     if (file) {
-        if (!(buf = read_all(file, &len)))
-            return KVV_EXIT_BAD_INPUT;
+        kvv_error rerr = {0};
+        if (kvv_read_file(file, 0, &buf, &len, &rerr)) {
+            fprintf(stderr, "kvverify tokenize: %s\n", rerr.msg);
+            return kvv_exit_code(rerr.status);
+        }
         text = buf;
     } else {
         len = strlen(text);

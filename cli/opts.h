@@ -49,7 +49,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/error.h"
+#include "common/error.h"
 
 #define KVV_VERSION "0.1.0"
 

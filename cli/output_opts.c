@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/atomic_file.h"
+#include "common/atomic_file.h"
 #include "vectors/kvv_file.h"
 #include "verify/report/report.h"
 
@@ -160,7 +160,7 @@ static bool target_check(kvv_opts *o, const char *option, const char *path,
     return ok;
 }
 
-/* Resolve path into t (model/atomic_file.h) and check it. @return true
+/* Resolve path into t (common/atomic_file.h) and check it. @return true
  * when it may be written (t filled; the caller frees it). */
 static bool resolve_check(kvv_opts *o, const char *option, const char *path, bool model_out,
                           kvv_file_target *t)

@@ -26,7 +26,7 @@
  * and progress stay on stderr. At most one output may take stdout.
  *
  * Output paths are checked once every option is read, before anything
- * runs (the group's finish), by what they name (model/atomic_file.h),
+ * runs (the group's finish), by what they name (common/atomic_file.h),
  * found without opening them:
  *   - a regular FILE, or none yet (a symbolic link is followed to the file
  *     it points to): not a folder, its folder exists and is writable, not

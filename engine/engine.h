@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 #include "model/arch.h"
-#include "model/error.h"
+#include "common/error.h"
 #include "runtime/kv_cache.h"
 #include "runtime/runtime.h" /* cache types, hooks, KVV_CTL_* and KVV_GGML_* flags */
 

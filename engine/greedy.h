@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "runtime/runtime.h"
 
 /* A forward pass with kvv_engine_forward's contract (engine/engine.h); ctx

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "model/gguf.h"
 
 typedef enum {

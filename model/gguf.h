@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "model/tensor_types.h"
 
 #define KVV_GGUF_MAX_DIMS 4
@@ -198,7 +198,7 @@ kvv_status kvv_gguf_writer_add_tensor(kvv_gguf_writer *w, const char *name, kvv_
  * target, symlinks followed; nothing is left behind on failure and an
  * existing file is not touched unless the write succeeds). A device, FIFO
  * or open descriptor (/dev/null, /dev/stdout, "-") is written through, as
- * model/atomic_file.h says. */
+ * common/atomic_file.h says. */
 kvv_status kvv_gguf_writer_write(kvv_gguf_writer *w, const char *path, kvv_error *err);
 /* Serialize to a malloc'ed buffer (caller frees). */
 kvv_status kvv_gguf_writer_to_buffer(kvv_gguf_writer *w, uint8_t **buf, size_t *size, kvv_error *err);

@@ -18,7 +18,7 @@
  * the reader finds the same alignment.
  */
 #include "model/gguf.h"
-#include "model/atomic_file.h"
+#include "common/atomic_file.h"
 #include "model/gguf_internal.h"
 
 #include <errno.h>
@@ -458,90 +458,38 @@ kvv_status kvv_gguf_writer_to_buffer(kvv_gguf_writer *w, uint8_t **buf, size_t *
     return KVV_OK;
 }
 
-static bool write_all(FILE *f, const void *p, size_t n)
-{
-    return n == 0 || fwrite(p, 1, n, f) == n;
-}
-
 kvv_status kvv_gguf_writer_write(kvv_gguf_writer *w, const char *path, kvv_error *err)
 {
     if (!w || !path || !*path)
         return kvv_error_set(err, KVV_ERR_USAGE, "gguf writer: no writer or output path");
-    /* the report writers' rules (model/atomic_file.h): a regular file gets
-     * temp + fsync + rename beside its target (symlinks followed); a
-     * device, FIFO or descriptor is written through */
-    kvv_file_target t;
-    kvv_status st = kvv_file_target_resolve(path, &t, err);
-    if (st)
-        return st;
-    const bool file = t.kind == KVV_TARGET_FILE;
-    if (file && t.is_dir) {
-        kvv_file_target_free(&t);
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: it is a folder", path);
-    }
     uint8_t *head;
     size_t head_len;
-    if ((st = build_head(w, &head, &head_len, err))) {
-        kvv_file_target_free(&t);
+    kvv_status st = build_head(w, &head, &head_len, err);
+    if (st)
+        return st;
+    /* the one output writer (common/atomic_file.h): temp + fsync + rename +
+     * folder fsync for a file, written through for a device, FIFO or descriptor */
+    kvv_atomic_writer *out;
+    if ((st = kvv_atomic_writer_open(path, &out, err))) {
+        free(head);
         return st;
     }
-    size_t plen = strlen(t.path);
-    char *tmp = file ? malloc(plen + sizeof ".tmpXXXXXX") : NULL;
-    if (file && !tmp) {
-        free(head);
-        kvv_file_target_free(&t);
-        return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    int fd;
-    if (file) {
-        memcpy(tmp, t.path, plen);
-        memcpy(tmp + plen, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
-        fd = mkstemp(tmp);
-        if (fd < 0)
-            kvv_error_set(err, KVV_ERR_IO, "%s: cannot create a temporary file beside it: %s",
-                          path, strerror(errno));
-    } else {
-        fd = kvv_file_target_open_stream(&t, err);
-    }
-    if (fd < 0) {
-        free(head);
-        free(tmp);
-        kvv_file_target_free(&t);
-        return KVV_ERR_IO;
-    }
-    FILE *f = fdopen(fd, "wb");
-    bool ok = f != NULL && (!file || fchmod(fd, 0644) == 0) && write_all(f, head, head_len);
+    st = kvv_atomic_writer_write(out, head, head_len, err);
+    free(head);
     static const uint8_t zeros[256];
-    for (uint64_t i = 0; ok && i < w->n_tensors; i++) {
+    for (uint64_t i = 0; !st && i < w->n_tensors; i++) {
         const wtensor *wt = &w->tensors[i];
         uint64_t pad = pad_to(wt->nbytes, w->alignment);
-        ok = write_all(f, wt->data, (size_t)wt->nbytes);
-        while (ok && pad > 0) {
+        st = kvv_atomic_writer_write(out, wt->data, (size_t)wt->nbytes, err);
+        while (!st && pad > 0) {
             size_t n = pad < sizeof zeros ? (size_t)pad : sizeof zeros;
-            ok = write_all(f, zeros, n);
+            st = kvv_atomic_writer_write(out, zeros, n, err);
             pad -= n;
         }
     }
-    ok = ok && fflush(f) == 0 && (!file || fsync(fd) == 0); /* a pipe has nothing to sync */
-    int e = errno;
-    if (f) {
-        if (fclose(f) != 0 && ok) {
-            ok = false;
-            e = errno;
-        }
-    } else {
-        close(fd);
+    if (st) {
+        kvv_atomic_writer_abort(out);
+        return st;
     }
-    if (file && ok && rename(tmp, t.path) != 0) {
-        ok = false;
-        e = errno;
-    }
-    if (file && !ok)
-        unlink(tmp);
-    free(head);
-    free(tmp);
-    kvv_file_target_free(&t);
-    if (!ok)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    return KVV_OK;
+    return kvv_atomic_writer_commit(out, err);
 }

@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "model/gguf.h"
 #include "model/shapes.h"
 #include "model/tensor_types.h"

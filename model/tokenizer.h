@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "model/gguf.h"
 
 typedef struct kvv_tokenizer kvv_tokenizer;

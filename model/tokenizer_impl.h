@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "model/tokenizer.h"
 
 typedef enum { KVV_TOK_SPM, KVV_TOK_BPE, KVV_TOK_WPM } kvv_tok_type;

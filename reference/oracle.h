@@ -34,6 +34,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/ulp.h"
+
 typedef struct kvv_oracle kvv_oracle;
 
 /* New context (holds MPFR scratch values and counters).
@@ -122,7 +124,7 @@ void kvv_oracle_rope(kvv_oracle *o, const float *x, int head_dim, int n_dims, bo
 
 /* ------------------------------------------------------- ULP distance */
 
-#define KVV_ULP_NAN UINT64_MAX
+/* KVV_ULP_NAN: common/ulp.h */
 
 /* Distance between a and b counted in representable floats: the bits
  * mapped to a sign-magnitude ordered integer (+0 and -0 both 0), then

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "model/arch.h"
-#include "model/error.h"
+#include "common/error.h"
 #include "runtime/kv_cache.h"
 #include "runtime/mem_limit.h"
 #include "runtime/runtime.h" /* also KVV_CTL_* and KVV_GGML_* flags */

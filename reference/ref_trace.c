@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sha256.h"
+#include "common/sha256.h"
 #include "reference/ref_trace.h"
 
 enum { TAG_RESID = 1, TAG_K = 2, TAG_V = 3, TAG_LOGITS = 4 };

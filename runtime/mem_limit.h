@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 
 /* a * b, or UINT64_MAX when the product does not fit. */
 static inline uint64_t kvv_mem_mul(uint64_t a, uint64_t b)

@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/cpu/cpu_isa.h"
 #include "engine/engine_registry.h"
-#include "model/sha256.h"
+#include "common/clock.h"
+#include "common/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"
 
@@ -20,12 +20,6 @@ kvv_vectors_check_opts kvv_vectors_check_opts_default(void)
     return o;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ============================================================ divergence order */
 
@@ -257,7 +251,7 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
                              kvv_error *err)
 {
     memset(res, 0, sizeof *res);
-    const double t0 = now_s();
+    const double t0 = kvv_now_seconds();
     kvv_file *f = NULL;
     kvv_status st = kvv_file_read(vec_path, &f, err);
     if (st)
@@ -372,7 +366,7 @@ kvv_status kvv_vectors_check(const char *model_path, const char *vec_path,
     }
     if (!st)
         st = compare(f, &mt, &set, res, err);
-    res->seconds = now_s() - t0;
+    res->seconds = kvv_now_seconds() - t0;
     free(toks);
     kvv_vset_free(&set);
     kvv_model_close(m);

@@ -9,7 +9,8 @@
 
 #include <zlib.h>
 
-#include "model/atomic_file.h"
+#include "common/atomic_file.h"
+#include "common/read_file.h"
 
 /* deflate never expands data by more than 1032:1 (a 258-byte match in two
  * bits), so U > (Z + slack) * 1032 cannot be a valid stream: rejecting it
@@ -318,35 +319,12 @@ fail:
 kvv_status kvv_file_read(const char *path, kvv_file **out, kvv_error *err)
 {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    uint8_t *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 1 << 16;
-            uint8_t *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(fp);
-                return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory reading file", path);
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t k = fread(buf + n, 1, cap - n, fp);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    bool ioerr = ferror(fp) != 0;
-    fclose(fp);
-    if (ioerr) {
-        free(buf);
-        return kvv_error_set(err, KVV_ERR_IO, "%s: read error", path);
-    }
-    kvv_status st = kvv_file_read_memory(buf, n, path, out, err);
+    char *buf;
+    size_t n;
+    kvv_status st = kvv_read_file(path, 0, &buf, &n, err);
+    if (st)
+        return st;
+    st = kvv_file_read_memory((const uint8_t *)buf, n, path, out, err);
     free(buf);
     return st;
 }

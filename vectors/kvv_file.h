@@ -61,7 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 
 #define KVV_FILE_MAGIC "KVV\x1a"
 #define KVV_FILE_VERSION 1u

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sha256.h"
+#include "common/sha256.h"
 #include "vectors/kvv_meta.h"
 #include "vectors/kvv_vectors_impl.h"
 

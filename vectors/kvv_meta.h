@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "vectors/kvv_file.h"
 
 #define KVV_META_FORMAT "kvv/1"

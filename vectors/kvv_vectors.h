@@ -42,7 +42,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
-#include "model/error.h"
+#include "common/error.h"
 #include "vectors/kvv_file.h"
 
 /* FNV-1a 64 over the little-endian bytes of n fp32 values (the hash of every

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 
 #include "engine/engine.h"
-#include "model/error.h"
+#include "common/error.h"
 
 /* Multiply-accumulates of one token through the model: the projections and
  * FFN of every layer (layers), and the output head (head). Attention over

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "model/arch.h"
-#include "model/error.h"
+#include "common/error.h"
 #include "runtime/runtime.h"
 
 enum {

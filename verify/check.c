@@ -198,9 +198,3 @@ void kvv_prompt_random(uint64_t seed, int n_vocab, int32_t bos, int32_t *out, in
     }
 }
 
-double kvv_now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h" /* kvv_now_seconds, which every check times itself with */
 #include "engine/engine.h"
 #include "engine/engine_registry.h"
 #include "model/arch.h"
@@ -166,7 +167,5 @@ bool kvv_check_skip_one_path(kvv_check_result *r, kvv_engine *e, const int *size
  * bos >= 0 the first token is bos. */
 void kvv_prompt_random(uint64_t seed, int n_vocab, int32_t bos, int32_t *out, int n);
 
-/* Monotonic wall clock in seconds. */
-double kvv_now_seconds(void);
 
 #endif

@@ -44,7 +44,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KVV_ULP_NAN UINT64_MAX
+#include "common/ulp.h"
+
+/* KVV_ULP_NAN: common/ulp.h */
 
 typedef struct {
     uint64_t n;           /* elements compared */

@@ -1,64 +1,11 @@
 /* latency.c — see latency.h. */
 #include "verify/latency.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/median.h"
 #include "model/tensor_types.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-void kvv_roofline_probe(kvv_roofline *out)
-{
-    memset(out, 0, sizeof *out);
-    /* Stream copy: 64 MiB, well past any cache on these machines. */
-    size_t n = (size_t)64 << 20;
-    char *a = malloc(n), *b = malloc(n);
-    if (a && b) {
-        memset(a, 1, n);
-        memset(b, 2, n);
-        double t[5];
-        for (int r = 0; r < 5; r++) {
-            double t0 = kvv_now_seconds();
-            memcpy(r % 2 ? a : b, r % 2 ? b : a, n);
-            t[r] = kvv_now_seconds() - t0;
-        }
-        out->stream_gbs = 2.0 * (double)n / median(t, 5) / 1e9;
-    }
-    free(a);
-    free(b);
-    int m = 1024;
-    float *x = malloc((size_t)m * m * sizeof *x), *y = malloc((size_t)m * m * sizeof *y),
-          *z = malloc((size_t)m * m * sizeof *z);
-    if (x && y && z) {
-        for (size_t i = 0; i < (size_t)m * m; i++) {
-            x[i] = (float)(i % 7) * 0.25f;
-            y[i] = (float)(i % 5) * 0.5f;
-        }
-        double t[3];
-        for (int r = 0; r < 3; r++) {
-            double t0 = kvv_now_seconds();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, x, m, y, m,
-                        0.0f, z, m);
-            t[r] = kvv_now_seconds() - t0;
-        }
-        out->sgemm_gflops = 2.0 * m * (double)m * m / median(t, 3) / 1e9;
-    }
-    free(x);
-    free(y);
-    free(z);
-}
 
 void kvv_latency_result_free(kvv_latency_result *res)
 {
@@ -245,8 +192,8 @@ static kvv_status measure_batch(const kvv_check_opts *c, kvv_engine *e, kvv_kv_c
         res->compared += row->compared;
         row->layer = l;
         row->batch = n;
-        row->read_s = median(p->tr, p->reps);
-        row->recompute_s = median(p->tc, p->reps);
+        row->read_s = kvv_median(p->tr, p->reps);
+        row->recompute_s = kvv_median(p->tc, p->reps);
         row->read_bytes = (double)n * (double)(dk + dv) * (elem + 4.0);
         row->recompute_bytes = (double)n * (double)(ne * 4 + (dk + dv) * 4) +
                                layer_weight_bytes(c->model, l);
@@ -292,9 +239,9 @@ static kvv_status control_run(kvv_engine *e, kvv_kv_cache *cache, lat_run *p,
  * null when the probe measured nothing. */
 static json_t *roofline_s(const kvv_roofline *roof, double bytes, double flops)
 {
-    if (!(roof->stream_gbs > 0) || (flops > 0 && !(roof->sgemm_gflops > 0)))
+    if (!(roof->read_gbs > 0) || (flops > 0 && !(roof->sgemm_gflops > 0)))
         return json_null();
-    double t = bytes / (roof->stream_gbs * 1e9);
+    double t = bytes / (roof->read_gbs * 1e9);
     if (flops > 0 && flops / (roof->sgemm_gflops * 1e9) > t)
         t = flops / (roof->sgemm_gflops * 1e9);
     return json_real(t);
@@ -322,7 +269,7 @@ static void details_json(const kvv_latency_result *res, bool force_fail, json_t 
         json_array_append_new(arr, j);
     }
     json_object_set_new(d, "rows", arr);
-    json_object_set_new(d, "stream_gbs", json_real(res->roof.stream_gbs));
+    json_object_set_new(d, "stream_gbs", json_real(res->roof.read_gbs));
     json_object_set_new(d, "sgemm_gflops", json_real(res->roof.sgemm_gflops));
     json_object_set_new(d, "crossover_batch", json_integer(res->crossover));
     json_object_set_new(d, "compared", json_integer((json_int_t)res->compared));
@@ -387,7 +334,7 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
     if (s == KVV_OK && c->controls)
         s = control_run(e, cache, &p, r, err);
     if (s == KVV_OK)
-        kvv_roofline_probe(&res->roof);
+        kvv_roofline_probe(c->engine.n_threads, &res->roof);
     lat_free(&p);
     kvv_engine_close(e);
     if (s != KVV_OK) {
@@ -403,8 +350,8 @@ kvv_status kvv_latency_run(const kvv_latency_opts *o, kvv_latency_result *res,
 
 void kvv_latency_print(FILE *f, const kvv_latency_result *res, bool per_layer)
 {
-    fprintf(f, "roofline: stream copy %.1f GB/s, sgemm %.1f GFLOP/s\n", res->roof.stream_gbs,
-            res->roof.sgemm_gflops);
+    fprintf(f, "roofline: stream read %.1f GB/s, sgemm %.1f GFLOP/s (%d threads)\n", res->roof.read_gbs,
+            res->roof.sgemm_gflops, res->roof.threads);
     fprintf(f, "  %5s %6s %12s %10s %12s %12s %10s %10s %8s\n", "layer", "batch", "read (us)",
             "read GB/s", "recomp (us)", "recomp GB/s", "GFLOP/s", "% peak", "faster");
     for (int i = 0; i < res->n_rows; i++) {

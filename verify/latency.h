@@ -3,8 +3,8 @@
  * against the time to recompute them from checkpointed residuals with the
  * engine's kv_from_residual, for batch sizes 1 ... 4096 tokens (DESIGN.md §4
  * latency). Bytes moved, FLOPs, achieved GB/s and GFLOP/s, beside the
- * machine's roofline from a small built-in probe (stream copy bandwidth,
- * OpenBLAS sgemm peak). Medians over repeats.
+ * machine's roofline (common/roofline.h: streaming read bandwidth, OpenBLAS
+ * sgemm, with the engine's threads). Medians over repeats.
  *
  * Reading: K and V rows of the batch's positions loaded from the engine's
  * cache into fp32 buffers (what attention must read). Recomputing: the
@@ -27,12 +27,9 @@
 
 #include <stdio.h>
 
+#include "common/roofline.h"
 #include "verify/check.h"
 
-typedef struct {
-    double stream_gbs;     /* copy bandwidth, (read + write) bytes / s / 1e9 */
-    double sgemm_gflops;   /* OpenBLAS sgemm 1024^3 */
-} kvv_roofline;
 
 typedef struct {
     int layer;             /* -1: mean over the layers measured */
@@ -57,11 +54,6 @@ typedef struct {
     int crossover;         /* smallest batch where recompute < read (mean rows), 0 if none */
     uint64_t compared, differing;    /* over every measured row */
 } kvv_latency_result;
-
-/* Measure this machine's roofline: memcpy of 64 MiB (median of 5) and a
- * 1024^3 OpenBLAS sgemm (median of 3), about a second. A figure is 0 when
- * its buffers cannot be allocated. Never fails. */
-void kvv_roofline_probe(kvv_roofline *out);
 
 /* Time reading against recomputing K/V for every batch size of o on the
  * layers measured, with the engine of o->check (opened here with a cache of

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "model/arch.h"
-#include "model/error.h"
+#include "common/error.h"
 
 typedef struct {
     int32_t *tokens;      /* [n_tokens], owned */

@@ -26,7 +26,7 @@
 
 #include <stdbool.h>
 
-#include "model/error.h"
+#include "common/error.h"
 
 typedef enum {
     KVV_CPU_ISA_GENERIC = 0,

@@ -3,28 +3,11 @@
 # --junit (xmllint-clean), and the exit codes of DESIGN.md §6: 0 for a
 # passing model, 1 for a failing check (--force-fail), 2 for a corrupt file
 # (nothing overwritten), 77 for an unsupported architecture.
-# $KVV, else the binary of this build folder ($O, set by tests/run_tests.sh),
-# else ./kvverify (a symlink other builds may repoint meanwhile)
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 SHARED=${KVV_SHARED:-../shared}
 T=${TMPDIR:-/tmp}/kvv-test-audit.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-
-expect() { # want-exit, description, command...
-    want=$1; what=$2; shift 2
-    "$@" >"$T/out" 2>"$T/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$what: exit $rc, want $want"
-        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
-        return 1
-    fi
-    return 0
-}
 
 $KVV synth --arch gemma3 -o "$T/m.gguf" >/dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
 M="$T/m.gguf"

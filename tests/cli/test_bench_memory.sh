@@ -4,6 +4,7 @@
 # code, its peak RSS and the ratio to the file, and the same in JSON; a
 # TIME that is not GNU time is refused with the install step named. Needs
 # no ../shared; needs GNU time (scripts/install-deps.sh). Exit 0 pass, else fail.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 [ -x "$KVV" ] || { echo "SKIP: $KVV not built"; exit 77; }
@@ -15,8 +16,6 @@ fi
 tmp="$O/tmp/test_bench_memory.$$"
 mkdir -p "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 "$KVV" synth --arch llama -o "$tmp/tiny.gguf" >/dev/null 2>&1 || { fail "synth"; exit 1; }
 out="$tmp/out"

@@ -6,6 +6,7 @@
 # the read-bandwidth fraction and llama-bench's figures; the JSON holds our
 # runs, the ratios and llama-bench's; a LLAMA_BENCH that is not executable
 # is refused. Needs no ../shared. Exit 0 pass, 77 skip, else fail.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 [ -x "$KVV" ] || { echo "SKIP: $KVV not built"; exit 77; }
@@ -13,8 +14,6 @@ case $KVV in /*) ;; *) KVV=$PWD/$KVV ;; esac
 tmp="$O/tmp/test_bench_script.$$"
 mkdir -p "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 "$KVV" synth --arch llama -o "$tmp/tiny.gguf" >/dev/null 2>&1 || { fail "synth"; exit 1; }
 

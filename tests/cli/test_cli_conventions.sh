@@ -4,25 +4,11 @@
 # (did you mean ...?); `kvverify help CMD`; `--` ends the options; progress
 # on stderr only (--progress, never with -q); -q on suite; `run -n 0` and
 # `-n -5` alike; `tokenize --decode` ends its line.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 T=${TMPDIR:-/tmp}/kvv-test-conventions.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 
-expect() { # want-exit, description, command...
-    want=$1; what=$2; shift 2
-    "$@" >"$T/out" 2>"$T/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$what: exit $rc, want $want"
-        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
-        return 1
-    fi
-    return 0
-}
 # the error is on stderr (one line naming $2) and stdout is empty
 stderr_only() { # description, pattern
     grep -q -- "$2" "$T/err" || fail "$1: stderr lacks '$2': $(head -c 200 "$T/err")"

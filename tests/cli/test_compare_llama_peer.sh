@@ -18,6 +18,7 @@
 #
 # Needs ../shared (skips without it, saying so); llama.cpp comes from
 # scripts/install-deps.sh and a missing piece fails naming it.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 SHARED=${KVV_SHARED:-../shared}
@@ -32,14 +33,13 @@ if [ ! -d "$SHARED/peer/ref" ]; then
     echo "SKIP: $SHARED/peer not found (the 13 peer models)"
     exit 77
 fi
-fails=0
 n=0
 # stem tolerance (tests/reference/test_conformance.c, the plain reference)
 while read -r stem tol; do
     m="$SHARED/peer/models/$stem.gguf"
     [ -r "$m" ] || m="$SHARED/models/$stem.gguf"
     toks=$(jq -r '.prompt_tokens | map(tostring) | join(",")' "$SHARED/peer/ref/${stem}__tf.json") ||
-        { echo "FAIL: $stem: no teacher-forced dump"; fails=$((fails + 1)); continue; }
+        { fail "$stem: no teacher-forced dump"; continue; }
     "$KVV" compare "$m" --engine ref --against llama.cpp --tokens "$toks" --tol "$tol" \
         --engine-opt flash_attn=off --engine-opt extra_bufts=0 --json "$T/c.json" -q >"$T/out" 2>&1
     rc=$?
@@ -47,8 +47,7 @@ while read -r stem tol; do
     if [ $rc -eq 0 ]; then
         echo "ok: $stem: $fig"
     else
-        echo "FAIL: $stem (exit $rc): ${fig:-$(head -3 "$T/out")}"
-        fails=$((fails + 1))
+        fail "$stem (exit $rc): ${fig:-$(head -3 "$T/out")}"
     fi
     "$KVV" compare "$m" --engine ref --against llama.cpp --tokens "$toks" --tol "$tol" \
         --json "$T/d.json" -q >/dev/null 2>&1

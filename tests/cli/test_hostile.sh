@@ -10,13 +10,12 @@
 #     usage error; an allocation nobody planned for (synth's weights) fails
 #     cleanly under the hard cap (exit 2, not a kill, no file left); every
 #     command's --help lists the option.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 T=${TMPDIR:-/tmp}/kvv-test-hostile.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 # A sanitizer build reports an allocation that fails instead of returning NULL.
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1
 export ASAN_OPTIONS

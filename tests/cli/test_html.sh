@@ -11,9 +11,7 @@
 # Chromium and python3 come from scripts/install-deps.sh: missing is a
 # FAILURE, not a skip. Uses stories260K when ../shared has it, else a
 # synthetic model.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 O=${O:-build}
 SHARED=${KVV_SHARED:-../shared}
 CHROMIUM=${KVV_CHROMIUM:-chromium}
@@ -21,8 +19,6 @@ T="$O/tmp/test_html.$$"
 SHOTS="$O/test-logs/html"
 mkdir -p "$T" "$SHOTS" || exit 1
 trap '[ -n "$KVV_KEEP" ] || rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 start=$(date +%s)
 
 command -v "$CHROMIUM" >/dev/null 2>&1 ||

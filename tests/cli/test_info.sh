@@ -2,13 +2,12 @@
 # kvverify info: tensors and types of stories260K-q8_0, --json, the per-token
 # memory table of the gemma3-4b shape, malformed files (exit 2, one line),
 # unsupported architectures (shown, exit 0), bad options.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 SHARED=${KVV_SHARED:-../shared}
 T=${TMPDIR:-/tmp}/kvv-test-info.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 
 # ---- shapes (no file needed)
 $KVV info --shape gemma3-4b >"$T/out" 2>"$T/err" || fail "info --shape gemma3-4b exit $?"

@@ -14,9 +14,7 @@
 #    planted build $O/tests/plant/kvverify_gemm_tile (KVV_CPU_PLANT_GEMM_TILE:
 #    the avx2 invariant GEMM made batch-dependent; built by make test).
 # Uses ../shared/models/stories260K-f32.gguf (skips without it). Exit 0 pass.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 O=${O:-build}
 SHARED=${KVV_SHARED:-../shared}
 PLANT=$O/tests/plant/kvverify_gemm_tile
@@ -25,8 +23,6 @@ M="$SHARED/models/stories260K-f32.gguf"
 T="$O/tmp/test_isa.$$"
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 unset KVV_CPU_MAX_ISA
 
 # ---- info --cpu: text and JSON agree; the JSON says which tables run here

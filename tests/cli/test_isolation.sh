@@ -11,6 +11,7 @@
 #     numerics (built-in engines only) refuses --isolate with exit 2;
 #   * kill -INT of a running suite leaves valid JUnit/JSON of the finished
 #     cases, exit 130, and --resume completes them.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 M=../shared/models/stories260K-f32.gguf
@@ -22,9 +23,6 @@ P="plugin:$O/plugins/example.so"
 T="$O/tmp/test_isolation.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
 
 # audit_fault FAULT EXPECTED-FAULT [options...]: every check fails with that fault
 audit_fault() {

@@ -14,6 +14,7 @@
 #  - the real test_cpu_kernels passes with every SIMD table emulated only
 #    (KVV_CPU_MAX_ISA=generic) and says so.
 # Exit 0 pass, else fail.
+. "$(dirname "$0")/lib.sh"
 O=${O:-build}
 PLANT=$O/tests/plant/cpu_kernels_hsum_swap
 PLANT_KQ=$O/tests/plant/cpu_kquant_order_swap
@@ -22,8 +23,6 @@ KERN_KQ=$O/tests/engine/test_cpu_kquant_kernels
 tmp="$O/tmp/test_kernel_plant.$$"
 mkdir -p "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 for f in "$PLANT" "$PLANT_KQ" "$KERN" "$KERN_KQ"; do
     [ -x "$f" ] || { echo "FAIL: $f not built (make test builds it)"; exit 1; }
 done

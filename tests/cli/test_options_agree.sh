@@ -3,25 +3,11 @@
 # command takes is used or refused (exit 2), never dropped; a report states
 # what ran; one name per concept on every command. Tiny synth models only
 # (each has a tokenizer), so nothing here skips.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 T=${TMPDIR:-/tmp}/kvv-test-options-agree.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 
-expect() { # want-exit, description, command...
-    want=$1; what=$2; shift 2
-    "$@" >"$T/out" 2>"$T/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$what: exit $rc, want $want"
-        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
-        return 1
-    fi
-    return 0
-}
 # JSON check: file, python expression over d (the document)
 js() { python3 - "$1" "$2" <<'PY'
 import json, sys

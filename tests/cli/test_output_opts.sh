@@ -7,25 +7,11 @@
 # exit 2 at once, and an existing file is left as it was. A device, FIFO or
 # pipe is written through and stays what it was (never read, never
 # replaced; nothing hangs), a symlink is followed, /dev/stdout is stdout.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 T=${TMPDIR:-/tmp}/kvv-test-output.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 
-expect() { # want-exit, description, command...
-    want=$1; what=$2; shift 2
-    "$@" >"$T/out" 2>"$T/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$what: exit $rc, want $want"
-        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
-        return 1
-    fi
-    return 0
-}
 # stdout is one JSON document
 is_json() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
 is_xml() { xmllint --noout "$1" 2>/dev/null; }
@@ -101,7 +87,7 @@ else
     echo "SKIP: running as root, a read-only folder is writable (case not checked)"
 fi
 
-# ---- what a path names decides how it is written (model/atomic_file.h):
+# ---- what a path names decides how it is written (common/atomic_file.h):
 # a device or FIFO is written through and stays what it was, a symlink is
 # followed, nothing hangs reading a stream (each run under `timeout`)
 TO="timeout 60"

@@ -11,6 +11,7 @@
 #     "unsupported" (skipped, exit 77), never passed;
 #   * a plugin built for another ABI major, a missing file and options a
 #     built-in engine does not take exit 2 with a message.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 export KVV
@@ -18,25 +19,9 @@ P="plugin:$O/plugins/example.so"
 T="$O/tmp/test_plugin_example.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
 [ -r "$O/plugins/example.so" ] || { echo "FAIL: $O/plugins/example.so not built (make plugins)"; exit 1; }
 
-# expect CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
-expect() {
-    code=$1; pat=$2; shift 2
-    "$@" >"$T/out" 2>&1
-    rc=$?
-    if [ "$rc" -ne "$code" ]; then
-        fail "$* -> exit $rc, expected $code"; sed 's/^/    /' "$T/out" | head -8; return 1
-    fi
-    if [ -n "$pat" ] && ! grep -Eq "$pat" "$T/out"; then
-        fail "$* -> output lacks /$pat/"; sed 's/^/    /' "$T/out" | head -8; return 1
-    fi
-    ok "$* -> $code"
-}
-
+# expect_out CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
 # The figures, without what legitimately differs: timings, the engine's
 # description, and the audit's compare check (with --engine ref it compares
 # the reference with the cpu engine; with the plugin, the reference with the
@@ -71,8 +56,8 @@ done
 
 # the audit's compare: the plugin (the reference behind the ABI) against the
 # reference is bit-equal; the reference itself is compared with the cpu engine
-expect 0 "compare +PASS .*ref vs example: logits rel 0 " "$KVV" audit "$M" --engine "$P" --checks compare
-expect 0 "compare +PASS .*ref vs cpu: " "$KVV" audit "$M" --checks compare
+expect_out 0 "compare +PASS .*ref vs example: logits rel 0 " "$KVV" audit "$M" --engine "$P" --checks compare
+expect_out 0 "compare +PASS .*ref vs cpu: " "$KVV" audit "$M" --checks compare
 # an engine with micro-batches: invariance compares 1, 2, 7 and all
 "$KVV" invariance "$M" --engine "$P" --json "$T/ub.json" -q >/dev/null 2>&1; rc=$?
 ub=$(jq -c '.checks[0].details.ubatch_sizes' "$T/ub.json")
@@ -97,9 +82,9 @@ check_one() { # NAME MODEL OPTIONS
 kvv_golden_each "$T/golden" check_one || fail "a golden vector did not check through the plugin"
 
 # an installed plugin is an engine name: --engine example, suite manifests
-expect 0 "all checks passed" "$KVV" kv "$M" --engine example -q
+expect_out 0 "all checks passed" "$KVV" kv "$M" --engine example -q
 printf 'by-name model=llama.gguf engine=example checks=kv,patch,greedy,invariance tokens=8\n' > "$T/m.txt" # beside the model
-expect 0 "4 passed, 0 failed" "$KVV" suite "$T/m.txt"
+expect_out 0 "4 passed, 0 failed" "$KVV" suite "$T/m.txt"
 
 # manifest keys for plugins: a plugin path of any length relative to the
 # manifest, its options (a fault the check must find), device, micro-batches
@@ -119,9 +104,9 @@ else
 fi
 
 # a wrong plugin is caught; host-planted controls still fire
-expect 1 "recomputed K/V elements differ" "$KVV" kv "$M" --engine "$P" --engine-opt fault=recompute -q
-expect 1 "kv hook != cache" "$KVV" kv "$M" --engine "$P" --engine-opt fault=kv-read -q
-expect 1 "FAIL" "$KVV" greedy "$M" --engine "$P" --engine-opt fault=decode -q
+expect_out 1 "recomputed K/V elements differ" "$KVV" kv "$M" --engine "$P" --engine-opt fault=recompute -q
+expect_out 1 "kv hook != cache" "$KVV" kv "$M" --engine "$P" --engine-opt fault=kv-read -q
+expect_out 1 "FAIL" "$KVV" greedy "$M" --engine "$P" --engine-opt fault=decode -q
 for c in kv patch greedy invariance; do
     "$KVV" $c "$M" --engine "$P" --engine-opt native_controls=0 --json "$T/h.json" -q >/dev/null 2>&1
     rc=$?
@@ -135,28 +120,28 @@ for c in kv patch greedy invariance; do
 done
 
 # a capability left out: unsupported, not passed
-expect 77 "does not offer kv-from-residual" "$KVV" kv "$M" --engine "$P" --engine-opt without=kv-from-residual
-expect 77 "does not offer residual-write" "$KVV" patch "$M" --engine "$P" --engine-opt without=residual-write
+expect_out 77 "does not offer kv-from-residual" "$KVV" kv "$M" --engine "$P" --engine-opt without=kv-from-residual
+expect_out 77 "does not offer residual-write" "$KVV" patch "$M" --engine "$P" --engine-opt without=residual-write
 
 # the audit: exit 0 when every check that could run passed, the others
 # listed as unsupported (console, JSON, JUnit <skipped message>); 77 when none could
-expect 0 "every check that could run passed \(1 unsupported by this engine\)" \
+expect_out 0 "every check that could run passed \(1 unsupported by this engine\)" \
     "$KVV" audit "$M" --engine "$P" --engine-opt without=kv-read --checks kv,patch --junit "$T/u.xml" --json "$T/u.json"
 grep -q '<skipped message="engine plugin:[^"]* does not offer kv-read (needed by kv)"' "$T/u.xml" &&
     jq -e '.exit_code == 0 and .checks[0].unsupported and .checks[0].verdict == "skipped"
            and .checks[1].verdict == "pass"' "$T/u.json" >/dev/null &&
     ok "unsupported: JUnit <skipped message>, JSON unsupported" || fail "unsupported in JUnit/JSON"
-expect 77 "nothing could be checked" "$KVV" audit "$M" --engine "$P" \
+expect_out 77 "nothing could be checked" "$KVV" audit "$M" --engine "$P" \
     --engine-opt without=kv-read,residual-write --checks kv,patch
 
 # refused
-expect 2 "speaks plugin ABI 2.0, this kvverify speaks 1.1" "$KVV" kv "$M" --engine "plugin:$O/tests/plugins/bad_abi.so"
-expect 2 "cannot load" "$KVV" kv "$M" --engine "plugin:$T/none.so"
-expect 2 "engine ref does not take --engine-opt a=b" "$KVV" kv "$M" --engine-opt a=b
-expect 2 "not KEY=VALUE" "$KVV" kv "$M" --engine "$P" --engine-opt novalue
-expect 2 "unknown engine option 'x=1'" "$KVV" kv "$M" --engine "$P" --engine-opt x=1
-expect 2 "unknown device 'tpu'" "$KVV" kv "$M" --engine "$P" --device tpu
-expect 2 "engine ref does not take --device vulkan" "$KVV" kv "$M" --device vulkan
+expect_out 2 "speaks plugin ABI 2.0, this kvverify speaks 1.1" "$KVV" kv "$M" --engine "plugin:$O/tests/plugins/bad_abi.so"
+expect_out 2 "cannot load" "$KVV" kv "$M" --engine "plugin:$T/none.so"
+expect_out 2 "engine ref does not take --engine-opt a=b" "$KVV" kv "$M" --engine-opt a=b
+expect_out 2 "not KEY=VALUE" "$KVV" kv "$M" --engine "$P" --engine-opt novalue
+expect_out 2 "unknown engine option 'x=1'" "$KVV" kv "$M" --engine "$P" --engine-opt x=1
+expect_out 2 "unknown device 'tpu'" "$KVV" kv "$M" --engine "$P" --device tpu
+expect_out 2 "engine ref does not take --device vulkan" "$KVV" kv "$M" --device vulkan
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "example plugin: all checks agree with the reference engine"

@@ -14,14 +14,12 @@
 # exits 77. Printed, not asserted: llama.cpp's own
 # figures (1-token recompute, micro-batch and thread invariance, ref vs
 # llama.cpp) — plugins/llama.cpp/README.md records them.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 T="$O/tmp/test_plugin_llama.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
 if [ ! -r "$O/plugins/llama.cpp.so" ] || [ ! -d deps/llama.cpp/linux-x64 ] ||
    [ ! -d deps/llama.cpp/linux-x64-vulkan ]; then
     echo "FAIL: llama.cpp plugin or libraries missing ($O/plugins/llama.cpp.so, deps/llama.cpp/): run scripts/install-deps.sh, then make"

@@ -5,13 +5,12 @@
 # when ../shared is absent, and bad input: missing or corrupt model, bad
 # options, token ids outside the vocabulary, an unknown engine (exit 2, one
 # line naming what is wrong).
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 SHARED=${KVV_SHARED:-../shared}
 T=${TMPDIR:-/tmp}/kvv-test-run.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 one_line() { [ "$(wc -l <"$1")" -eq 1 ] || fail "$2: want one line on stderr, got: $(cat "$1")"; }
 
 # ---- a synthetic model: always available

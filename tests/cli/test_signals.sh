@@ -13,9 +13,7 @@
 # signal always lands inside it; --timeout 60 bounds each run all the same.
 # kvverify runs directly under this shell (no `timeout` between them), so
 # $! is kvverify and its child is the isolated check.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 O=${O:-build}
 P="plugin:$O/plugins/example.so"
 [ -f "$O/plugins/example.so" ] || { echo "FAIL: $O/plugins/example.so not built"; exit 1; }
@@ -23,9 +21,6 @@ command -v jq >/dev/null || { echo "SKIP: jq not installed"; exit 77; }
 T=${TMPDIR:-/tmp}/kvv-test-signals.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
 
 $KVV synth --shape llama-tiny -o "$T/m.gguf" >/dev/null 2>&1 || { echo "FAIL: synth"; exit 1; }
 M="$T/m.gguf"

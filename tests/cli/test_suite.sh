@@ -4,27 +4,14 @@
 # concatenation, exit codes (pass, failing control, bad manifest, case that
 # cannot run, empty shard), and every shipped golden vector run as a suite.
 # Exit 0 pass, 1 fail.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 export KVV
 T="$O/tmp/test_suite.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() { echo "FAIL: $*"; echo "FAIL: $*" >> "$T/failures"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
-expect() { # CODE PATTERN CMD...
-    code=$1; pat=$2; shift 2
-    "$@" >"$T/out" 2>&1
-    rc=$?
-    if [ "$rc" -ne "$code" ]; then
-        fail "$* -> exit $rc, expected $code"; sed 's/^/    /' "$T/out" | tail -8; return 1
-    fi
-    if [ -n "$pat" ] && ! grep -Eq "$pat" "$T/out"; then
-        fail "$* -> output lacks /$pat/"; sed 's/^/    /' "$T/out" | tail -8; return 1
-    fi
-    ok "$* -> $code"
-}
+FAIL_LOG=$T/failures
 # testcases of JUnit files as sorted "classname name" lines
 cases_of() { cat "$@" | sed -n 's/.*<testcase classname="\([^"]*\)" name="\([^"]*\)".*/\1 \2/p' | sort; }
 
@@ -45,14 +32,14 @@ qwen3-kv-f16   model=qwen3.gguf checks=kv cache=f16 tokens=5
 absent-model   model=not-here.gguf checks=kv optional=yes
 llama-both     model=llama.gguf checks=patch vector=llama.kvv tokens=4
 EOF
-expect 0 "7 cases, 12 testcases: 11 passed, 0 failed, 0 errors, 1 skipped" \
+expect_out 0 "7 cases, 12 testcases: 11 passed, 0 failed, 0 errors, 1 skipped" \
     "$KVV" suite "$T/nightly.txt" --junit "$T/all.xml" --json "$T/all.json"
 xmllint --noout "$T/all.xml" && ok "JUnit well-formed" || fail "JUnit not well-formed"
 if command -v python3 >/dev/null; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["summary"]; assert s["pass"]==11 and s["skipped"]==1 and d["exit_code"]==0 and d["shard"]=="1/1", s' "$T/all.json" \
         && ok "JSON results parse" || fail "JSON results"
 fi
-expect 0 "^0 llama-kv" "$KVV" suite "$T/nightly.txt" --list
+expect_out 0 "^0 llama-kv" "$KVV" suite "$T/nightly.txt" --list
 
 # ---------------------------------------------------------------- shards cover every case once
 cases_of "$T/all.xml" > "$T/all.cases"
@@ -101,7 +88,7 @@ cat > "$T/nightly.json" <<'EOF'
   {"name": "j-vec", "model": "llama.gguf", "vector": "llama.kvv", "engine": "ref"}
 ]}
 EOF
-expect 0 "2 cases, 3 testcases: 3 passed" "$KVV" suite "$T/nightly.json"
+expect_out 0 "2 cases, 3 testcases: 3 passed" "$KVV" suite "$T/nightly.json"
 
 # ---------------------------------------------------------------- failures and bad input
 cat > "$T/controls.txt" <<'EOF'
@@ -110,7 +97,7 @@ must-fail-vec    model=llama.gguf vector=llama.kvv control=resid:1:2
 weight-vec       model=llama.gguf vector=llama.kvv control=weight
 EOF
 # negative controls pass when the planted difference is detected
-expect 0 "3 cases, 3 testcases: 3 passed, 0 failed" "$KVV" suite "$T/controls.txt" --junit "$T/c.xml"
+expect_out 0 "3 cases, 3 testcases: 3 passed, 0 failed" "$KVV" suite "$T/controls.txt" --junit "$T/c.xml"
 grep -q 'control detected: .* first divergence: hash.resid layer 1 position 2' "$T/c.xml" \
     && ok "control case names the first divergent layer and position" \
     || { fail "control case message"; cat "$T/c.xml"; }
@@ -149,10 +136,10 @@ for _ in range(n):
         out.append(b[start:off])
 open(sys.argv[2], 'wb').write(b''.join(out))
 PY
-    expect 1 "first divergence: greedy step 0 \(output layer\) position 7: expected token" \
+    expect_out 1 "first divergence: greedy step 0 \(output layer\) position 7: expected token" \
         "$KVV" vectors check "$T/llama.gguf" "$T/bad.kvv"
     echo "edited model=llama.gguf vector=bad.kvv" > "$T/fail.txt"
-    expect 1 "1 failed" "$KVV" suite "$T/fail.txt" --junit "$T/f.xml"
+    expect_out 1 "1 failed" "$KVV" suite "$T/fail.txt" --junit "$T/f.xml"
     grep -q '<failure message="first divergence: greedy step 0' "$T/f.xml" \
         && ok "JUnit failure names the first divergence" || { fail "JUnit failure"; cat "$T/f.xml"; }
 else
@@ -161,29 +148,29 @@ fi
 
 "$KVV" synth --shape llama-tiny --seed 99 -o "$T/other.gguf" >/dev/null
 echo "wrong-model model=other.gguf vector=llama.kvv" > "$T/wrong.txt"
-expect 2 "1 errors" "$KVV" suite "$T/wrong.txt" --junit "$T/w.xml"
+expect_out 2 "1 errors" "$KVV" suite "$T/wrong.txt" --junit "$T/w.xml"
 grep -q '<error message=".*wrong model' "$T/w.xml" && ok "wrong model is a JUnit error" || fail "wrong-model JUnit"
 echo "missing model=gone.gguf checks=kv" > "$T/missing.txt"
-expect 2 "1 errors" "$KVV" suite "$T/missing.txt"
+expect_out 2 "1 errors" "$KVV" suite "$T/missing.txt"
 
 echo "bad model=llama.gguf checks=kv colour=blue" > "$T/bad1.txt"
-expect 2 "bad1.txt: line 1: key colour: unknown key" "$KVV" suite "$T/bad1.txt"
+expect_out 2 "bad1.txt: line 1: key colour: unknown key" "$KVV" suite "$T/bad1.txt"
 printf '# c\n\nx model=llama.gguf checks=kv,telepathy\n' > "$T/bad2.txt"
-expect 2 "bad2.txt: line 3: key checks: unknown check 'telepathy'" "$KVV" suite "$T/bad2.txt"
+expect_out 2 "bad2.txt: line 3: key checks: unknown check 'telepathy'" "$KVV" suite "$T/bad2.txt"
 printf 'a model=llama.gguf checks=kv\na model=llama.gguf checks=patch\n' > "$T/bad3.txt"
-expect 2 "line 2: key name: 'a' already used at 1" "$KVV" suite "$T/bad3.txt"
+expect_out 2 "line 2: key name: 'a' already used at 1" "$KVV" suite "$T/bad3.txt"
 echo "novec model=llama.gguf" > "$T/bad4.txt"
-expect 2 "needs checks=... or vector=" "$KVV" suite "$T/bad4.txt"
+expect_out 2 "needs checks=... or vector=" "$KVV" suite "$T/bad4.txt"
 echo '{"cases": [{"name": "x", "model": 3.5, "checks": "kv"}]}' > "$T/bad5.json"
-expect 2 "bad5.json: case 1: key model: value of an unsupported JSON type" "$KVV" suite "$T/bad5.json"
+expect_out 2 "bad5.json: case 1: key model: value of an unsupported JSON type" "$KVV" suite "$T/bad5.json"
 echo '{"cases": [' > "$T/bad6.json"
-expect 2 "bad6.json: line" "$KVV" suite "$T/bad6.json"
+expect_out 2 "bad6.json: line" "$KVV" suite "$T/bad6.json"
 : > "$T/empty.txt"
-expect 2 "empty.txt: no cases" "$KVV" suite "$T/empty.txt"
-expect 2 "option --shard: '3/2'" "$KVV" suite "$T/nightly.txt" --shard 3/2
-expect 2 "option --shard: '0/2'" "$KVV" suite "$T/nightly.txt" --shard 0/2
-expect 2 "cannot open" "$KVV" suite "$T/none.txt"
-expect 0 "usage: kvverify suite" "$KVV" suite --help
+expect_out 2 "empty.txt: no cases" "$KVV" suite "$T/empty.txt"
+expect_out 2 "option --shard: '3/2'" "$KVV" suite "$T/nightly.txt" --shard 3/2
+expect_out 2 "option --shard: '0/2'" "$KVV" suite "$T/nightly.txt" --shard 0/2
+expect_out 2 "cannot open" "$KVV" suite "$T/none.txt"
+expect_out 0 "usage: kvverify suite" "$KVV" suite --help
 
 # ---------------------------------------------------------------- golden vectors as a suite
 . vectors/golden.sh

@@ -3,12 +3,11 @@
 # bytes; every architecture is written and read back by `info` with its
 # architecture; bad --arch/--shape/--type/--vocab give exit 2 and the list of
 # valid names; a failed write leaves an existing file untouched.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 T=${TMPDIR:-/tmp}/kvv-test-synth.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 
 # ---- determinism
 $KVV synth --arch qwen3 --type q8_0 --seed 11 -o "$T/a.gguf" >/dev/null || fail "synth a: exit $?"

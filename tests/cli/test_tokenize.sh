@@ -2,6 +2,7 @@
 # test_tokenize.sh — `kvverify tokenize`: ids as llama.cpp gives them, --raw,
 # --json, --decode, -f, and the exit codes of bad input (2) and an unsupported
 # tokenizer (77). Skips (77) without ../shared.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 SHARED=${KVV_SHARED:-../shared}
 M=$SHARED/models/stories260K-f32.gguf
@@ -17,13 +18,11 @@ fi
 tmp=${TMPDIR:-/tmp}/kvv-tokenize-$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-fails=0
 check() { # name, expected, actual
     if [ "$2" = "$3" ]; then
         echo "ok   $1"
     else
-        echo "FAIL $1: expected '$2', got '$3'"
-        fails=$((fails + 1))
+        fail "$1: expected '$2', got '$3'"
     fi
 }
 

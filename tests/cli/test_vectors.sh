@@ -11,30 +11,16 @@
 #   * every shipped vector in vectors/golden/ checks (synthetic models are
 #     rebuilt with kvverify synth; ../shared models skip when absent).
 # Exit 0 pass, 1 fail. Set KVV_REPRO=0 to leave out the extra -O0/clang builds.
+. "$(dirname "$0")/lib.sh"
 KVV=${KVV:-./kvverify}
 O=${O:-build}
 export KVV
 T="$O/tmp/test_vectors.$$"
 mkdir -p "$T"
 trap 'rm -rf "$T"' EXIT INT TERM
-fails=0
-fail() { echo "FAIL: $*"; echo "FAIL: $*" >> "$T/failures"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
+FAIL_LOG=$T/failures
 
-# expect CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
-expect() {
-    code=$1; pat=$2; shift 2
-    "$@" >"$T/out" 2>&1
-    rc=$?
-    if [ "$rc" -ne "$code" ]; then
-        fail "$* -> exit $rc, expected $code"; sed 's/^/    /' "$T/out" | head -5; return 1
-    fi
-    if [ -n "$pat" ] && ! grep -Eq "$pat" "$T/out"; then
-        fail "$* -> output lacks /$pat/"; sed 's/^/    /' "$T/out" | head -5; return 1
-    fi
-    ok "$* -> $code"
-}
-
+# expect_out CODE PATTERN CMD...: exit code CODE and PATTERN (grep -E) in its output
 # byte BYTE FILE OFFSET: overwrite one byte
 poke() { printf "$(printf '\\%03o' "$1")" | dd of="$2" bs=1 seek="$3" conv=notrunc 2>/dev/null; }
 byte_at() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' '; }
@@ -44,31 +30,31 @@ M="$T/llama.gguf"
 "$KVV" synth --shape llama-tiny --seed 4 -o "$T/other.gguf" >/dev/null || { echo "FAIL: synth"; exit 1; }
 
 # ---------------------------------------------------------------- usage
-expect 0 "usage: kvverify vectors gen" "$KVV" vectors --help
-expect 2 "unknown subcommand" "$KVV" vectors frobnicate
-expect 2 "needs MODEL and -o FILE" "$KVV" vectors gen "$M"
-expect 2 "option --logits" "$KVV" vectors gen "$M" -o "$T/x.kvv" --logits maybe
-expect 2 "option --force-fail" "$KVV" vectors check "$M" "$T/x.kvv" --force-fail=elsewhere
-expect 2 "exclude each other" "$KVV" vectors gen "$M" -o "$T/x.kvv" --random 4 --tokens 1,2
-expect 2 "outside the vocabulary" "$KVV" vectors gen "$M" -o "$T/x.kvv" --tokens 1,99999
+expect_out 0 "usage: kvverify vectors gen" "$KVV" vectors --help
+expect_out 2 "unknown subcommand" "$KVV" vectors frobnicate
+expect_out 2 "needs MODEL and -o FILE" "$KVV" vectors gen "$M"
+expect_out 2 "option --logits" "$KVV" vectors gen "$M" -o "$T/x.kvv" --logits maybe
+expect_out 2 "option --force-fail" "$KVV" vectors check "$M" "$T/x.kvv" --force-fail=elsewhere
+expect_out 2 "exclude each other" "$KVV" vectors gen "$M" -o "$T/x.kvv" --random 4 --tokens 1,2
+expect_out 2 "outside the vocabulary" "$KVV" vectors gen "$M" -o "$T/x.kvv" --tokens 1,99999
 [ -e "$T/x.kvv" ] && fail "a failed gen left $T/x.kvv behind"
 
 # ---------------------------------------------------------------- determinism
 G="--random 10 --seed 9 -n 6 --full"
-expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/a.kvv" $G
-expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/b.kvv" $G
+expect_out 0 "wrote" "$KVV" vectors gen "$M" -o "$T/a.kvv" $G
+expect_out 0 "wrote" "$KVV" vectors gen "$M" -o "$T/b.kvv" $G
 cmp -s "$T/a.kvv" "$T/b.kvv" && ok "two runs: identical bytes" || fail "two runs differ"
-expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/t2.kvv" $G --threads 2
+expect_out 0 "wrote" "$KVV" vectors gen "$M" -o "$T/t2.kvv" $G --threads 2
 cmp -s "$T/a.kvv" "$T/t2.kvv" && ok "1 vs 2 threads (ref): identical" || fail "1 vs 2 threads differ (ref)"
 ls "$T"/*.tmp.* >/dev/null 2>&1 && fail "temp files left behind"
 
 have_cpu=0
 if "$KVV" vectors gen "$M" -o "$T/c1.kvv" $G --engine cpu --mode invariant --threads 1 >"$T/out" 2>&1; then
     have_cpu=1
-    expect 0 "wrote" "$KVV" vectors gen "$M" -o "$T/c2.kvv" $G --engine cpu --mode invariant --threads 2
+    expect_out 0 "wrote" "$KVV" vectors gen "$M" -o "$T/c2.kvv" $G --engine cpu --mode invariant --threads 2
     cmp -s "$T/c1.kvv" "$T/c2.kvv" && ok "cpu invariant 1 vs 2 threads: identical" \
         || fail "cpu invariant: 1 and 2 threads give different files"
-    expect 0 "^PASS" "$KVV" vectors check "$M" "$T/c1.kvv" --threads 2
+    expect_out 0 "^PASS" "$KVV" vectors check "$M" "$T/c1.kvv" --threads 2
 else
     echo "SKIP: cpu engine not available: $(head -1 "$T/out")"
 fi
@@ -99,72 +85,72 @@ if [ "${KVV_REPRO:-1}" != 0 ]; then
 fi
 
 # ---------------------------------------------------------------- check and controls
-expect 0 "^PASS .* bit-identical" "$KVV" vectors check "$M" "$T/a.kvv"
-expect 0 '"verdict": "pass"' "$KVV" vectors check "$M" "$T/a.kvv" --json
-expect 1 "first divergence: logits step 0 \(output layer\) position 9 index" \
+expect_out 0 "^PASS .* bit-identical" "$KVV" vectors check "$M" "$T/a.kvv"
+expect_out 0 '"verdict": "pass"' "$KVV" vectors check "$M" "$T/a.kvv" --json
+expect_out 1 "first divergence: logits step 0 \(output layer\) position 9 index" \
     "$KVV" vectors check "$M" "$T/a.kvv" --force-fail
-expect 1 "first divergence: full.resid layer 1 position 4 index 0: expected 0x" \
+expect_out 1 "first divergence: full.resid layer 1 position 4 index 0: expected 0x" \
     "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:1:4
 grep -Eq "^[0-9]+ divergences: .*full.k" "$T/out" && ok "count of all divergences" \
     || fail "no divergence count line"
-expect 1 '"record": "full.resid"' "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:1:4 --json
+expect_out 1 '"record": "full.resid"' "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:1:4 --json
 # the old name: the same control, and a note saying the new one
-expect 1 "first divergence: full.resid layer 1 position 4" "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4
+expect_out 1 "first divergence: full.resid layer 1 position 4" "$KVV" vectors check "$M" "$T/a.kvv" --perturb resid:1:4
 grep -q "note: --perturb is deprecated: use --force-fail=resid:1:4" "$T/out" && ok "--perturb: deprecation note" \
     || fail "--perturb: no deprecation note"
-expect 2 "outside layers" "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:99:0
+expect_out 2 "outside layers" "$KVV" vectors check "$M" "$T/a.kvv" --force-fail=resid:99:0
 # hashes only: the divergence names layer and position
 "$KVV" vectors gen "$M" -o "$T/h.kvv" --random 10 --seed 9 -n 6 --logits hash >/dev/null
-expect 1 "first divergence: hash.resid layer 2 position 7: expected 0x" \
+expect_out 1 "first divergence: hash.resid layer 2 position 7: expected 0x" \
     "$KVV" vectors check "$M" "$T/h.kvv" --force-fail=resid:2:7
 
 # ---------------------------------------------------------------- show
-expect 0 "record +type +shape" "$KVV" vectors show "$T/a.kvv"
-expect 0 '"compressed_size"' "$KVV" vectors show "$T/a.kvv" --json
+expect_out 0 "record +type +shape" "$KVV" vectors show "$T/a.kvv"
+expect_out 0 '"compressed_size"' "$KVV" vectors show "$T/a.kvv" --json
 if command -v python3 >/dev/null; then
     "$KVV" vectors show "$T/a.kvv" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["meta"]["model"]["arch"]=="llama"; assert d["records"][0]["name"]=="meta"' \
         && ok "show --json parses" || fail "show --json is not the documented JSON"
 fi
 
 # ---------------------------------------------------------------- corrupt and mismatched files
-expect 2 "wrong model" "$KVV" vectors check "$T/other.gguf" "$T/a.kvv"
-expect 2 '"verdict": "error"' "$KVV" vectors check "$T/other.gguf" "$T/a.kvv" --json
+expect_out 2 "wrong model" "$KVV" vectors check "$T/other.gguf" "$T/a.kvv"
+expect_out 2 '"verdict": "error"' "$KVV" vectors check "$T/other.gguf" "$T/a.kvv" --json
 size=$(wc -c < "$T/a.kvv" | tr -d ' ')
 for off in 0 4 9 12 20 40 $((size / 3)) $((size / 2)) $((size - 1)); do
     cp "$T/a.kvv" "$T/f.kvv"
     poke $(( $(byte_at "$T/f.kvv" "$off") ^ 16 )) "$T/f.kvv" "$off"
-    expect 2 "f.kvv: record [a-z0-9_.#]+ at byte [0-9]+" "$KVV" vectors check "$M" "$T/f.kvv"
+    expect_out 2 "f.kvv: record [a-z0-9_.#]+ at byte [0-9]+" "$KVV" vectors check "$M" "$T/f.kvv"
 done
 cp "$T/a.kvv" "$T/f.kvv"; poke 2 "$T/f.kvv" 4
-expect 2 "record header at byte 4: unknown format version 2" "$KVV" vectors check "$M" "$T/f.kvv"
+expect_out 2 "record header at byte 4: unknown format version 2" "$KVV" vectors check "$M" "$T/f.kvv"
 for n in 0 10 16 100 $((size / 2)) $((size - 1)); do
     head -c "$n" "$T/a.kvv" > "$T/t.kvv"
-    expect 2 "t.kvv: record .* at byte [0-9]+: .*truncated" "$KVV" vectors check "$M" "$T/t.kvv"
+    expect_out 2 "t.kvv: record .* at byte [0-9]+: .*truncated" "$KVV" vectors check "$M" "$T/t.kvv"
 done
-expect 2 "cannot open" "$KVV" vectors check "$M" "$T/missing.kvv"
+expect_out 2 "cannot open" "$KVV" vectors check "$M" "$T/missing.kvv"
 cp "$T/a.kvv" "$T/f.kvv"; poke $(( $(byte_at "$T/f.kvv" $((size - 2))) ^ 1 )) "$T/f.kvv" $((size - 2))
-expect 2 "f.kvv: record patch at byte [0-9]+: CRC-32 mismatch" "$KVV" vectors show "$T/f.kvv"
+expect_out 2 "f.kvv: record patch at byte [0-9]+: CRC-32 mismatch" "$KVV" vectors show "$T/f.kvv"
 cp "$T/a.kvv" "$T/keep.kvv"
 "$KVV" vectors gen "$T/missing.gguf" -o "$T/keep.kvv" >/dev/null 2>&1
 cmp -s "$T/a.kvv" "$T/keep.kvv" && ok "failed gen leaves the existing file untouched" \
     || fail "failed gen overwrote the output"
 
 # ---------------------------------------------------------------- text prompt
-expect 0 "wrote .* \(" "$KVV" vectors gen "$M" -o "$T/p.kvv" -p "once upon a time" -n 3
-expect 0 "prompt +text, [0-9]+ tokens \"once upon a time\"" "$KVV" vectors show "$T/p.kvv"
-expect 0 "^PASS" "$KVV" vectors check "$M" "$T/p.kvv"
+expect_out 0 "wrote .* \(" "$KVV" vectors gen "$M" -o "$T/p.kvv" -p "once upon a time" -n 3
+expect_out 0 "prompt +text, [0-9]+ tokens \"once upon a time\"" "$KVV" vectors show "$T/p.kvv"
+expect_out 0 "^PASS" "$KVV" vectors check "$M" "$T/p.kvv"
 
 # ---------------------------------------------------------------- stories260K (the issue's demo)
 S="${KVV_SHARED:-../shared}/models/stories260K-f32.gguf"
 if [ -r "$S" ]; then
-    expect 0 "wrote" "$KVV" vectors gen "$S" -o "$T/s1.kvv" -p "Once upon a time" -n 16
-    expect 0 "wrote" "$KVV" vectors gen "$S" -o "$T/s2.kvv" -p "Once upon a time" -n 16
+    expect_out 0 "wrote" "$KVV" vectors gen "$S" -o "$T/s1.kvv" -p "Once upon a time" -n 16
+    expect_out 0 "wrote" "$KVV" vectors gen "$S" -o "$T/s2.kvv" -p "Once upon a time" -n 16
     cmp -s "$T/s1.kvv" "$T/s2.kvv" && ok "stories260K: two gens, identical bytes" || fail "stories260K gens differ"
-    expect 0 "^PASS" "$KVV" vectors check "$S" "$T/s1.kvv"
+    expect_out 0 "^PASS" "$KVV" vectors check "$S" "$T/s1.kvv"
     cp "$T/s1.kvv" "$T/s3.kvv"; poke $(( $(byte_at "$T/s3.kvv" 2000) ^ 1 )) "$T/s3.kvv" 2000
-    expect 2 "s3.kvv: record logits at byte [0-9]+: CRC-32 mismatch" "$KVV" vectors check "$S" "$T/s3.kvv"
-    expect 1 "first divergence: hash.resid layer 3 position 2" "$KVV" vectors check "$S" "$T/s1.kvv" --force-fail=resid:3:2
-    expect 1 "first divergence: logits step 0 \(output layer\) position 4" "$KVV" vectors check "$S" "$T/s1.kvv" --force-fail
+    expect_out 2 "s3.kvv: record logits at byte [0-9]+: CRC-32 mismatch" "$KVV" vectors check "$S" "$T/s3.kvv"
+    expect_out 1 "first divergence: hash.resid layer 3 position 2" "$KVV" vectors check "$S" "$T/s1.kvv" --force-fail=resid:3:2
+    expect_out 1 "first divergence: logits step 0 \(output layer\) position 4" "$KVV" vectors check "$S" "$T/s1.kvv" --force-fail
 else
     echo "SKIP: $S not found (the stories260K demo needs ../shared)"
 fi

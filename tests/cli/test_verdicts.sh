@@ -3,26 +3,11 @@
 # --force-fail turns its command red; a prompt too short to exercise
 # anything is exit 2 (empty) or 77 (every batch shape on one kernel path),
 # never a PASS; nothing verified is 77.
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 SHARED=${KVV_SHARED:-../shared}
 T=${TMPDIR:-/tmp}/kvv-test-verdicts.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-
-expect() { # want-exit, description, command...
-    want=$1; what=$2; shift 2
-    "$@" >"$T/out" 2>"$T/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$what: exit $rc, want $want"
-        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
-        return 1
-    fi
-    return 0
-}
 
 $KVV synth --shape llama-tiny -o "$T/m.gguf" -q || { echo "FAIL: synth"; exit 1; }
 $KVV synth --shape llama-tiny --type q8_0 -o "$T/q.gguf" -q || { echo "FAIL: synth q8_0"; exit 1; }

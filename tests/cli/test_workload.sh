@@ -8,25 +8,11 @@
 # latency refuse the prompt options they do not use; the HTML page and a
 # suite's reports state it too. The models are tiny synth ones whose cpu-engine switches
 # are known: F32 fast: 4 (sgemm); Q8_0 invariant: 2 (the one-token X4 GEMV).
-if [ -z "$KVV" ]; then
-    if [ -n "$O" ] && [ -x "$O/kvverify" ]; then KVV=$O/kvverify; else KVV=./kvverify; fi
-fi
+. "$(dirname "$0")/lib.sh"
 T=${TMPDIR:-/tmp}/kvv-test-workload.$$
 mkdir -p "$T" || exit 1
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 
-expect() { # want-exit, description, command...
-    want=$1; what=$2; shift 2
-    "$@" >"$T/out" 2>"$T/err"; rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "$what: exit $rc, want $want"
-        sed 's/^/    /' "$T/out" "$T/err" | tail -n 12
-        return 1
-    fi
-    return 0
-}
 # workload JSON field check: file, python expression over w (the workload)
 wl() { python3 - "$1" "$2" <<'PY'
 import json, sys

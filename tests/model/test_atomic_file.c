@@ -1,5 +1,5 @@
 /*
- * test_atomic_file.c — what an output path names (model/atomic_file.h) and
+ * test_atomic_file.c — what an output path names (common/atomic_file.h) and
  * how each kind is written: a regular file by temp + rename, a symbolic
  * link followed to its target (the link stays a link), a device or FIFO
  * written through and still a device or FIFO afterwards, a descriptor
@@ -17,7 +17,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "model/atomic_file.h"
+#include "common/atomic_file.h"
 #include "model/gguf.h"
 #include "tests/test_util.h"
 

@@ -16,7 +16,7 @@
 
 #include "engine/breadcrumb.h"
 #include "engine/engine.h"
-#include "model/atomic_file.h"
+#include "common/atomic_file.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
 #include "verify/isolate.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/sha256.h"
+#include "common/sha256.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
 #include "verify/audit.h"

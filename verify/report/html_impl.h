@@ -31,7 +31,7 @@
 
 #include <jansson.h>
 
-#include "model/error.h"
+#include "common/error.h"
 #include "verify/report/sbuf.h"
 #include "verify/report/svg.h"
 

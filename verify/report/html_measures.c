@@ -332,7 +332,7 @@ void kvv_html_fig_latency(kvv_sbuf *b, const json_t *check, const char *p)
     snprintf(rule, sizeof rule,
              "No verdict on speed: the check passes when the recomputed K/V are bit-equal to "
              "the cache. Dashed: this machine's roofline floor, max(bytes / %.1f GB/s stream "
-             "copy, FLOPs / %.1f GFLOP/s sgemm).",
+             "read, FLOPs / %.1f GFLOP/s sgemm).",
              kvv_jget_num(d, "stream_gbs"), kvv_jget_num(d, "sgemm_gflops"));
     kvv_fig_begin(&f, p, "latency-batch",
                   "Reading cached K/V vs recomputing them from the residual, per layer (mean "

@@ -6,35 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A double as JSON: a number when finite, else the string "inf", "-inf" or
- * "nan" (JSON has no non-finite numbers). */
-static json_t *jnum(double x)
-{
-    if (isfinite(x))
-        return json_real(x);
-    if (isnan(x))
-        return json_string("nan");
-    return json_string(x > 0 ? "inf" : "-inf");
-}
-
-json_t *kvv_json_number(double x)
-{
-    return jnum(x);
-}
-
-json_t *kvv_json_ulp(uint64_t ulp)
-{
-    return ulp == KVV_ULP_NAN ? json_null() : json_integer((json_int_t)ulp);
-}
-
-static json_t *jfloat_value(float x)
-{
-    char hex[16], hf[48];
-    snprintf(hex, sizeof hex, "0x%08x", (unsigned)kvv_f32_bits(x));
-    snprintf(hf, sizeof hf, "%a", (double)x);
-    return json_pack("{s:o, s:s, s:s}", "value", jnum((double)x), "bits", hex, "hex", hf);
-}
-
 json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:s}", "name", d->name, "mode", d->mode,
@@ -58,14 +29,14 @@ json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s)
     json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:o, s:I}", "compared", (json_int_t)s->n,
                           "differing", (json_int_t)s->n_diff, "nan_pairs", (json_int_t)s->n_nan,
                           "max_ulp", kvv_json_ulp(s->max_ulp),
-                          "nmse", jnum(kvv_cmp_nmse(s)), "first_index", (json_int_t)s->first);
+                          "nmse", kvv_json_number(kvv_cmp_nmse(s)), "first_index", (json_int_t)s->first);
     if (!o)
         return NULL;
-    json_object_set_new(o, "max_abs", jnum(kvv_cmp_max_abs(s)));
+    json_object_set_new(o, "max_abs", kvv_json_number(kvv_cmp_max_abs(s)));
     json_object_set_new(o, "inf_pairs", json_integer((json_int_t)s->n_inf));
     if (s->first >= 0) {
-        json_object_set_new(o, "first_expected", jfloat_value(s->first_ref));
-        json_object_set_new(o, "first_actual", jfloat_value(s->first_test));
+        json_object_set_new(o, "first_expected", kvv_json_float(s->first_ref));
+        json_object_set_new(o, "first_actual", kvv_json_float(s->first_test));
     }
     return o;
 }
@@ -76,15 +47,15 @@ json_t *kvv_mismatch_to_json(const kvv_mismatch *m)
     kvv_mismatch_format(m, text, sizeof text);
     return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:o, s:s}", "tensor", m->tensor,
                      "variant", m->variant, "layer", m->layer, "token", m->token, "head",
-                     m->head, "index", m->index, "expected", jfloat_value(m->expected),
-                     "actual", jfloat_value(m->actual), "text", text);
+                     m->head, "index", m->index, "expected", kvv_json_float(m->expected),
+                     "actual", kvv_json_float(m->actual), "text", text);
 }
 
 json_t *kvv_check_to_json(const kvv_check_result *r)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", r->name, "verdict",
                           kvv_verdict_name(r->verdict), "key_figure", kvv_check_key_figure(r),
-                          "message", kvv_check_message(r), "seconds", jnum(r->seconds));
+                          "message", kvv_check_message(r), "seconds", kvv_json_number(r->seconds));
     if (!o)
         return NULL;
     json_object_set_new(o, "unsupported", json_boolean(r->unsupported));
@@ -189,7 +160,7 @@ json_t *kvv_report_to_json(const kvv_report *rep)
                           rep->version, "schema_version", KVV_REPORT_SCHEMA, "started",
                           rep->started, "verdict", "", "prompt_source", rep->prompt_source,
                           "seed", (json_int_t)rep->seed, "seed_hex", "", "seconds",
-                          jnum(rep->seconds), "exit_code", kvv_report_exit_code(rep));
+                          kvv_json_number(rep->seconds), "exit_code", kvv_report_exit_code(rep));
     if (!o)
         return NULL;
     char seed_hex[24];

@@ -56,7 +56,8 @@
 #include <jansson.h>
 
 #include "engine/engine.h"
-#include "model/error.h"
+#include "common/error.h"
+#include "common/json_num.h" /* kvv_json_number, kvv_json_ulp, kvv_json_float */
 #include "verify/compare_stats.h"
 #include "verify/report/sbuf.h"
 
@@ -318,12 +319,6 @@ json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d);
 json_t *kvv_cmp_stats_to_json(const kvv_cmp_stats *s);
 json_t *kvv_mismatch_to_json(const kvv_mismatch *m);
 json_t *kvv_workload_to_json(const kvv_workload *w);
-/* A double as the schema writes it: a number when finite, else "inf",
- * "-inf" or "nan". */
-json_t *kvv_json_number(double x);
-/* A ULP distance as the schema writes it: an integer, or null for
- * KVV_ULP_NAN (a NaN was involved). */
-json_t *kvv_json_ulp(uint64_t ulp);
 /* Write the JSON report atomically (temp file + rename; an existing file is
  * untouched on failure). KVV_ERR_IO naming the file. */
 kvv_status kvv_report_write_json(const kvv_report *rep, const char *path, kvv_error *err);

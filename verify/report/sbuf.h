@@ -19,8 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "model/atomic_file.h"
-#include "model/error.h"
+#include "common/atomic_file.h"
+#include "common/error.h"
 
 typedef struct {
     char *p;      /* NUL-terminated text (NULL while empty); owned */
@@ -48,6 +48,6 @@ void kvv_sbuf_free(kvv_sbuf *b); /* b is empty and reusable afterwards */
 kvv_status kvv_sbuf_write_file(kvv_sbuf *b, const char *path, kvv_error *err);
 
 /* kvv_write_file_atomic (path.tmp.PID + rename; "-": stdout) lives in
- * model/atomic_file.h, shared with the .kvv writer. */
+ * common/atomic_file.h, shared with the .kvv writer. */
 
 #endif

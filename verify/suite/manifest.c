@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/read_file.h"
 #include "engine/cpu/cpu_isa.h"
 #include "engine/engine.h"
 #include "verify/audit.h"
@@ -485,29 +486,11 @@ kvv_status kvv_suite_parse(const char *text, size_t len, const char *name, const
 kvv_status kvv_suite_load(const char *path, kvv_suite **out, kvv_error *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            size_t nc = cap ? cap * 2 : 8192;
-            char *nb = nc <= (64u << 20) ? realloc(buf, nc) : NULL;
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return kvv_error_set(err, KVV_ERR_FORMAT, "%s: larger than 64 MiB or out of memory", path);
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    fclose(f);
+    char *buf;
+    size_t n;
+    kvv_status st = kvv_read_file(path, (size_t)64 << 20, &buf, &n, err); /* ferror checked */
+    if (st)
+        return st;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -515,7 +498,7 @@ kvv_status kvv_suite_load(const char *path, kvv_suite **out, kvv_error *err)
         *slash = '\0';
     else
         snprintf(dir, sizeof dir, ".");
-    kvv_status st = kvv_suite_parse(buf, n, path, dir, out, err);
+    st = kvv_suite_parse(buf, n, path, dir, out, err);
     free(buf);
     return st;
 }

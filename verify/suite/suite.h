@@ -74,7 +74,7 @@
 #include <jansson.h>
 
 #include "engine/engine.h"
-#include "model/error.h"
+#include "common/error.h"
 #include "verify/check.h"
 #include "verify/report/report.h"
 

@@ -1,5 +1,5 @@
 /* sha256.c — SHA-256 of a file, as hex (see sha256.h). */
-#include "model/sha256.h"
+#include "common/sha256.h"
 
 #include <errno.h>
 #include <stdio.h>

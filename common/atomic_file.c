@@ -1,6 +1,7 @@
-/* atomic_file.c — what an output path names, and temp file + rename for
- * every report writer (see atomic_file.h). */
-#include "model/atomic_file.h"
+/* atomic_file.c — what an output path names, and the one writer every
+ * output goes through: temp file + fsync + rename + folder fsync, or
+ * written through (see atomic_file.h). */
+#include "common/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,93 +233,169 @@ int kvv_file_target_open_stream(const kvv_file_target *t, kvv_error *err)
     return fd;
 }
 
-/* ---------------------------------------------------------- the writers */
+/* ---------------------------------------------------------- the writer */
 
-/* Standard output, through stdio (the console text shares its buffer). */
-static kvv_status write_stdout(const void *data, size_t len, kvv_error *err)
+struct kvv_atomic_writer {
+    kvv_file_target t;
+    char *path;    /* as the caller gave it, for messages */
+    char *tmp;     /* FILE: TARGET.tmp.PID; NULL otherwise */
+    FILE *f;       /* the temp file, the stream, or stdout */
+    int err;       /* first errno of a failed write; 0 */
+};
+
+static void writer_free(kvv_atomic_writer *w)
 {
-    if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
-        return kvv_error_set(err, KVV_ERR_IO, "standard output: cannot write: %s",
-                             strerror(errno));
-    return KVV_OK;
+    kvv_file_target_free(&w->t);
+    free(w->path);
+    free(w->tmp);
+    free(w);
 }
 
-/* A stream: every byte, through its own descriptor. */
-static kvv_status write_stream(const kvv_file_target *t, const void *data, size_t len,
-                               kvv_error *err)
+void kvv_atomic_writer_abort(kvv_atomic_writer *w)
 {
-    int fd = kvv_file_target_open_stream(t, err);
-    if (fd < 0)
-        return KVV_ERR_IO;
-    const unsigned char *p = data;
-    int e = 0;
-    while (len && !e) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno != EINTR)
-            e = errno;
-        else if (w == 0)
-            e = EIO;
-        else if (w > 0) {
-            p += w;
-            len -= (size_t)w;
-        }
-    }
-    if (close(fd) != 0 && !e && errno != EINTR)
-        e = errno;
-    if (e)
-        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", t->path, strerror(e));
-    return KVV_OK;
+    if (!w)
+        return;
+    if (w->f && w->f != stdout)
+        fclose(w->f);
+    if (w->tmp)
+        unlink(w->tmp); /* every error path: no temp file left behind */
+    writer_free(w);
 }
 
-/* A regular file: temp beside the target, then rename. */
-static kvv_status write_file(const char *path, const char *target, const void *data, size_t len,
-                             kvv_error *err)
+kvv_status kvv_atomic_writer_open(const char *path, kvv_atomic_writer **out, kvv_error *err)
 {
-    size_t tl = strlen(target) + 32;
-    char *tmp = malloc(tl);
-    if (!tmp)
+    *out = NULL;
+    kvv_atomic_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(path))) {
+        free(w);
         return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
-    kvv_atomic_temp_name(target, tmp, tl);
-    kvv_status st = KVV_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot create the temporary file %s: %s", path,
-                           tmp, strerror(errno));
-        free(tmp);
+    }
+    kvv_status st = kvv_file_target_resolve(path, &w->t, err);
+    if (st) {
+        free(w->path);
+        free(w);
         return st;
     }
-    int bad = len && fwrite(data, 1, len, f) != len;
-    bad |= fflush(f) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
+    if (w->t.kind == KVV_TARGET_STDOUT) {
+        w->f = stdout;
+    } else if (w->t.kind == KVV_TARGET_STREAM) {
+        int fd = kvv_file_target_open_stream(&w->t, err);
+        if (fd < 0) {
+            writer_free(w);
+            return KVV_ERR_IO;
+        }
+        if (!(w->f = fdopen(fd, "wb"))) {
+            close(fd);
+            writer_free(w);
+            return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
+        }
+    } else if (w->t.is_dir) {
+        writer_free(w);
+        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: it is a folder", path);
+    } else {
+        size_t tl = strlen(w->t.path) + 32;
+        if (!(w->tmp = malloc(tl))) {
+            writer_free(w);
+            return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
+        }
+        kvv_atomic_temp_name(w->t.path, w->tmp, tl);
+        /* O_NOFOLLOW: a link planted at the temp name is refused, not followed */
+        int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot create the temporary file %s: %s",
+                               path, w->tmp, strerror(e));
+            kvv_atomic_writer_abort(w);
+            return st;
+        }
     }
-    if (bad)
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    else if (rename(tmp, target) != 0)
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
-                           strerror(errno));
-    if (st)
-        remove(tmp); /* every error path: no temp file left behind */
-    free(tmp);
-    return st;
+    *out = w;
+    return KVV_OK;
+}
+
+kvv_status kvv_atomic_writer_write(kvv_atomic_writer *w, const void *data, size_t len,
+                                   kvv_error *err)
+{
+    if (!w->err && len && fwrite(data, 1, len, w->f) != len)
+        w->err = errno ? errno : EIO;
+    if (w->err)
+        return kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", w->path, strerror(w->err));
+    return KVV_OK;
+}
+
+/* fsync the folder that holds path, so the rename itself survives a crash.
+ * A file system that cannot sync a folder (EINVAL) has nothing to sync. */
+static int sync_folder(const char *path)
+{
+    char *dir = dir_of(path);
+    if (!dir)
+        return ENOMEM;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return errno;
+    int e = fsync(fd) != 0 && errno != EINVAL ? errno : 0;
+    close(fd);
+    return e;
+}
+
+kvv_status kvv_atomic_writer_commit(kvv_atomic_writer *w, kvv_error *err)
+{
+    int e = w->err;
+    if (!e && fflush(w->f) != 0)
+        e = errno;
+    if (w->tmp) { /* FILE: the bytes on disk before the name points at them */
+        if (!e && fsync(fileno(w->f)) != 0)
+            e = errno;
+        if (fclose(w->f) != 0 && !e)
+            e = errno;
+        w->f = NULL;
+        if (e) {
+            kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", w->path, strerror(e));
+            kvv_atomic_writer_abort(w);
+            return KVV_ERR_IO;
+        }
+        if (rename(w->tmp, w->t.path) != 0) {
+            e = errno;
+            kvv_error_set(err, KVV_ERR_IO, "%s: cannot rename %s over it: %s", w->path, w->tmp,
+                          strerror(e));
+            kvv_atomic_writer_abort(w);
+            return KVV_ERR_IO;
+        }
+        free(w->tmp);
+        w->tmp = NULL;
+        if ((e = sync_folder(w->t.path)) != 0) {
+            kvv_error_set(err, KVV_ERR_IO, "%s: written, but its folder cannot be synced: %s",
+                          w->path, strerror(e));
+            writer_free(w);
+            return KVV_ERR_IO;
+        }
+    } else if (w->f != stdout) { /* STREAM: a pipe or device has nothing to sync */
+        if (fclose(w->f) != 0 && !e && errno != EINTR)
+            e = errno;
+        w->f = NULL;
+    }
+    if (e) {
+        kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s",
+                      w->t.kind == KVV_TARGET_STDOUT ? "standard output" : w->path, strerror(e));
+        kvv_atomic_writer_abort(w);
+        return KVV_ERR_IO;
+    }
+    writer_free(w);
+    return KVV_OK;
 }
 
 kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len, kvv_error *err)
 {
-    kvv_file_target t;
-    kvv_status st = kvv_file_target_resolve(path, &t, err);
+    kvv_atomic_writer *w;
+    kvv_status st = kvv_atomic_writer_open(path, &w, err);
     if (st)
         return st;
-    if (t.kind == KVV_TARGET_STDOUT)
-        st = write_stdout(data, len, err);
-    else if (t.kind == KVV_TARGET_STREAM)
-        st = write_stream(&t, data, len, err);
-    else if (t.is_dir)
-        st = kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: it is a folder", path);
-    else
-        st = write_file(path, t.path, data, len, err);
-    kvv_file_target_free(&t);
-    return st;
+    if ((st = kvv_atomic_writer_write(w, data, len, err))) {
+        kvv_atomic_writer_abort(w);
+        return st;
+    }
+    return kvv_atomic_writer_commit(w, err);
 }

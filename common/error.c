@@ -1,5 +1,5 @@
 /* error.c — see error.h. */
-#include "model/error.h"
+#include "common/error.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,7 @@
 /* test_suite_manifest.c — verify/suite/suite.h without running engines: manifest
  * parsing (text and JSON, every key, relative paths, errors that name line
- * and key) and the shard rule (N shards cover every case exactly once). */
+ * and key), loading a file (a read that fails is an I/O error, not an empty
+ * manifest) and the shard rule (N shards cover every case exactly once). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,23 @@ static void test_shards(void **state)
     assert_false(kvv_suite_parse_shard("-1/2", &i, &n));
 }
 
+/* kvv_suite_load reads through common/read_file.h: a folder opens, but its
+ * read fails (EISDIR), which is an I/O error naming it; the old loader never
+ * checked ferror and parsed nothing as an empty manifest. */
+static void test_manifest_load_errors(void **state)
+{
+    (void)state;
+    kvv_suite *s = NULL;
+    kvv_error err = {0};
+    assert_int_equal(kvv_suite_load(kvv_test_tmpdir(), &s, &err), KVV_ERR_IO);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, "read error"));
+    char p[4096];
+    snprintf(p, sizeof p, "%s/no_such_manifest.txt", kvv_test_tmpdir());
+    assert_int_equal(kvv_suite_load(p, &s, &err), KVV_ERR_IO);
+    assert_non_null(strstr(err.msg, p));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_json_manifest),
         cmocka_unit_test(test_manifest_errors),
         cmocka_unit_test(test_manifest_case_bound),
+        cmocka_unit_test(test_manifest_load_errors),
         cmocka_unit_test(test_shards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

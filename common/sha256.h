@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "model/error.h"
+#include "common/error.h"
 
 #define KVV_SHA256_SIZE 32 /* bytes of a digest */
 

@@ -1,17 +1,32 @@
 /*
- * bench_machine.c — the machine's sgemm rate and streaming read bandwidth
- * (bench_machine.h).
+ * roofline.c — the machine's sgemm rate and streaming read bandwidth
+ * (roofline.h).
  */
-#include "cli/bench_machine.h"
+#include "common/roofline.h"
 
 #include <cblas.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "verify/check.h" /* kvv_now_seconds */
+#include "common/clock.h"
 
-double kvv_bench_sgemm_gflops(int threads)
+void kvv_roofline_probe(int threads, kvv_roofline *out)
+{
+    threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+    double sink = 0;
+    out->threads = threads;
+    out->read_gbs = 0;
+    for (int p = 0; p < KVV_ROOFLINE_READ_PASSES; p++) {
+        double g = kvv_roofline_read_gbs(threads, &sink);
+        out->read_gbs = g > out->read_gbs ? g : out->read_gbs;
+    }
+    out->sgemm_gflops = kvv_roofline_sgemm_gflops(threads);
+    if (sink < 0) /* never: the sums are unsigned; keeps them alive */
+        out->read_gbs = 0;
+}
+
+double kvv_roofline_sgemm_gflops(int threads)
 {
     const int M = 128, N = 1536, K = 576;
     float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
@@ -64,15 +79,15 @@ static void *read_worker(void *arg)
     return NULL;
 }
 
-double kvv_bench_read_gbs(int threads, double *sink)
+double kvv_roofline_read_gbs(int threads, double *sink)
 {
-    const size_t words = KVV_BENCH_READ_BYTES / sizeof(uint64_t);
+    const size_t words = KVV_ROOFLINE_READ_BYTES / sizeof(uint64_t);
     if (threads < 1)
         threads = 1;
     if (threads > 64)
         threads = 64;
     if (!read_buf) {
-        read_buf = malloc(KVV_BENCH_READ_BYTES);
+        read_buf = malloc(KVV_ROOFLINE_READ_BYTES);
         if (!read_buf)
             return 0;
         for (size_t i = 0; i < words; i++)
@@ -99,7 +114,7 @@ double kvv_bench_read_gbs(int threads, double *sink)
     return dt > 0 ? (double)per * (size_t)(started + 1) * sizeof(uint64_t) / dt * 1e-9 : 0;
 }
 
-void kvv_bench_read_free(void)
+void kvv_roofline_free(void)
 {
     free(read_buf);
     read_buf = NULL;

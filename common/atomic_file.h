@@ -1,13 +1,16 @@
 /*
- * atomic_file.h — the one way kvverify writes a report file (JSON, JUnit,
- * HTML, .kvv), and what an output path names.
+ * atomic_file.h — the one way kvverify writes an output file (JSON, JUnit,
+ * HTML, .kvv, GGUF), and what an output path names.
  *
  * A path names one of three targets (kvv_file_target_resolve), decided by
  * lstat/stat alone — the target is never opened or read to find out, so a
  * FIFO nobody writes to cannot hang the decision:
  *
  *   - a regular FILE, or nothing yet: the bytes go to TARGET.tmp.PID beside
- *     it, are flushed and closed, and the temp file is renamed over TARGET.
+ *     it, are flushed, fsynced and closed, the temp file is renamed over
+ *     TARGET, and TARGET's folder is fsynced (so after a crash the name
+ *     points at the whole new file or the whole old one, never at blocks
+ *     not yet on disk).
  *     A reader therefore sees either the old file or the whole new one,
  *     never half a report; a run killed mid-write leaves at most a
  *     TARGET.tmp.PID behind, never a truncated TARGET. On every error path
@@ -35,7 +38,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "model/error.h"
+#include "common/error.h"
 
 /* What an output path names (see above). */
 typedef enum {
@@ -76,10 +79,41 @@ bool kvv_file_target_same(const kvv_file_target *a, const kvv_file_target *b);
  * reason). */
 int kvv_file_target_open_stream(const kvv_file_target *t, kvv_error *err);
 
-/* Write len bytes of data to path (see above: temp + rename for a FILE,
- * written through for a STREAM or STDOUT).
- * @return KVV_OK, KVV_ERR_NOMEM, or KVV_ERR_IO naming the file and the
- * reason. */
+/* A write in progress to one path, in pieces (the GGUF writer streams its
+ * tensors through it):
+ *
+ *   kvv_atomic_writer *w;
+ *   if (kvv_atomic_writer_open(path, &w, &err)) return err.status;
+ *   kvv_atomic_writer_write(w, head, n, &err);   // any number of times
+ *   return kvv_atomic_writer_commit(w, &err);    // or _abort(w) to give up
+ */
+typedef struct kvv_atomic_writer kvv_atomic_writer;
+
+/* Resolve path (kvv_file_target_resolve) and start: FILE creates
+ * TARGET.tmp.PID (0666 less the umask; a link at that name is refused),
+ * STREAM opens it for writing, STDOUT uses stdout. A folder is refused.
+ * @return KVV_OK with *w owned by the caller until _commit or _abort;
+ * KVV_ERR_IO naming the path and the reason; KVV_ERR_NOMEM. */
+kvv_status kvv_atomic_writer_open(const char *path, kvv_atomic_writer **w, kvv_error *err);
+
+/* Append len bytes. @return KVV_OK, or KVV_ERR_IO (the first failure
+ * sticks: every later write and the commit report it). */
+kvv_status kvv_atomic_writer_write(kvv_atomic_writer *w, const void *data, size_t len,
+                                   kvv_error *err);
+
+/* Finish and free w. FILE: flush, fsync, close, rename over the target,
+ * fsync the folder; STREAM: flush and close (nothing to sync); STDOUT:
+ * flush. @return KVV_OK or KVV_ERR_IO naming the path: then the temp file
+ * is gone and an existing target untouched (unless only the folder's
+ * fsync failed, after the rename: the message says so). */
+kvv_status kvv_atomic_writer_commit(kvv_atomic_writer *w, kvv_error *err);
+
+/* Give up: close, remove the temp file, free w; the target is untouched.
+ * Accepts NULL. */
+void kvv_atomic_writer_abort(kvv_atomic_writer *w);
+
+/* The whole of data through one writer: open, write, commit.
+ * @return as kvv_atomic_writer_open and _commit. */
 kvv_status kvv_write_file_atomic(const char *path, const void *data, size_t len,
                                  kvv_error *err);
 
