@@ -221,6 +221,13 @@ static void trim_workload(kvv_workload *w, const char *const *names, int n)
  * the counts it was asked to try. */
 static void threads_ran(kvv_report *rep)
 {
+    for (int i = 0; i < rep->n_checks; i++) /* batch: the requests it ran */
+        if (strcmp(rep->checks[i].name, "batch") == 0) {
+            const char *t = json_string_value(json_object_get(
+                json_object_get(rep->checks[i].details, "workload"), "text"));
+            if (t)
+                snprintf(rep->workload.requests, sizeof rep->workload.requests, "%s", t);
+        }
     kvv_workload *w = &rep->workload;
     if (!w->n_threads)
         return;
@@ -327,6 +334,8 @@ static int prepare(kvv_check_cli *c, kvv_check_run *run)
                  : c->isolate == 1 || c->timeout > 0 ? KVV_ISOLATE_ON
                                                      : KVV_ISOLATE_AUTO;
     o->timeout = c->timeout;
+    o->n_requests = (int)c->requests;
+    o->batch_modes = c->batch_modes;
     o->stop = kvv_interrupt_flag(); /* caught while the checks run (cli/interrupt.h) */
     int per = eo.n_threads > 0 ? eo.n_threads : 1;
     o->n_jobs = c->jobs > 0 ? (int)c->jobs

@@ -67,6 +67,8 @@ typedef struct {
     int n_thread_counts;
     long n_gen;                 /* -n (greedy; 0 = sized to the model) */
     long chunk;                 /* --chunk (kv; 0 = default) */
+    long requests;              /* --requests (batch; 0 = default) */
+    unsigned batch_modes;       /* --modes (batch; 0 = all) */
     bool controls;              /* --no-controls clears */
     bool force_fail;            /* --force-fail */
     bool layers;                /* --layers: per-layer tables (default for single checks) */

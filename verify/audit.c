@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "verify/batch.h"
 #include "verify/compare.h"
 #include "verify/greedy.h"
 #include "verify/invariance.h"
@@ -21,6 +22,7 @@ static const kvv_check_entry checks[] = {
     {"invariance", kvv_check_invariance, "chunking, decode and threads do not change any bit", 0},
     {"kvdirect", kvv_check_kvdirect, "KV-Direct (residual checkpoints) decodes bit-equal to the full cache", 0},
     {"compare", kvv_check_compare, "the engine against the reference (the reference against the cpu engine when it is the engine) per layer and on logits", 0},
+    {"batch", kvv_check_batch, "request A alone and among other requests sharing the calls: the same bits", 0},
     {"tables", kvv_check_tables, "cpu engine: invariance with each kernel table this CPU runs; the figures between tables", KVV_ENGINE_OPT_ISA},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
