@@ -6,7 +6,7 @@
 
 /* The table `kvverify --help` prints, in this order. */
 static const kvv_command commands[] = {
-    {"audit", kvv_cmd_audit, "one-shot audit: kv, patch, greedy, invariance, kvdirect, compare, tables (also: kvverify MODEL)"},
+    {"audit", kvv_cmd_audit, "one-shot audit: kv, patch, greedy, invariance, kvdirect, compare, batch, tables (also: kvverify MODEL)"},
     {"info", kvv_cmd_info, "metadata, tensors, architecture and per-token memory of a model"},
     {"kv", kvv_cmd_kv, "cached K/V bit-equal to K/V recomputed from the residual stream"},
     {"patch", kvv_cmd_patch, "residual patching at every layer gives KL exactly 0"},

@@ -19,12 +19,6 @@ static const kvv_check_about about[] = {
      "chunkings, prefill then decode, and thread counts give the same K, V, residuals and "
      "logits as one call over the whole prompt",
      "one flipped residual bit during a chunked run must be found", true},
-    {"batch", "kvverify batch MODEL",
-     "a request gives the same logits and K/V bits alone and among other requests sharing "
-     "the forward calls: prompts of other lengths (single), decode steps of 1, 2 and k "
-     "tokens (decode), a prompt among decode tokens (mixed), a copied prefix (prefix), and "
-     "neighbours of other content (isolation: a difference is a leak)",
-     "A's last prompt token changed in the shared call must be found", true},
     {"kvdirect", "kvverify audit MODEL --checks kvdirect",
      "KV-Direct (live K/V for a budget, residual checkpoints for the evicted tokens, "
      "their K/V recomputed on demand) decodes bit-equal to the full cache",
@@ -34,6 +28,12 @@ static const kvv_check_about about[] = {
      "within --tol (ULP, NMSE, KL, top-1)",
      "one logit of B moved by twice --tol (and, layer by layer, B's residual by 3 x the "
      "layer tolerance) must make the verdict FAIL", true},
+    {"batch", "kvverify batch MODEL",
+     "a request gives the same logits and K/V bits alone and among other requests sharing "
+     "the forward calls: prompts of other lengths (single), decode steps of 1, 2 and k "
+     "tokens (decode), a prompt among decode tokens (mixed), a copied prefix (prefix), and "
+     "neighbours of other content (isolation: a difference is a leak)",
+     "A's last prompt token changed in the shared call must be found", true},
     {"tables", "kvverify audit MODEL --engine cpu --checks tables",
      "the cpu engine's invariant mode is bit-exact with every kernel table this CPU runs "
      "(generic, avx2, avx512), each checked by the invariance check; and every pair of "
