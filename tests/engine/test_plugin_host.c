@@ -150,7 +150,7 @@ static void test_capabilities(void **state)
     kvv_engine_opts o = kvv_engine_opts_default();
     kvv_engine *ref;
     assert_int_equal(kvv_engine_open(f.m, &o, &ref, &err), KVV_OK);
-    assert_int_equal(kvv_engine_caps(ref), KVV_ENGINE_CAP_BUILTIN);
+    assert_int_equal(kvv_engine_caps(ref), KVV_ENGINE_CAP_BUILTIN | KVV_ENGINE_CAP_SEQS);
     assert_int_equal(kvv_engine_require(ref, KVV_ENGINE_CAP_BUILTIN, "everything", &err), KVV_OK);
     expect_status(kvv_engine_require(ref, KVV_ENGINE_CAP_UBATCH, "micro-batches", &err), &err,
                   KVV_ERR_UNSUPPORTED, "engine ref does not offer ubatch (needed by micro-batches)");
