@@ -129,7 +129,17 @@ static kvv_status record(batch_ctx *c, const char *label, const char *compared,
                           (json_int_t)m->rows, "rows_differ", (json_int_t)m->rows_differ,
                           "max_ulp", kvv_json_ulp(all.max_ulp), "nmse",
                           json_real(isfinite(kvv_cmp_nmse(&all)) ? kvv_cmp_nmse(&all) : -1.0));
+    if (all.max_ulp > c->max_ulp)
+        c->max_ulp = all.max_ulp;
     if (m->has_first) {
+        size_t n = strlen(c->summary);
+        char layer_txt[24];
+        snprintf(layer_txt, sizeof layer_txt, " layer %d", m->first.layer);
+        snprintf(c->summary + n, sizeof c->summary - n,
+                 "%s%s: %llu of %llu rows differ, first %s%s position %d%s", n ? "; " : "",
+                 label, (unsigned long long)m->rows_differ, (unsigned long long)m->rows,
+                 m->first.tensor, m->first.layer >= 0 ? layer_txt : "", m->first.token,
+                 step_of(c, m->first.token) >= 0 ? " (a decode step)" : "");
         kvv_check_note_mismatch(c->r, &m->first);
         json_object_set_new(j, "first",
                             json_pack("{s:s, s:i, s:i, s:i, s:i}", "tensor", m->first.tensor,
@@ -226,11 +236,17 @@ static void workload_json(batch_ctx *c)
     }
     for (int j = 0; j < c->n_steps; j++)
         json_array_append_new(st, json_integer(c->step[j]));
-    if (off < (int)sizeof text)
+    unsigned want = c->o->batch_modes ? c->o->batch_modes : KVV_BATCH_MODE_ALL;
+    if ((want & KVV_BATCH_MODE_DECODE) && off < (int)sizeof text)
         off += snprintf(text + off, sizeof text - (size_t)off,
-                        "; decode %d steps in %d calls of 1,2,%d tokens per request; prefix %d "
-                        "of %d copied; isolation %d steps",
-                        c->D, c->n_steps, KVV_BATCH_DECODE_K, c->P, c->T, c->iso_steps);
+                        "; decode %d steps in %d calls of 1,2,%d tokens per request", c->D,
+                        c->n_steps, KVV_BATCH_DECODE_K);
+    if ((want & KVV_BATCH_MODE_PREFIX) && off < (int)sizeof text)
+        off += snprintf(text + off, sizeof text - (size_t)off, "; prefix %d of %d copied", c->P,
+                        c->T);
+    if ((want & KVV_BATCH_MODE_ISOLATION) && off < (int)sizeof text)
+        off += snprintf(text + off, sizeof text - (size_t)off, "; isolation %d steps",
+                        c->iso_steps);
     json_object_set_new(c->r->details, "workload",
                         json_pack("{s:i, s:i, s:i, s:o, s:i, s:o, s:i, s:i, s:s}", "n_requests",
                                   c->N, "a_tokens", c->T, "a_sequence", c->seq_a,
@@ -340,7 +356,7 @@ static kvv_status control(batch_state *b, kvv_error *err)
     if (d)
         return kvv_check_add_control(c->r, "A's last prompt token changed in the shared call",
                                      true, "%llu values differ in %llu rows, first %s at "
-                                     "l=%d t=%d", (unsigned long long)d,
+                                     "layer %d position %d", (unsigned long long)d,
                                      (unsigned long long)m.rows_differ, m.first.tensor,
                                      m.first.layer, m.first.token);
     return kvv_check_add_control(c->r, "A's last prompt token changed in the shared call", false,
@@ -377,6 +393,7 @@ static kvv_status batch_body(void *ctx, kvv_error *err)
     uint64_t n_diff = 0;
     int n_ran = 0, n_want = 0;
     char differ[128] = "";
+    c->max_ulp = 0;
     for (int i = 0; i < KVV_BATCH_N_MODES && !s; i++) {
         if (!(want & (1u << i)))
             continue;
@@ -405,14 +422,16 @@ static kvv_status batch_body(void *ctx, kvv_error *err)
     char pass_key[160], fail_key[160];
     snprintf(pass_key, sizeof pass_key, "%d of %d modes bit-equal, %d requests%s", n_ran, n_want,
              c->N, n_ran < n_want ? " (others unsupported)" : "");
-    snprintf(fail_key, sizeof fail_key, "A differs among other requests in %s (%llu values)",
-             differ, (unsigned long long)n_diff);
+    char mu[32];
+    if (c->max_ulp == KVV_ULP_NAN)
+        snprintf(mu, sizeof mu, "NaN");
+    else
+        snprintf(mu, sizeof mu, "%llu", (unsigned long long)c->max_ulp);
+    snprintf(fail_key, sizeof fail_key, "A differs among other requests in %s (%llu values, "
+             "max %s ULP)", differ, (unsigned long long)n_diff, mu);
     kvv_check_conclude(c->r, n_diff > 0, pass_key, fail_key, "every mode bit-equal");
-    if (n_diff > 0) {
-        char mm[160];
-        kvv_check_set_message(c->r, "first difference: %s",
-                              kvv_mismatch_format(&c->r->mismatch, mm, sizeof mm));
-    }
+    if (n_diff > 0)
+        kvv_check_set_message(c->r, "%s", c->summary);
     return KVV_OK;
 }
 

@@ -50,6 +50,8 @@ typedef struct {
     batch_bb bb;
     float *lbuf;        /* [bb capacity][V] the engine's logits rows */
     long n_calls;
+    uint64_t max_ulp;   /* over every comparison that differed */
+    char summary[400];  /* the differing modes, for the message */
 } batch_ctx;
 
 void kvv_bb_clear(batch_bb *b);
