@@ -18,9 +18,9 @@
  * and every logit of A and every K/V row (and presence flag) of A's
  * sequence, in every layer, must be bit-identical to A alone: for the
  * reference (f32 and f16 cache) and the cpu engine in invariant mode (1 and
- * 2 threads, f32 and f16 cache), on an f32 and a Q8_0 model (the cpu
- * engine's Q8_0 products change kernel with the token count). Fast mode's
- * differences are printed, not asserted. The negative control mislabels
+ * 2 threads, f32 and f16 cache), on F32, Q8_0, Q4_0 and Q4_K_M models (the
+ * cpu engine's Q8_0 and K-quant products change kernel with the token
+ * count). Fast mode's differences are printed, not asserted. The negative control mislabels
  * one of B's tokens as A's (a wrong sequence id, the leak a server bug
  * makes) and must be caught. Argument errors: sequence ids, gaps,
  * n_seq_max above KVV_ENGINE_MAX_SEQS, an engine opened for one sequence.
@@ -41,7 +41,6 @@ enum { SA = 2, SB = 0, SC = 5, SP = 3, N_SEQ = 6 };
 #define TA (LA + DA)
 #define N_CTX 32
 #define MAX_CHUNKS 40
-#define N_ENG 1 /* engines the generic tests cover: ref, then cpu */
 
 /* Token of stream s at position p: any fixed tokens. */
 static int32_t tok_of(int stream, int p, int n_vocab)
@@ -284,8 +283,12 @@ static const struct {
 
 /* ---------------------------------------------------------------- models */
 
-static const char *const model_types[] = {"f32", "q8_0"};
-#define N_MODELS 2
+/* f32, Q8_0 (its products change kernel with the token count), Q4_0
+ * (X16 at every size) and llama-quantize's Q4_K_M mix on 256-wide rows
+ * (K-quant products, repacked to X16 from 4 tokens) */
+static const char *const model_shapes[] = {"llama-tiny", "llama-tiny", "llama-tiny", "llama-k256"};
+static const char *const model_types[] = {"f32", "q8_0", "q4_0", "q4_k_m"};
+#define N_MODELS 4
 static kvv_model *g_models[N_MODELS];
 
 static int setup(void **state)
@@ -294,8 +297,9 @@ static int setup(void **state)
     kvv_error err = {0};
     for (int i = 0; i < N_MODELS; i++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/seqs-%s.gguf", kvv_test_tmpdir(), model_types[i]);
-        kvv_synth_opts so = {.shape = kvv_shape_find("llama-tiny"), .seed = 33};
+        snprintf(path, sizeof path, "%s/seqs-%s-%s.gguf", kvv_test_tmpdir(), model_shapes[i],
+                 model_types[i]);
+        kvv_synth_opts so = {.shape = kvv_shape_find(model_shapes[i]), .seed = 33};
         if (!kvv_synth_type_parse(model_types[i], &so.type, &so.mix) ||
             kvv_synth_write(&so, path, &err) || kvv_model_open(path, &g_models[i], &err)) {
             fprintf(stderr, "synth %s: %s\n", model_types[i], err.msg);
@@ -401,7 +405,7 @@ static void test_leak_detected(void **state)
     const config cfgs[] = {{"ref", KVV_MODE_EXACT, 1, KVV_CACHE_F32},
                            {"cpu", KVV_MODE_INVARIANT, 2, KVV_CACHE_F16}};
     g_model = g_models[1];
-    for (int i = 0; i < N_ENG; i++) {
+    for (int i = 0; i < 2; i++) {
         trace alone, t;
         trace_alloc(&alone, g_model);
         trace_alloc(&t, g_model);
@@ -423,7 +427,7 @@ static void test_seq0_is_forward(void **state)
     g_model = g_models[1];
     const int V = g_model->hp.n_vocab;
     const char *names[] = {"ref", "cpu"};
-    for (int i = 0; i < N_ENG; i++) {
+    for (int i = 0; i < 2; i++) {
         config c = {names[i], i ? KVV_MODE_INVARIANT : KVV_MODE_EXACT, 1, KVV_CACHE_F32};
         kvv_engine *e = open_cfg(&c, 1), *f = open_cfg(&c, 3);
         int32_t tok[LA], pos[LA], seq[LA] = {0};
@@ -461,7 +465,7 @@ static void test_argument_errors(void **state)
     (void)state;
     g_model = g_models[0];
     const char *names[] = {"ref", "cpu"};
-    for (int i = 0; i < N_ENG; i++) {
+    for (int i = 0; i < 2; i++) {
         config c = {names[i], i ? KVV_MODE_INVARIANT : KVV_MODE_EXACT, 1, KVV_CACHE_F32};
         kvv_engine *e = open_cfg(&c, 4);
         kvv_error err = {0};
@@ -543,6 +547,8 @@ int main(void)
         cmocka_unit_test(test_argument_errors),
         cmocka_unit_test(test_ref_batch_invariant),
         cmocka_unit_test(test_leak_detected),
+        cmocka_unit_test(test_cpu_invariant_batch_invariant),
+        cmocka_unit_test(test_cpu_fast_recorded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
