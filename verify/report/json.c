@@ -48,6 +48,9 @@ json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d)
     json_object_set_new(o, "variant", json_string(d->variant));
     json_object_set_new(o, "flash_attn", json_string(d->flash_attn));
     json_object_set_new(o, "n_ubatch", json_integer(d->n_ubatch));
+    /* sequences (issue 33): served at once, and whether their cache is one pool */
+    json_object_set_new(o, "n_seq_max", json_integer(d->n_seq_max));
+    json_object_set_new(o, "kv_unified", json_integer(d->kv_unified));
     /* the cpu engine's kernel table ("" for an engine without tables) */
     json_object_set_new(o, "isa", json_string(d->isa));
     return o;
