@@ -68,8 +68,6 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
         PUT(", %d %s steps", w->n_gen, w->floor_prompt ? "greedy" : "decode");
     if (w->kv_chunk > 0)
         PUT(", kv chunk %d", w->kv_chunk);
-    if (w->requests[0])
-        PUT(", batch %s", w->requests);
     if (w->n_chunks) {
         PUT(", chunks ");
         int_list(buf, size, &off, w->chunks, w->n_chunks);
@@ -78,6 +76,8 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
         PUT(", threads ");
         int_list(buf, size, &off, w->threads, w->n_threads);
     }
+    if (w->requests[0])
+        PUT("; batch %s", w->requests);
     PUT("; kernel switches %s%s", strcmp(w->switches, "none") && strcmp(w->switches, "unknown")
                                       ? "at "
                                       : "",
