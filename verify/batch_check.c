@@ -371,7 +371,9 @@ static kvv_status batch_body(void *ctx, kvv_error *err)
     int npos = c->T + (c->D > c->iso_steps ? c->D : c->iso_steps);
     if (c->olen_max > npos)
         npos = c->olen_max;
-    kvv_engine_opts eo = kvv_check_engine_opts(o, npos);
+    /* positions per sequence, but also the largest call: a plugin host takes
+     * at most n_ctx tokens per call */
+    kvv_engine_opts eo = kvv_check_engine_opts(o, npos > c->max_call ? npos : c->max_call);
     eo.n_seq_max = c->N;
     kvv_status s = kvv_check_open_engine(o->model, &eo, KVV_ENGINE_CAP_SEQS, "batch", &c->e, err);
     if (s)
@@ -476,9 +478,13 @@ kvv_status kvv_check_batch(const kvv_check_opts *o, kvv_check_result *r, kvv_err
             left -= m;
             c->D += m;
         }
-        int omax = 0;
-        for (int i = 0; i < c->N - 1; i++)
+        int omax = 0, osum = 0;
+        for (int i = 0; i < c->N - 1; i++) {
             omax = other_len(c->T, i) > omax ? other_len(c->T, i) : omax;
+            osum += other_len(c->T, i);
+        }
+        c->max_call = c->T + osum > c->N * KVV_BATCH_DECODE_K ? c->T + osum
+                                                               : c->N * KVV_BATCH_DECODE_K;
         c->olen_max = omax + (c->D > c->iso_steps ? c->D : c->iso_steps) + 1;
     }
     int npos = c->T + (c->D > c->iso_steps ? c->D : c->iso_steps);

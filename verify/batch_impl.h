@@ -40,6 +40,7 @@ typedef struct {
     int P;              /* prefix: tokens computed in the other sequence */
     int iso_steps;      /* isolation: decode steps after the shared prompt call */
     int seq_a;          /* A's sequence among the others (alone: 0) */
+    int max_call;       /* tokens in the largest call (the engine's n_ctx covers it) */
     int step[BATCH_MAX_STEPS]; /* decode: tokens per request per call */
     int n_steps;
     int32_t *a;         /* A's tokens [T + D] */

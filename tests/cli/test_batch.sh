@@ -62,7 +62,13 @@ grep -q "single: 6 of 192 rows differ, first logits position 31" "$T/out" ||
 expect 0 "unproven" "$KVV" batch "$M" --no-controls --modes single -q
 
 # an engine without sequences: unsupported, never passed
-expect 77 "does not offer seqs" "$KVV" batch "$M" --engine "$P" --engine-opt without=seqs
+expect 77 "serves one sequence" "$KVV" batch "$M" --engine "$P" --engine-opt without=seqs
+# a plugin built against ABI 1.0 (the stub of tests/engine/plugin_bad.c, told
+# stories260K's dimensions): loads, and batch is unsupported
+[ -r "$O/tests/plugins/bad_v10.so" ] || { echo "FAIL: $O/tests/plugins/bad_v10.so not built"; exit 1; }
+expect 77 "unsupported by this engine" "$KVV" batch "$M" --engine "plugin:$O/tests/plugins/bad_v10.so" \
+    --engine-opt l=5 --engine-opt e=64 --engine-opt h=8 --engine-opt kv=4 --engine-opt d=8 \
+    --engine-opt dv=8 --engine-opt v=512
 
 # the example plugin: passes; its planted leak fails isolation
 expect 0 "5 of 5 modes bit-equal" "$KVV" batch "$M" --engine "$P" -q
@@ -77,7 +83,7 @@ expect 0 "batch +PASS" "$KVV" audit "$M" --checks batch,kv -q
     >/dev/null && ok "checks: batch in the audit" || fail "checks: batch missing"
 
 # bad options
-expect 2 "option .requests: 1 is outside" "$KVV" batch "$M" --requests 1
+expect 2 "requests: 1 is outside 2..64" "$KVV" batch "$M" --requests 1
 expect 2 "unknown mode 'bogus'" "$KVV" batch "$M" --modes single,bogus
 expect 0 "usage: kvverify batch MODEL" "$KVV" batch --help
 
