@@ -130,7 +130,7 @@ $(PIC_COMMON) $(PIC_MODEL) $(PIC_RUNTIME) $(PIC_REF):
 PLUGIN_EXAMPLE := $(O)/plugins/example.so
 PLUGINS := $(PLUGIN_EXAMPLE) $(O)/plugins/llama.cpp.so
 plugins: $(PLUGINS)
-$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) $(PIC_COMMON) plugins/plugin.map
+$(PLUGIN_EXAMPLE): $(call PIC_OBJ,$(wildcard plugins/example/*.c)) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) $(PIC_COMMON) plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
 
@@ -152,7 +152,7 @@ $(LLAMA_DIR)/include/llama.h:
 	@exit 1
 
 # Plugins that break the ABI on purpose (tests/engine/plugin_bad.c).
-TEST_PLUGINS := $(foreach k,abi slot dims null nosym,$(O)/tests/plugins/bad_$(k).so)
+TEST_PLUGINS := $(foreach k,abi slot dims null nosym v10 seqs,$(O)/tests/plugins/bad_$(k).so)
 $(O)/tests/plugins/bad_%.so: tests/engine/plugin_bad.c include/kvverify/engine_plugin.h plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -DBAD_$* $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<

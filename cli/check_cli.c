@@ -223,6 +223,13 @@ static void trim_workload(kvv_workload *w, const char *const *names, int n)
  * the counts it was asked to try. */
 static void threads_ran(kvv_report *rep)
 {
+    for (int i = 0; i < rep->n_checks; i++) /* batch: the requests it ran */
+        if (strcmp(rep->checks[i].name, "batch") == 0) {
+            const char *t = json_string_value(json_object_get(
+                json_object_get(rep->checks[i].details, "workload"), "text"));
+            if (t)
+                snprintf(rep->workload.requests, sizeof rep->workload.requests, "%s", t);
+        }
     kvv_workload *w = &rep->workload;
     if (!w->n_threads)
         return;

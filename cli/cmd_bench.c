@@ -24,6 +24,11 @@
  * The ratio ours / theirs is printed from the medians, with the spread of
  * the per-repeat ratios. --roofline measures the streaming read bandwidth
  * (common/roofline.h) once per repeat too, beside the runs.
+ *
+ * --requests N serves N sequences together, as llama-batched-bench: the N
+ * prompts (each its own tokens) in one kvv_engine_decode call, then --gen
+ * steps of one call carrying one token of each sequence; the rates are
+ * aggregate (N x tokens / wall time), so N = 1 is the same request alone.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -47,6 +52,7 @@ typedef struct {
     const char *model_path;
     bool dequant_all, f32_act, roofline;
     long prompt, gen, repeats;
+    long requests;                  /* --requests N: sequences together (0: plain forward) */
     uint64_t seed;
     const char *against;            /* --against ENGINE or NULL */
     kvv_cache_type against_cache;   /* its cache (default f16: llama.cpp's own default) */
@@ -96,7 +102,11 @@ static void help(FILE *f)
             "                      ratio; --device, --ubatch and --engine-opt apply to it,\n"
             "                      llama.cpp keeps its defaults otherwise (flash attention\n"
             "                      auto, weight repacking on)\n"
-            "  --against-cache-type T  its KV cache type (default f16, llama.cpp's default)\n");
+            "  --against-cache-type T  its KV cache type (default f16, llama.cpp's default)\n"
+            "  --requests N        N sequences together, as llama-batched-bench: their\n"
+            "                      prompts in one call, then each decode step one call with\n"
+            "                      a token of each; aggregate tok/s (N = 1: alone). Needs an\n"
+            "                      engine with sequences\n");
     kvv_output_cli_help(f, &a.out);
 }
 
@@ -135,6 +145,9 @@ static bool own_option(void *state, kvv_opts *o)
     } else if (kvv_opts_value(o, "--repeats")) {
         if (o->value)
             kvv_opts_int(o, "--repeats", o->value, 1, 1000, &a->repeats);
+    } else if (kvv_opts_value(o, "--requests")) {
+        if (o->value)
+            kvv_opts_int(o, "--requests", o->value, 1, KVV_ENGINE_MAX_SEQS, &a->requests);
     } else if (kvv_opts_value(o, "--against")) {
         a->against = o->value;
     } else if (kvv_opts_value(o, "--against-cache-type")) {
@@ -199,10 +212,13 @@ typedef struct {
     figures f;
 } side;
 
-/* The token ids and positions every engine runs, and one logits row. */
+/* The token ids and positions every engine runs, and one logits row per
+ * sequence; the call being built for --requests. */
 typedef struct {
     int32_t *tok, *pos;
     float *logits;
+    int32_t *btok, *bpos, *bseq;
+    uint8_t *blg;
 } bench_io;
 
 /* Warm-up: page the weights in (up to 8 prompt tokens). */
@@ -246,6 +262,54 @@ static int one_repeat(const bench_args *a, side *s, bench_io *io, int k)
     return 0;
 }
 
+/* Repeat k with --requests N: the N prompts in one call (sequence s reads
+ * the tokens from offset s), then --gen calls of one token per sequence;
+ * each phase from empty caches. @return 0 or the exit code. */
+static int requests_repeat(const bench_args *a, side *s, bench_io *io, int k)
+{
+    const int np = (int)a->prompt, ng = (int)a->gen, N = (int)a->requests, total = np + ng;
+    kvv_error err = {0};
+    kvv_engine *e = s->e;
+    kvv_status st = KVV_OK;
+    for (int q = 0; q < N && !st; q++)
+        st = kvv_engine_seq_rm(e, q, 0, -1, &err);
+    int n = 0;
+    for (int q = 0; q < N; q++)
+        for (int i = 0; i < np; i++, n++) {
+            io->btok[n] = io->tok[(i + q) % total];
+            io->bpos[n] = i;
+            io->bseq[n] = q;
+            io->blg[n] = i == np - 1;
+        }
+    double t0 = kvv_now_seconds(), c0 = kvv_engine_cpu_seconds(e);
+    if (!st && np > 0)
+        st = kvv_engine_decode(e, &(kvv_batch){n, io->btok, io->bpos, io->bseq, io->blg},
+                               io->logits, &err);
+    double t1 = kvv_now_seconds(), c1 = kvv_engine_cpu_seconds(e);
+    s->pp[k] = np > 0 ? (double)N * np / (t1 - t0) : 0;
+    s->ppc[k] = np > 0 ? (c1 - c0) / (t1 - t0) : 0;
+    for (int q = 0; q < N && !st; q++)
+        st = kvv_engine_seq_rm(e, q, 0, -1, &err);
+    t1 = kvv_now_seconds();
+    c1 = kvv_engine_cpu_seconds(e);
+    for (int i = 0; i < ng && !st; i++) {
+        for (int q = 0; q < N; q++) {
+            io->btok[q] = io->tok[(np + i + q) % total];
+            io->bpos[q] = i;
+            io->bseq[q] = q;
+            io->blg[q] = 1;
+        }
+        st = kvv_engine_decode(e, &(kvv_batch){N, io->btok, io->bpos, io->bseq, io->blg},
+                               io->logits, &err);
+    }
+    if (st)
+        return kvv_cli_fail(&err);
+    double t2 = kvv_now_seconds(), c2 = kvv_engine_cpu_seconds(e);
+    s->tg[k] = ng > 0 ? (double)N * ng / (t2 - t1) : 0;
+    s->tgc[k] = ng > 0 ? (c2 - c1) / (t2 - t1) : 0;
+    return 0;
+}
+
 /* Every engine warmed up, then the repeats, each running every engine
  * once (the order rotating from one repeat to the next) and, with
  * --roofline, one pass of the read loop after them (read[k]). */
@@ -253,10 +317,12 @@ static int measure(const bench_args *a, side *sides, int n_sides, const kvv_hpar
                    double *read, double *sink)
 {
     const int total = (int)(a->prompt + a->gen), R = (int)a->repeats;
+    const size_t nb = (size_t)(a->requests > 1 ? a->requests : 1) * (size_t)(total + 1);
     bench_io io = {malloc((size_t)total * sizeof(int32_t)), malloc((size_t)total * sizeof(int32_t)),
-                   malloc((size_t)hp->n_vocab * sizeof(float))};
+                   malloc(nb * (size_t)hp->n_vocab * sizeof(float)), malloc(nb * sizeof(int32_t)),
+                   malloc(nb * sizeof(int32_t)), malloc(nb * sizeof(int32_t)), malloc(nb)};
     int code = 0;
-    if (!io.tok || !io.pos || !io.logits) {
+    if (!io.tok || !io.pos || !io.logits || !io.btok || !io.bpos || !io.bseq || !io.blg) {
         fprintf(stderr, "kvverify bench: out of memory\n");
         code = KVV_EXIT_BAD_INPUT;
         goto out;
@@ -268,7 +334,8 @@ static int measure(const bench_args *a, side *sides, int n_sides, const kvv_hpar
         code = warm_up(a, sides[s].e, &io);
     for (int k = 0; k < R && !code; k++) {
         for (int i = 0; i < n_sides && !code; i++)
-            code = one_repeat(a, &sides[(i + k) % n_sides], &io, k);
+            code = a->requests ? requests_repeat(a, &sides[(i + k) % n_sides], &io, k)
+                               : one_repeat(a, &sides[(i + k) % n_sides], &io, k);
         for (int p = 0; read && !code && p < KVV_ROOFLINE_READ_PASSES; p++) {
             double g = kvv_roofline_read_gbs(kvv_engine_cli_opts(&a->engine).n_threads, sink);
             read[k] = g > read[k] ? g : read[k];
@@ -286,6 +353,10 @@ out:
     free(io.tok);
     free(io.pos);
     free(io.logits);
+    free(io.btok);
+    free(io.bpos);
+    free(io.bseq);
+    free(io.blg);
     return code;
 }
 
@@ -297,8 +368,10 @@ static void figures_of(const bench_args *a, const kvv_model *m, kvv_engine *e, f
     double wbytes = weight_bytes(m, e, &head_bytes);
     f->flops_pp = 2.0 * macs_layers + (np > 0 ? 2.0 * macs_head / np : 0);
     f->flops_tg = 2.0 * (macs_layers + macs_head);
-    f->bytes_tg = wbytes + head_bytes;
-    f->bytes_pp = np > 0 ? (wbytes + head_bytes) / np : 0;
+    /* one call reads the weights once for every sequence's token in it */
+    const double nreq = a->requests > 1 ? (double)a->requests : 1.0;
+    f->bytes_tg = (wbytes + head_bytes) / nreq;
+    f->bytes_pp = np > 0 ? (wbytes + head_bytes) / (np * nreq) : 0;
     kvv_engine_describe(e, &f->d);
 }
 
@@ -357,6 +430,7 @@ static json_t *results_json(const bench_args *a, const kvv_model *m, const side 
     json_object_set_new(j, "n_prompt", json_integer(a->prompt));
     json_object_set_new(j, "n_gen", json_integer(a->gen));
     json_object_set_new(j, "repeats", json_integer(a->repeats));
+    json_object_set_new(j, "requests", json_integer(a->requests > 0 ? a->requests : 1));
     side_json(j, a, &sides[0]);
     if (a->roofline) {
         json_object_set_new(j, "machine_sgemm_gflop_s", json_real(c->sgemm_gflops));
@@ -413,6 +487,9 @@ static void print_table(const bench_args *a, const kvv_model *m, const side *sid
                d->f.bytes_tg * d->tg_med * 1e-9);
     }
     printf("(median of %ld repeats; bytes = weights read once per forward call)\n", a->repeats);
+    if (a->requests > 0)
+        printf("(%ld requests together: tokens and tok/s per request x %ld, aggregate)\n",
+               a->requests, a->requests);
     if (n_sides > 1) {
         printf("ratio %s / %s:", sides[0].f.d.name, sides[1].f.d.name);
         if (a->prompt > 0)
@@ -443,6 +520,7 @@ static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engin
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
     eo.n_ctx = (int)(a->prompt + a->gen);
+    eo.n_seq_max = a->requests > 1 ? (int)a->requests : 0;
     if (a->against) {
         eo.device = NULL;
         eo.n_ubatch = 0;
@@ -471,6 +549,7 @@ static kvv_status open_against(const bench_args *a, const kvv_model *m, kvv_engi
     kvv_engine_opts eo = kvv_engine_opts_for(&cli, a->against);
     eo.cache_type = a->against_cache;
     eo.n_ctx = (int)(a->prompt + a->gen);
+    eo.n_seq_max = a->requests > 1 ? (int)a->requests : 0;
     eo.isa = NULL; /* --isa is the engine under test's (--engine cpu) */
     eo.device = cli.device; /* --device, --ubatch and --engine-opt are --against's */
     eo.n_ubatch = cli.n_ubatch;

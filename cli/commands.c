@@ -6,12 +6,13 @@
 
 /* The table `kvverify --help` prints, in this order. */
 static const kvv_command commands[] = {
-    {"audit", kvv_cmd_audit, "one-shot audit: kv, patch, greedy, invariance, kvdirect, compare, tables (also: kvverify MODEL)"},
+    {"audit", kvv_cmd_audit, "one-shot audit: kv, patch, greedy, invariance, kvdirect, compare, batch, tables (also: kvverify MODEL)"},
     {"info", kvv_cmd_info, "metadata, tensors, architecture and per-token memory of a model"},
     {"kv", kvv_cmd_kv, "cached K/V bit-equal to K/V recomputed from the residual stream"},
     {"patch", kvv_cmd_patch, "residual patching at every layer gives KL exactly 0"},
     {"greedy", kvv_cmd_greedy, "greedy decoding with and without a KV cache, bit for bit"},
     {"invariance", kvv_cmd_invariance, "chunking, prefill vs decode, threads: same bits"},
+    {"batch", kvv_cmd_batch, "a request alone vs among others sharing the calls: same bits"},
     {"compare", kvv_cmd_compare, "engine A vs engine B per layer and on logits: ULP, NMSE, KL, top-1"},
     {"numerics", kvv_cmd_numerics, "each engine's ops vs the correctly rounded result (MPFR), in ULPs"},
     {"bench", kvv_cmd_bench, "prompt and decode tokens/s of an engine, with FLOPs and bytes per token"},

@@ -55,6 +55,7 @@ int kvv_cmd_greedy(int argc, char **argv);
 /* `invariance MODEL`: chunkings, prefill vs decode and thread counts give
  * the same bits (verify/invariance.h). @return 0 pass, 1 fail, 2, 77. */
 int kvv_cmd_invariance(int argc, char **argv);
+int kvv_cmd_batch(int argc, char **argv);
 
 /* `compare MODEL --engine A --against B`: engine A against engine B per
  * layer and on the logits (verify/compare.h). @return 0 within --tol,

@@ -25,6 +25,7 @@
 #include "model/arch.h"
 #include "common/error.h"
 #include "runtime/kv_cache.h"
+#include "runtime/kv_seqs.h"
 #include "runtime/mem_limit.h"
 #include "runtime/runtime.h" /* also KVV_CTL_* and KVV_GGML_* flags */
 
@@ -33,6 +34,9 @@ typedef struct {
     int n_ctx;                  /* cache positions; 0 = min(n_ctx_train, 4096) */
     unsigned control;           /* KVV_CTL_* flags (runtime/runtime.h), 0 normally */
     unsigned ggml;              /* KVV_GGML_* emulation flags (runtime/runtime.h, ref_ggml.c), 0 normally */
+    int n_seq;                  /* sequences kvv_ref_decode takes, 1..KVV_KV_MAX_SEQS
+                                 * (0 = 1); each cache beyond sequence 0's is
+                                 * allocated on the sequence's first use */
 } kvv_ref_opts;
 
 kvv_ref_opts kvv_ref_opts_default(void);
@@ -73,7 +77,24 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
 kvv_status kvv_ref_kv_from_residual(kvv_ref *r, int layer, int n, const float *h,
                                     const int32_t *pos, float *k, float *v, kvv_error *err);
 
-/* The engine's cache (borrowed; policies evict/insert through it). */
+/* The engine's cache (borrowed; policies evict/insert through it): sequence 0's. */
 kvv_kv_cache *kvv_ref_cache(kvv_ref *r);
+
+/* Several sequences in one call (engine/engine.h kvv_engine_decode): n
+ * tokens, token t of sequence seq[t] at position pos[t], each sequence's
+ * tokens continuing its cache in order without gaps (kvv_kv_seqs_check).
+ * Every token's projections and FFN as forward computes them, its K/V
+ * stored in its sequence's cache, attention against that cache only. A
+ * token's bits depend on its own sequence alone (every reduction's order is
+ * fixed by its length), so the same request gives the same bits whatever
+ * else shares the call. logits: one n_vocab row per token with want[t] set,
+ * in call order (want NULL: none). Errors as forward's, KVV_ERR_USAGE for a
+ * sequence id or position breaking the rule, KVV_ERR_NOMEM. */
+kvv_status kvv_ref_decode(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
+                          const int32_t *seq, const uint8_t *want, float *logits, kvv_error *err);
+
+/* The sequences' caches (borrowed; runtime/kv_seqs.h: seq_rm, seq_cp and
+ * reading rows back go through it). */
+kvv_kv_seqs *kvv_ref_seqs(kvv_ref *r);
 
 #endif

@@ -267,6 +267,7 @@ kvv_status kvv_ref_open(const kvv_model *m, const kvv_ref_opts *o, kvv_ref **out
                              "%s: out of memory for a %d-position KV cache", m->gguf->path,
                              opts.n_ctx);
     }
+    kvv_kv_seqs_init(&r->seqs, r->cache, opts.n_seq);
     r->rope_cs = malloc((size_t)hp->n_rot * sizeof(float));
     if (!r->rope_cs) {
         kvv_ref_close(r);
@@ -288,6 +289,7 @@ void kvv_ref_close(kvv_ref *r)
     free(r->w.owned);
     free(r->w.layers);
     free(r->wrow);
+    kvv_kv_seqs_free(&r->seqs);
     kvv_kv_cache_free(r->cache);
     free(r->rope_cs);
     free(r);
@@ -296,4 +298,9 @@ void kvv_ref_close(kvv_ref *r)
 kvv_kv_cache *kvv_ref_cache(kvv_ref *r)
 {
     return r ? r->cache : NULL;
+}
+
+kvv_kv_seqs *kvv_ref_seqs(kvv_ref *r)
+{
+    return r ? &r->seqs : NULL;
 }

@@ -95,6 +95,8 @@ typedef struct {
     float *probs;     /* (n, n_head, n_ctx) for the attn hook, or NULL */
     bool ggml_on;     /* KVV_GGML_ACT_QUANT / KQ_ACT: ggml below is allocated */
     ref_ggml_scratch ggml; /* (n, max(E, F, O)) activation copies for ggml emulation */
+    const int32_t *seq;  /* (n) sequence of each row (kvv_ref_decode), or NULL: all are
+                          * sequence 0, r->cache (kvv_ref_forward) */
 } scratch;
 
 static void scratch_free(scratch *s)
@@ -177,11 +179,10 @@ static bool scratch_alloc(scratch *s, const kvv_hparams *hp, int n, int n_keys, 
  * p - j < n_swa; a select hook may then drop some of them for this query
  * head. Softmax over the visible keys; the output sums p_j * v_j in
  * ascending j, per dimension, starting from +0. */
-static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_hooks *hooks,
-                      scratch *s)
+static void attention(kvv_ref *r, const kvv_kv_cache *c, int l, int t0, int n,
+                      const int32_t *pos, const kvv_hooks *hooks, scratch *s)
 {
     const kvv_hparams *hp = &r->hp;
-    const kvv_kv_cache *c = r->cache;
     const int hd = hp->head_dim, hdv = hp->head_dim_v;
     const int Q = hp->n_head * hd, K = hp->n_head_kv * hd, V = hp->n_head_kv * hdv;
     const int O = hp->n_head * hdv;
@@ -192,7 +193,7 @@ static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_ho
 
     /* The keys the batch can see: present positions 0..max(pos), ascending. */
     int max_pos = 0;
-    for (int t = 0; t < n; t++)
+    for (int t = t0; t < t0 + n; t++)
         if (pos[t] > max_pos)
             max_pos = pos[t];
     int n_keys = 0;
@@ -211,7 +212,7 @@ static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_ho
     if (probs)
         memset(probs, 0, (size_t)n * (size_t)hp->n_head * (size_t)n_keys * sizeof(float));
 
-    for (int t = 0; t < n; t++) {
+    for (int t = t0; t < t0 + n; t++) {
         const int p = pos[t];
         for (int h = 0; h < hp->n_head; h++) {
             const int g = h / group;                       /* GQA: kv head of q head h */
@@ -263,14 +264,37 @@ static void attention(kvv_ref *r, int l, int n, const int32_t *pos, const kvv_ho
                     o[d] = o[d] + pj * vj[d];
             }
             if (probs) {
-                float *row = probs + ((size_t)t * hp->n_head + (size_t)h) * (size_t)n_keys;
+                float *row = probs + ((size_t)(t - t0) * hp->n_head + (size_t)h) * (size_t)n_keys;
                 for (int i = 0; i < nv; i++)
                     row[s->vis[i]] = s->score[i];
             }
         }
     }
     if (probs)
-        hooks->attn(hooks->user, l, n, pos, n_keys, s->key_pos, probs);
+        hooks->attn(hooks->user, l, n, pos + t0, n_keys, s->key_pos, probs);
+}
+
+/* The cache row t's K/V go to: its sequence's (kvv_ref_decode has
+ * allocated it), or r->cache. */
+static kvv_kv_cache *row_cache(kvv_ref *r, const scratch *s, int t)
+{
+    return s->seq ? r->seqs.c[s->seq[t]] : r->cache;
+}
+
+/* Attention of each run of consecutive rows of one sequence against that
+ * sequence's cache (one run, r->cache, in a forward). Every row's keys are
+ * its own sequence's, so no row sees another request's tokens. */
+static void attention_runs(kvv_ref *r, int l, int n, const int32_t *pos,
+                           const kvv_hooks *hooks, scratch *s)
+{
+    for (int t0 = 0, t1; t0 < n; t0 = t1) {
+        t1 = t0 + 1;
+        while (s->seq && t1 < n && s->seq[t1] == s->seq[t0])
+            t1++;
+        if (!s->seq)
+            t1 = n;
+        attention(r, row_cache(r, s, t0), l, t0, t1 - t0, pos, hooks, s);
+    }
 }
 
 /* ------------------------------------------------------------ blocks */
@@ -297,10 +321,11 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
     /* attention block */
     ref_attn_inputs(r, l, n, s->x, pos, s->xn, s->q, s->k, s->v, false, gs);
     for (int t = 0; t < n; t++)
-        kvv_kv_cache_store(r->cache, l, pos[t], s->k + (size_t)t * K, s->v + (size_t)t * V);
+        kvv_kv_cache_store(row_cache(r, s, t), l, pos[t], s->k + (size_t)t * K,
+                           s->v + (size_t)t * V);
     if (hooks && hooks->kv)
         hooks->kv(hooks->user, l, n, pos, s->k, s->v);
-    attention(r, l, n, pos, hooks, s);
+    attention_runs(r, l, n, pos, hooks, s);
     if (hooks && hooks->attn_out)
         hooks->attn_out(hooks->user, l, n, pos, s->att);
     ref_proj(r, s->proj, s->att, &L->wo, NULL, n, false, gs);  /* proj (n, E) */
@@ -338,24 +363,15 @@ static kvv_status check_positions(const kvv_ref *r, int n, const int32_t *pos, c
     return KVV_OK;
 }
 
-kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
-                           const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
-                           kvv_error *err)
+/* The pass both kvv_ref_forward and kvv_ref_decode run: seq NULL (every
+ * row sequence 0, r->cache) with logits as lm says, or seq (the rows'
+ * sequences, their caches allocated) with logits for the rows want flags.
+ * Arguments checked by the caller. */
+static kvv_status run(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
+                      const int32_t *seq, const kvv_hooks *hooks, kvv_logits_mode lm,
+                      const uint8_t *want, float *logits, kvv_error *err)
 {
-    if (!r || n <= 0 || !tokens || !pos)
-        return kvv_error_set(err, KVV_ERR_USAGE, "forward: empty batch or missing arrays");
-    if (lm != KVV_LOGITS_NONE && !logits)
-        return kvv_error_set(err, KVV_ERR_USAGE, "forward: logits requested into a NULL buffer");
     const kvv_hparams *hp = &r->hp;
-    for (int t = 0; t < n; t++)
-        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
-            return kvv_error_set(err, KVV_ERR_USAGE,
-                                 "forward: token id %d (batch row %d) is outside the vocabulary "
-                                 "0..%d",
-                                 (int)tokens[t], t, hp->n_vocab - 1);
-    kvv_status st = check_positions(r, n, pos, "forward", err);
-    if (st)
-        return st;
     int max_pos = 0;
     for (int t = 0; t < n; t++)
         if (pos[t] > max_pos)
@@ -367,6 +383,7 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
         scratch_free(&s);
         return kvv_error_set(err, KVV_ERR_NOMEM, "forward: out of memory for a %d-token batch", n);
     }
+    s.seq = seq;
     const int E = hp->n_embd;
 
     /* embedding: x[t] = tok_embd[token] (gemma: * sqrtf(n_embd)) */
@@ -383,12 +400,20 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
     if (hooks && hooks->residual)
         hooks->residual(hooks->user, hp->n_layer, n, pos, s.x);
 
-    /* output: logits rows for the requested tokens */
-    if (lm != KVV_LOGITS_NONE) {
+    /* output: logits rows for the requested tokens, normed into xn */
+    int rows = 0;
+    if (want) {
+        for (int t = 0; t < n; t++)
+            if (want[t])
+                ref_rmsnorm(s.xn + (size_t)rows++ * (size_t)E, s.x + (size_t)t * (size_t)E,
+                            r->w.output_norm, 1, E, hp->norm_eps);
+    } else if (lm != KVV_LOGITS_NONE) {
         const int first = lm == KVV_LOGITS_LAST ? n - 1 : 0;
-        const int rows = n - first;
+        rows = n - first;
         ref_rmsnorm(s.xn, s.x + (size_t)first * (size_t)E, r->w.output_norm, rows, E,
                     hp->norm_eps);
+    }
+    if (rows > 0) {
         /* logits (rows, n_vocab); KVV_GGML_Q40/Q80_ACT are the layers' only (runtime.h) */
         if (s.ggml_on)
             ref_matmul_ggml(logits, s.xn, &r->w.output, NULL, rows, false, r->wrow, &s.ggml,
@@ -401,6 +426,51 @@ kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32
     }
     scratch_free(&s);
     return KVV_OK;
+}
+
+static kvv_status check_tokens(const kvv_ref *r, int n, const int32_t *tokens, const char *what,
+                               kvv_error *err)
+{
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= r->hp.n_vocab)
+            return kvv_error_set(err, KVV_ERR_USAGE,
+                                 "%s: token id %d (batch row %d) is outside the vocabulary "
+                                 "0..%d",
+                                 what, (int)tokens[t], t, r->hp.n_vocab - 1);
+    return KVV_OK;
+}
+
+kvv_status kvv_ref_forward(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
+                           const kvv_hooks *hooks, kvv_logits_mode lm, float *logits,
+                           kvv_error *err)
+{
+    if (!r || n <= 0 || !tokens || !pos)
+        return kvv_error_set(err, KVV_ERR_USAGE, "forward: empty batch or missing arrays");
+    if (lm != KVV_LOGITS_NONE && !logits)
+        return kvv_error_set(err, KVV_ERR_USAGE, "forward: logits requested into a NULL buffer");
+    kvv_status st = check_tokens(r, n, tokens, "forward", err);
+    if (!st)
+        st = check_positions(r, n, pos, "forward", err);
+    return st ? st : run(r, n, tokens, pos, NULL, hooks, lm, NULL, logits, err);
+}
+
+kvv_status kvv_ref_decode(kvv_ref *r, int n, const int32_t *tokens, const int32_t *pos,
+                          const int32_t *seq, const uint8_t *want, float *logits, kvv_error *err)
+{
+    if (!r || n <= 0 || !tokens || !pos || !seq)
+        return kvv_error_set(err, KVV_ERR_USAGE, "decode: empty batch or missing arrays");
+    bool any = false;
+    for (int t = 0; t < n && want; t++)
+        any |= want[t] != 0;
+    if (any && !logits)
+        return kvv_error_set(err, KVV_ERR_USAGE, "decode: logits requested into a NULL buffer");
+    kvv_status st = check_tokens(r, n, tokens, "decode", err);
+    if (!st)
+        st = check_positions(r, n, pos, "decode", err);
+    if (!st)
+        st = kvv_kv_seqs_check(&r->seqs, n, pos, seq, "decode", err);
+    return st ? st : run(r, n, tokens, pos, seq, NULL, KVV_LOGITS_NONE, any ? want : NULL,
+                         logits, err);
 }
 
 /* ------------------------------------------------------------ K/V from residuals */

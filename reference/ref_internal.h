@@ -74,7 +74,8 @@ struct kvv_ref {
     kvv_ref_opts opts;
     ref_weights w;
     float *wrow;               /* (max cols) scratch: one weight row dequantized */
-    kvv_kv_cache *cache;
+    kvv_kv_cache *cache;       /* sequence 0's */
+    kvv_kv_seqs seqs;          /* every sequence's (kvv_ref_decode); c[0] = cache */
     float theta_scale[2];      /* RoPE: powf(base, -2/n_rot) for [0] global, [1] local layers */
     float *rope_cs;            /* (n_rot) scratch: cos/sin of one position's angles */
 };

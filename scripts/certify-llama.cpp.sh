@@ -5,7 +5,10 @@
 # f32) x model (stories260K-f32 and a synthetic model of each of the six
 # architectures, written by `kvverify synth`), written as markdown with
 # each check's verdict, figures and first divergence, and what the
-# invariance check found for every micro-batch size and thread count.
+# invariance check found for every micro-batch size and thread count;
+# then the batch table (scripts/certify-batch.sh: `kvverify batch` with
+# flash attention on/off and kv_unified 0/1, beside ref and cpu; run it
+# alone to regenerate only that section).
 #
 #   sh scripts/certify-llama.cpp.sh [-o docs/certify-llama.cpp.md]
 #                                   [--devices "cpu vulkan"] [--caches "f16 f32"]
@@ -40,7 +43,7 @@ while [ $# -gt 0 ]; do
         --models) models=$2; shift 2;;
         -k) keep=1; shift;;
         --from) from=$2; shift 2;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0;;
         *) echo "certify-llama.cpp: unknown option $1" >&2; exit 2;;
     esac
 done
@@ -240,3 +243,6 @@ for d in $devices; do for c in $caches; do for m in $models; do
 done; done; done
 } > "$out"
 echo "wrote $out ($i runs; reports in $W)" >&2
+# the batch table (issue 33): its own runs, appended between its markers
+[ -n "$from" ] || KVV="$KVV" KVV_SHARED="$SHARED" sh "$(dirname "$0")/certify-batch.sh" -o "$out" \
+    --devices "$devices"

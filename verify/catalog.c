@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "verify/batch.h"
 #include "verify/compare.h"
 #include "verify/greedy.h"
 #include "verify/invariance.h"
@@ -53,6 +54,14 @@ static const kvv_check_entry checks[] = {
      kvv_check_compare, "the engine against the reference (the reference against the cpu engine "
      "when it is the engine) per layer and on logits",
      0, 5},
+    {"batch", "kvverify batch MODEL",
+     "a request gives the same logits and K/V bits alone and among other requests sharing "
+     "the forward calls: prompts of other lengths (single), decode steps of 1, 2 and k "
+     "tokens (decode), a prompt among decode tokens (mixed), a copied prefix (prefix), and "
+     "neighbours of other content (isolation: a difference is a leak)",
+     "A's last prompt token changed in the shared call must be found", true,
+     kvv_check_batch, "request A alone and among other requests sharing the calls: the same bits",
+     0, 2},
     {"tables", "kvverify audit MODEL --engine cpu --checks tables",
      "the cpu engine's invariant mode is bit-exact with every kernel table this CPU runs "
      "(generic, avx2, avx512), each checked by the invariance check; and every pair of "

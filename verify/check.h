@@ -53,6 +53,9 @@ typedef struct {
     int n_chunks;
     const int *thread_counts;    /* invariance: thread counts to try (NULL = {1, 2}) */
     int n_thread_counts;
+    int n_requests;              /* batch: requests sharing the calls, A included
+                                    (0 = KVV_BATCH_DEFAULT_REQUESTS, verify/batch.h) */
+    unsigned batch_modes;        /* batch: KVV_BATCH_MODE_* bits to run (0 = all) */
     int n_jobs;                  /* independent runs at a time (greedy's cache-free steps,
                                     the audit's checks); < 2 = one after another */
     bool controls;               /* run negative controls (default true) */

@@ -28,6 +28,7 @@
 
 typedef struct {
     kvv_cpu *c;
+    const kvv_kv_cache *kc; /* the cache the queries' sequence holds */
     int layer, n;
     const int32_t *pos;
     const float *q;
@@ -63,7 +64,7 @@ static void score_run(const attn_job *j, int ith, int kh, const float *q, int gr
                       int p0, int nk, float *sc)
 {
     kvv_cpu *c = j->c;
-    const kvv_kv_cache *kc = c->cache;
+    const kvv_kv_cache *kc = j->kc;
     int D = kc->head_dim_k;
     size_t width = (size_t)kc->n_kv_head * (size_t)D;
     const float *K;
@@ -123,7 +124,7 @@ static void attn_group(const attn_job *j, int ith, int i, int kh)
 {
     kvv_cpu *c = j->c;
     const kvv_hparams *hp = c->hp;
-    const kvv_kv_cache *kc = c->cache;
+    const kvv_kv_cache *kc = j->kc;
     int D = hp->head_dim, Dv = hp->head_dim_v;
     int grp = hp->n_head / hp->n_head_kv, h0 = kh * grp;
     int p1 = j->pos[i];
@@ -217,8 +218,15 @@ static void attn_task(void *ctx, int k, int ith)
 void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const float *q,
                        float *o, const kvv_hooks *hooks)
 {
+    kvv_cpu_attention_in(c, c->cache, layer, n, pos, q, o, hooks);
+}
+
+void kvv_cpu_attention_in(kvv_cpu *c, const kvv_kv_cache *kc, int layer, int n,
+                          const int32_t *pos, const float *q, float *o, const kvv_hooks *hooks)
+{
     const kvv_hparams *hp = c->hp;
-    attn_job j = {.c = c, .layer = layer, .n = n, .pos = pos, .q = q, .o = o, .hooks = hooks};
+    attn_job j = {.c = c, .kc = kc, .layer = layer, .n = n, .pos = pos, .q = q, .o = o,
+                  .hooks = hooks};
     j.prescale = hp->arch == KVV_ARCH_GEMMA2 || hp->arch == KVV_ARCH_GEMMA3 ||
                  hp->arch == KVV_ARCH_PHI3;
     if (hooks && hooks->attn) {
@@ -228,7 +236,7 @@ void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const f
         for (int i = 0; i < n; i++)
             if (pos[i] > maxp)
                 maxp = pos[i];
-        const uint8_t *present = c->cache->present[layer];
+        const uint8_t *present = kc->present[layer];
         int nk = 0;
         for (int p = 0; p <= maxp; p++) {
             int any = 0;

@@ -39,6 +39,7 @@ static void cpu_close(kvv_engine *e)
     kvv_cpu *c = e->impl;
     if (c) {
         kvv_cpu_pool_free(c->pool);
+        kvv_kv_seqs_free(&c->seqs);
         kvv_kv_cache_free(c->cache);
         for (int i = 0; i < c->n_owned; i++)
             free(c->owned[i]);
@@ -110,6 +111,8 @@ static void cpu_describe(kvv_engine *e, kvv_engine_desc *d)
     d->control = c->control;
     snprintf(d->kernels, sizeof d->kernels, "%s", c->kernels);
     snprintf(d->isa, sizeof d->isa, "%s", c->k->name);
+    d->n_seq_max = c->seqs.n_seq;
+    d->kv_unified = 0; /* a cache per sequence (cpu_seqs.c) */
     /* the roundings every batch size has; a model with a layer matrix of a
      * type outside X16 (other activations there) declares none for it */
     d->ggml = c->kq_act && any_weight(c, is_kq) ? KVV_GGML_KQ_ACT : 0;
@@ -125,6 +128,12 @@ static void cpu_batch_paths(kvv_engine *e, kvv_batch_paths *p)
     kvv_cpu_batch_paths(e->impl, p);
 }
 
+static unsigned cpu_caps(kvv_engine *e)
+{
+    (void)e;
+    return KVV_ENGINE_CAP_BUILTIN | KVV_ENGINE_CAP_SEQS;
+}
+
 static double cpu_worker_cpu_seconds(kvv_engine *e)
 {
     return kvv_cpu_pool_worker_cpu_seconds(((kvv_cpu *)e->impl)->pool);
@@ -138,6 +147,11 @@ static const kvv_engine_vtable cpu_vtable = {
     .describe = cpu_describe,
     .batch_paths = cpu_batch_paths,
     .worker_cpu_seconds = cpu_worker_cpu_seconds,
+    .caps = cpu_caps,
+    .decode = kvv_cpu_decode,
+    .seq_rm = kvv_cpu_seq_rm,
+    .seq_cp = kvv_cpu_seq_cp,
+    .seq_kv = kvv_cpu_seq_kv,
 };
 
 /* The options as the engine keeps them (no allocation). */
@@ -292,6 +306,8 @@ kvv_status kvv_cpu_engine_open_ex(const kvv_model *m, const kvv_engine_opts *o,
     }
     c->cache = kvv_kv_cache_new(c->cache_type, hp->n_layer, c->n_ctx, hp->n_head_kv,
                                 hp->head_dim, hp->head_dim_v);
+    if (c->cache)
+        kvv_kv_seqs_init(&c->seqs, c->cache, o->n_seq_max);
     c->pool = kvv_cpu_pool_new(c->n_threads);
     c->ts = calloc((size_t)c->n_threads, sizeof *c->ts);
     if (!c->cache || !c->pool || !c->ts || !kvv_cpu_rope_init(c)) {

@@ -176,10 +176,11 @@ static void layer_forward(kvv_cpu *c, int l, int n, const int32_t *pos, const kv
     kvv_cpu_rmsnorm(c, n, E, c->x, (size_t)E, L->attn_norm, hp->norm_eps, c->xn, (size_t)E);
     project_qkv(c, l, n, pos, c->xn, c->q, c->kk, c->vv, false);
     for (int t = 0; t < n; t++)
-        kvv_kv_cache_store(c->cache, l, pos[t], c->kk + (size_t)t * kw, c->vv + (size_t)t * vw);
+        kvv_kv_cache_store(kvv_cpu_row_cache(c, t), l, pos[t], c->kk + (size_t)t * kw,
+                           c->vv + (size_t)t * vw);
     if (hooks && hooks->kv)
         hooks->kv(hooks->user, l, n, pos, c->kk, c->vv);
-    kvv_cpu_attention(c, l, n, pos, c->q, c->o, hooks);
+    kvv_cpu_attention_runs(c, l, n, pos, hooks);
     if (hooks && hooks->attn_out)
         hooks->attn_out(hooks->user, l, n, pos, c->o);
     kvv_cpu_mm_out wo = {.w = &L->wo, .y = c->y, .ldy = (size_t)E};
@@ -246,6 +247,15 @@ kvv_status kvv_cpu_forward(kvv_engine *e, int n, const int32_t *tokens, const in
                                  (int)tokens[i], i, hp->n_vocab);
     if (lm != KVV_LOGITS_NONE && !logits)
         return kvv_error_set(err, KVV_ERR_USAGE, "cpu engine: logits requested into NULL");
+    c->seq = NULL;
+    return kvv_cpu_run(c, n, tokens, pos, hooks, lm, NULL, logits, err);
+}
+
+kvv_status kvv_cpu_run(kvv_cpu *c, int n, const int32_t *tokens, const int32_t *pos,
+                       const kvv_hooks *hooks, kvv_logits_mode lm, const uint8_t *want,
+                       float *logits, kvv_error *err)
+{
+    const kvv_hparams *hp = c->hp;
     if (!kvv_cpu_reserve(c, n))
         return kvv_error_set(err, KVV_ERR_NOMEM, "cpu engine: out of memory for %d tokens", n);
     if (hooks && hooks->attn) {
@@ -266,13 +276,20 @@ kvv_status kvv_cpu_forward(kvv_engine *e, int n, const int32_t *tokens, const in
     if (hooks && hooks->residual)
         hooks->residual(hooks->user, hp->n_layer, n, pos, c->x);
 
-    if (lm == KVV_LOGITS_NONE)
+    int E = hp->n_embd, rows = 0;
+    if (want) { /* the flagged rows, normed one by one (a row's bits are its own) */
+        for (int t = 0; t < n; t++)
+            if (want[t])
+                kvv_cpu_rmsnorm(c, 1, E, c->x + (size_t)t * E, (size_t)E, c->output_norm,
+                                hp->norm_eps, c->xn + (size_t)rows++ * E, (size_t)E);
+    } else if (lm != KVV_LOGITS_NONE) {
+        int first = lm == KVV_LOGITS_LAST ? n - 1 : 0;
+        rows = n - first;
+        kvv_cpu_rmsnorm(c, rows, E, c->x + (size_t)first * E, (size_t)E, c->output_norm,
+                        hp->norm_eps, c->xn, (size_t)E);
+    }
+    if (rows == 0)
         return KVV_OK;
-    int E = hp->n_embd;
-    int first = lm == KVV_LOGITS_LAST ? n - 1 : 0;
-    int rows = n - first;
-    kvv_cpu_rmsnorm(c, rows, E, c->x + (size_t)first * E, (size_t)E, c->output_norm,
-                    hp->norm_eps, c->xn, (size_t)E);
     kvv_cpu_mm_out out = {.w = &c->output, .y = logits, .ldy = (size_t)hp->n_vocab};
     kvv_cpu_matmul(c, rows, c->xn, (size_t)E, 1, &out, true);
     if (hp->final_softcap > 0.0f) {

@@ -17,6 +17,7 @@
 #include "engine/cpu/cpu_kquant.h"
 #include "engine/cpu/cpu_pool.h"
 #include "engine/engine_impl.h"
+#include "runtime/kv_seqs.h"
 
 /* Multi-token products at or above this many tokens use sgemm in fast mode. */
 #define KVV_CPU_SGEMM_MIN_TOKENS 4
@@ -104,7 +105,9 @@ typedef struct {
     kvv_cpu_pool *pool;
     int n_threads;
     int n_ctx;
-    kvv_kv_cache *cache;         /* owned */
+    kvv_kv_cache *cache;         /* owned: sequence 0's */
+    kvv_kv_seqs seqs;            /* every sequence's (cpu_seqs.c); c[0] = cache */
+    const int32_t *seq;          /* during a decode pass: the rows' sequences; else NULL */
     kvv_cpu_opts copts;
 
     kvv_cpu_layer *layers;       /* [n_layer] */
@@ -192,6 +195,9 @@ void kvv_cpu_matmul_reversed(kvv_cpu *c, int n, const float *x, size_t ldx,
  * set, probabilities are reported. */
 void kvv_cpu_attention(kvv_cpu *c, int layer, int n, const int32_t *pos, const float *q,
                        float *o, const kvv_hooks *hooks);
+/* The same against cache kc (a sequence's, cpu_seqs.c). */
+void kvv_cpu_attention_in(kvv_cpu *c, const kvv_kv_cache *kc, int layer, int n,
+                          const int32_t *pos, const float *q, float *o, const kvv_hooks *hooks);
 
 /* ---- cpu_math.c ---- */
 float kvv_cpu_expf(float x);
@@ -215,5 +221,25 @@ kvv_status kvv_cpu_kv_from_residual(kvv_engine *e, int layer, int n, const float
                                     const int32_t *pos, float *k, float *v, kvv_error *err);
 /* Grow the activation buffers to n tokens. @return false on OOM. */
 bool kvv_cpu_reserve(kvv_cpu *c, int n);
+/* The pass of forward (c->seq NULL) and decode (c->seq set, caches
+ * allocated): logits as lm says, or, with want, one row per flagged token
+ * in call order. Arguments checked by the caller. */
+kvv_status kvv_cpu_run(kvv_cpu *c, int n, const int32_t *tokens, const int32_t *pos,
+                       const kvv_hooks *hooks, kvv_logits_mode lm, const uint8_t *want,
+                       float *logits, kvv_error *err);
+
+/* ---- cpu_seqs.c ---- */
+/* The cache row t of the pass stores into: its sequence's, or c->cache. */
+kvv_kv_cache *kvv_cpu_row_cache(const kvv_cpu *c, int t);
+/* Attention of the pass's n rows (c->q into c->o), each run of consecutive
+ * rows of one sequence against that sequence's cache. */
+void kvv_cpu_attention_runs(kvv_cpu *c, int layer, int n, const int32_t *pos,
+                            const kvv_hooks *hooks);
+/* The vtable's sequence slots. */
+kvv_status kvv_cpu_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err);
+kvv_status kvv_cpu_seq_rm(kvv_engine *e, int seq, int p0, int p1, kvv_error *err);
+kvv_status kvv_cpu_seq_cp(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err);
+kvv_status kvv_cpu_seq_kv(kvv_engine *e, int seq, int layer, int pos0, int n, float *k, float *v,
+                          uint8_t *present, kvv_error *err);
 
 #endif

@@ -29,7 +29,8 @@ _Static_assert((unsigned)KVV_ENGINE_CAP_LOGITS_ALL == (unsigned)KVV_PLUGIN_CAP_L
                    (unsigned)KVV_ENGINE_CAP_KV_WRITE == (unsigned)KVV_PLUGIN_CAP_KV_WRITE &&
                    (unsigned)KVV_ENGINE_CAP_THREADS == (unsigned)KVV_PLUGIN_CAP_THREADS &&
                    (unsigned)KVV_ENGINE_CAP_UBATCH == (unsigned)KVV_PLUGIN_CAP_UBATCH &&
-                   (unsigned)KVV_ENGINE_CAP_OVERWRITE == (unsigned)KVV_PLUGIN_CAP_OVERWRITE,
+                   (unsigned)KVV_ENGINE_CAP_OVERWRITE == (unsigned)KVV_PLUGIN_CAP_OVERWRITE &&
+                   (unsigned)KVV_ENGINE_CAP_SEQS == (unsigned)KVV_PLUGIN_CAP_SEQS,
                "engine capability bits must equal the plugin ABI's");
 _Static_assert((int)KVV_CACHE_F32 == KVV_PLUGIN_DTYPE_F32 &&
                    (int)KVV_CACHE_F16 == KVV_PLUGIN_DTYPE_F16 &&
@@ -171,7 +172,7 @@ static void guard_residual(kvv_hook_relay *r, int layer, int n, const int32_t *p
 }
 
 /* A reset of an engine without a mirror: the plugin empties its cache now. */
-static kvv_status clear_if_pending(kvv_plugin_state *ps, kvv_error *err)
+kvv_status kvv_plugin_clear_pending(kvv_plugin_state *ps, kvv_error *err)
 {
     if (!ps->clear_pending)
         return KVV_OK;
@@ -198,7 +199,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
     if (!s)
         s = check_call(e, hooks, lm, err);
     if (!s)
-        s = clear_if_pending(ps, err);
+        s = kvv_plugin_clear_pending(ps, err);
     if (!s)
         s = kvv_plugin_mirror_push(ps, err);
     if (!s)
@@ -309,7 +310,9 @@ static double p_worker_cpu_seconds(kvv_engine *e)
 
 static unsigned p_caps(kvv_engine *e)
 {
-    return (unsigned)(ps_of(e)->info.caps & KVV_ENGINE_CAP_ALL);
+    /* the 1.0 bits as declared; sequences only as plugin_seqs.c found them */
+    kvv_plugin_state *ps = ps_of(e);
+    return (unsigned)(ps->info.caps & KVV_ENGINE_CAP_ALL) | (ps->seqs ? KVV_ENGINE_CAP_SEQS : 0u);
 }
 
 /* With a mirror the next forward's push sees it empty and clears the
@@ -349,18 +352,24 @@ static void p_describe(kvv_engine *e, kvv_engine_desc *d)
     snprintf(d->variant, sizeof d->variant, "%s", pd.variant);
     snprintf(d->flash_attn, sizeof d->flash_attn, "%s", pd.flash_attn);
     snprintf(d->kernels, sizeof d->kernels, "%s", pd.kernels);
+    d->kv_unified = ps->kv_unified;
 }
 
-static const kvv_engine_vtable plugin_vtable = {
-    .close = p_close,
-    .forward = p_forward,
-    .kv_from_residual = p_kv_from_residual,
-    .cache = p_cache,
-    .describe = p_describe,
-    .caps = p_caps,
-    .worker_cpu_seconds = p_worker_cpu_seconds,
-    .reset = p_reset,
-    .serial = true,
+#define PLUGIN_VTABLE_SLOTS                                                            \
+    .close = p_close, .forward = p_forward, .kv_from_residual = p_kv_from_residual,   \
+    .cache = p_cache, .describe = p_describe, .caps = p_caps,                        \
+    .worker_cpu_seconds = p_worker_cpu_seconds, .reset = p_reset, .serial = true
+
+static const kvv_engine_vtable plugin_vtable = {PLUGIN_VTABLE_SLOTS};
+
+/* A plugin with sequences (plugin_seqs.c); without them the wrappers'
+ * defaults serve sequence 0 through forward and the mirror. */
+static const kvv_engine_vtable plugin_seq_vtable = {
+    PLUGIN_VTABLE_SLOTS,
+    .decode = kvv_plugin_decode,
+    .seq_rm = kvv_plugin_seq_rm,
+    .seq_cp = kvv_plugin_seq_cp,
+    .seq_kv = kvv_plugin_seq_kv,
 };
 
 /* ------------------------------------------------------------ open */
@@ -444,9 +453,11 @@ static kvv_status open_state(kvv_plugin_state *ps, const kvv_model *m, const kvv
                  ((o->control & KVV_CTL_PERTURB_WEIGHT) ? KVV_PLUGIN_CTL_PERTURB_WEIGHT : 0u);
     p.options = o->engine_opts;
     p.n_options = o->n_engine_opts;
+    p.n_seq_max = o->n_seq_max > 1 ? o->n_seq_max : 1;
     ps->host = kvv_plugin_host_table(ps);
     memset(&ps->info, 0, sizeof ps->info);
     ps->info.struct_size = sizeof ps->info;
+    ps->info.kv_unified = -1; /* "not known" unless the plugin says */
     kvv_plugin_error perr;
     memset(&perr, 0, sizeof perr);
     kvv_breadcrumb_enter(KVV_CRUMB_OPEN);
@@ -463,7 +474,8 @@ static kvv_status open_state(kvv_plugin_state *ps, const kvv_model *m, const kvv
         ps->info.n_threads = 1;
     if (ps->info.n_ubatch < 0) /* reports would carry "n_ubatch -5" (fuzz_plugin) */
         ps->info.n_ubatch = 0;
-    return check_info(ps, m, &p, err);
+    kvv_status s = check_info(ps, m, &p, err);
+    return s ? s : kvv_plugin_seqs_open(ps, err);
 }
 
 static kvv_status open_plugin(const kvv_model *m, const kvv_engine_opts *o, const char *path,
@@ -511,7 +523,7 @@ static kvv_status open_plugin(const kvv_model *m, const kvv_engine_opts *o, cons
         free(e);
         return s;
     }
-    e->vt = &plugin_vtable;
+    e->vt = ps->seqs ? &plugin_seq_vtable : &plugin_vtable;
     e->model = m;
     e->opts.name = ps->engine_name;
     e->opts.device = ps->device[0] ? ps->device : NULL;
@@ -519,6 +531,7 @@ static kvv_status open_plugin(const kvv_model *m, const kvv_engine_opts *o, cons
     e->opts.n_engine_opts = 0;
     e->opts.n_threads = ps->info.n_threads;
     e->opts.n_ubatch = ps->info.n_ubatch;
+    e->opts.n_seq_max = ps->seqs ? ps->info.n_seq_max : 1; /* served (kvv_engine_n_seq) */
     e->opts.cache_type = (kvv_cache_type)ps->info.cache_type;
     e->opts.control = controls_in_force(o->control, ps->info.controls, ps->info.caps);
     e->impl = ps;

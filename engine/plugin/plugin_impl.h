@@ -67,6 +67,11 @@ typedef struct {
     int clear_pending;         /* kvv_engine_reset without a mirror: kv_clear before the
                                   next forward */
     kvv_plugin_stage st_logits, st_k, st_v, st_present; /* staging (plugin_guard.c) */
+    /* ABI 1.1 sequences (plugin_seqs.c) */
+    bool seqs;                 /* CAP_SEQS in force: declared, slots set, n_seq_max >= 2 */
+    int kv_unified;            /* info.kv_unified of a 1.1 plugin, else -1 */
+    int seq_end[KVV_ENGINE_MAX_SEQS]; /* one past each sequence's last position (the host's
+                                  count; sequence 0's is the mirror's n_pos) */
 } kvv_plugin_state;
 
 /* dlopen path, check the entry and its table. Errors: KVV_ERR_IO (dlopen,
@@ -121,5 +126,27 @@ void kvv_plugin_stage_free(kvv_plugin_stage *s);
 const kvv_plugin_hooks *kvv_plugin_crumb_hooks(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner,
                                                const kvv_plugin_state *ps, int n_ctx, int n,
                                                const int32_t *pos);
+
+/* A reset of an engine without a mirror: kv_clear now (plugin_engine.c). */
+kvv_status kvv_plugin_clear_pending(kvv_plugin_state *ps, kvv_error *err);
+
+/* ------------------------------------------------------------ plugin_seqs.c
+ *
+ * ABI 1.1 sequences behind the engine vtable's decode / seq_rm / seq_cp /
+ * seq_kv. Sequence 0 is the mirror's: its host-side edits are pushed before
+ * a call that touches it, and what a call changed in it is read back. */
+
+/* After open: CAP_SEQS of a plugin whose table reaches the 1.1 slots must
+ * come with all four slots (else KVV_ERR_USAGE naming the slot, as for
+ * every capability); sets ps->seqs (declared, slots, info.n_seq_max >= 2)
+ * and ps->kv_unified. A 1.0 plugin (table without the 1.1 slots) has no
+ * sequences whatever its caps say (unknown bits are ignored). */
+kvv_status kvv_plugin_seqs_open(kvv_plugin_state *ps, kvv_error *err);
+
+kvv_status kvv_plugin_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err);
+kvv_status kvv_plugin_seq_rm(kvv_engine *e, int seq, int p0, int p1, kvv_error *err);
+kvv_status kvv_plugin_seq_cp(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err);
+kvv_status kvv_plugin_seq_kv(kvv_engine *e, int seq, int layer, int pos0, int n, float *k,
+                             float *v, uint8_t *present, kvv_error *err);
 
 #endif

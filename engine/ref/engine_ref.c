@@ -1,12 +1,15 @@
 /*
  * engine_ref.c — the reference engine (reference/ref.h) behind the engine
- * vtable (engine/engine.h). Mode: exact only.
+ * vtable (engine/engine.h). Mode: exact only. Sequences: a cache per
+ * sequence (runtime/kv_seqs.h), sequence 0's the one forward uses.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "engine/engine_impl.h"
 #include "reference/ref.h"
+
+_Static_assert(KVV_ENGINE_MAX_SEQS == KVV_KV_MAX_SEQS, "one bound on sequences");
 
 static kvv_ref *ref_of(kvv_engine *e)
 {
@@ -50,6 +53,40 @@ static void ref_describe(kvv_engine *e, kvv_engine_desc *d)
              g & KVV_GGML_Q40_ACT ? " ggml-q40-act(q8_0)" : "",
              g & KVV_GGML_Q80_ACT ? " ggml-q80-act(q8_0)" : "");
     d->ggml = g;
+    d->kv_unified = 0; /* a cache per sequence */
+}
+
+static unsigned ref_caps(kvv_engine *e)
+{
+    (void)e;
+    return KVV_ENGINE_CAP_BUILTIN | KVV_ENGINE_CAP_SEQS;
+}
+
+/* ---- sequences (the wrappers of engine.c checked ids and ranges) */
+
+static kvv_status ref_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err)
+{
+    return kvv_ref_decode(ref_of(e), b->n, b->token, b->pos, b->seq, b->logits, logits, err);
+}
+
+static kvv_status ref_seq_rm(kvv_engine *e, int seq, int p0, int p1, kvv_error *err)
+{
+    (void)err;
+    kvv_kv_seqs_rm(kvv_ref_seqs(ref_of(e)), seq, p0, p1);
+    return KVV_OK;
+}
+
+static kvv_status ref_seq_cp(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err)
+{
+    return kvv_kv_seqs_cp(kvv_ref_seqs(ref_of(e)), src, dst, p0, p1, err);
+}
+
+static kvv_status ref_seq_kv(kvv_engine *e, int seq, int layer, int pos0, int n, float *k,
+                             float *v, uint8_t *present, kvv_error *err)
+{
+    (void)err;
+    kvv_kv_seqs_read(kvv_ref_seqs(ref_of(e)), seq, layer, pos0, n, k, v, present);
+    return KVV_OK;
 }
 
 static const kvv_engine_vtable ref_vtable = {
@@ -58,6 +95,11 @@ static const kvv_engine_vtable ref_vtable = {
     .kv_from_residual = ref_kv_from_residual,
     .cache = ref_cache,
     .describe = ref_describe,
+    .caps = ref_caps,
+    .decode = ref_decode,
+    .seq_rm = ref_seq_rm,
+    .seq_cp = ref_seq_cp,
+    .seq_kv = ref_seq_kv,
 };
 
 kvv_status kvv_engine_open_ref(const kvv_model *m, const kvv_engine_opts *o, kvv_engine **out,
@@ -69,6 +111,7 @@ kvv_status kvv_engine_open_ref(const kvv_model *m, const kvv_engine_opts *o, kvv
     ro.n_ctx = o->n_ctx;
     ro.control = o->control;
     ro.ggml = o->ggml;
+    ro.n_seq = o->n_seq_max; /* the registry refused more than KVV_ENGINE_MAX_SEQS */
     kvv_engine *e = calloc(1, sizeof *e);
     if (!e)
         return kvv_error_set(err, KVV_ERR_NOMEM, "engine ref: out of memory");

@@ -28,12 +28,22 @@
  *                         output, an output left short, a write past the
  *                         declared end, a host pointer written after its
  *                         call returned (at the plugin's next call)
+ *   fault=seq-leak        (sequences) after a decode call carrying several
+ *                         sequences, each one's layer-0 K/V row at the last
+ *                         position it shares with the next sequence of the
+ *                         call is replaced by that sequence's: its attention
+ *                         then reads another request's position (the
+ *                         negative control of the batch check's isolation)
  *   fault_at=forward|kv|kv_from_residual
  *                         the call that breaks (default forward; kv = kv_read)
  *   fault_layer=N         only at layer N (forward: inside the pass, after
  *                         the residual hook of layer N — the host's
  *                         breadcrumb then names the layer); default any
  *   fault_pos=N           only in a call covering position N; default any
+ *
+ * Sequences (ABI 1.1, example_seqs.c): up to 64, each a reference engine of
+ * its own opened on first use; a decode call runs each sequence's tokens
+ * through its engine, which gives the bits of the same tokens run alone.
  *
  * The micro-batch size (params.n_ubatch) splits every forward into calls of
  * that many tokens, which the reference engine answers with the same bits.
@@ -48,36 +58,18 @@
 #include "kvverify/engine_plugin.h"
 #include "model/arch.h"
 #include "reference/ref.h"
+#include "plugins/example/example_impl.h"
 
 #include <signal.h>
 #include <unistd.h>
 
-enum {
-    FAULT_NONE, FAULT_RECOMPUTE, FAULT_DECODE, FAULT_KV_READ, /* wrong bits */
-    FAULT_SEGV, FAULT_ABORT, FAULT_HANG, FAULT_NAN, FAULT_SHORT, FAULT_WRONG_SIZE, FAULT_LEAK,
-    N_FAULTS
-};
 static const char *const fault_names[N_FAULTS] = {
     "none", "recompute", "decode", "kv-read", "segv", "abort", "hang", "nan", "short",
-    "wrong-size", "leak"};
+    "wrong-size", "leak", "seq-leak"};
 enum { AT_FORWARD, AT_KV, AT_RECOMPUTE, N_AT };
 static const char *const at_names[N_AT] = {"forward", "kv", "kv_from_residual"};
 
-struct kvv_plugin_engine {
-    kvv_model *model;
-    kvv_ref *ref;
-    int n_ubatch;      /* 0 = whole calls */
-    int fault;
-    int fault_at;      /* AT_* */
-    int fault_layer;   /* -1 = any */
-    int fault_pos;     /* -1 = any */
-    unsigned char *leaked; /* FAULT_LEAK: a host buffer kept past its call */
-    uint64_t caps;
-};
-
-static int fail(kvv_plugin_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(kvv_plugin_error *err, int code, const char *fmt, ...)
+int kvv_example_fail(kvv_plugin_error *err, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -86,8 +78,7 @@ static int fail(kvv_plugin_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-/* kvverify status -> plugin status, message copied. */
-static int from_status(kvv_status s, const kvv_error *e, kvv_plugin_error *err)
+int kvv_example_from_status(kvv_status s, const kvv_error *e, kvv_plugin_error *err)
 {
     static const int map[] = {
         [KVV_OK] = KVV_PLUGIN_OK,
@@ -117,7 +108,7 @@ static float flip_low_bit(float x)
 
 /* FAULT_LEAK: the host buffer kept from an earlier call is written now,
  * after that call returned (what the host's staging must catch). */
-static void leak_write(kvv_plugin_engine *e)
+void kvv_example_leak_write(kvv_plugin_engine *e)
 {
     if (e->leaked)
         memset(e->leaked, 0, 4);
@@ -220,6 +211,7 @@ static const struct { const char *name; uint64_t cap; } cap_names[] = {
     {"kv-write", KVV_PLUGIN_CAP_KV_WRITE},
     {"ubatch", KVV_PLUGIN_CAP_UBATCH},
     {"overwrite", KVV_PLUGIN_CAP_OVERWRITE},
+    {"seqs", KVV_PLUGIN_CAP_SEQS},
 };
 #define N_CAP_NAMES (sizeof cap_names / sizeof cap_names[0])
 #define ALL_CAPS                                                                          \
@@ -227,7 +219,8 @@ static const struct { const char *name; uint64_t cap; } cap_names[] = {
      KVV_PLUGIN_CAP_RESIDUAL_WRITE | KVV_PLUGIN_CAP_KV_HOOK | KVV_PLUGIN_CAP_KV_READ |    \
      KVV_PLUGIN_CAP_KV_FROM_RESIDUAL | KVV_PLUGIN_CAP_ATTN | KVV_PLUGIN_CAP_ATTN_OUT |    \
      KVV_PLUGIN_CAP_SELECT | KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_KV_EVICT_HEAD |     \
-     KVV_PLUGIN_CAP_KV_WRITE | KVV_PLUGIN_CAP_UBATCH | KVV_PLUGIN_CAP_OVERWRITE)
+     KVV_PLUGIN_CAP_KV_WRITE | KVV_PLUGIN_CAP_UBATCH | KVV_PLUGIN_CAP_OVERWRITE |         \
+     KVV_PLUGIN_CAP_SEQS)
 
 /* "residual-write,kv-read" -> cap bits; false on an unknown name. */
 static bool parse_caps(const char *list, uint64_t *out, kvv_plugin_error *err)
@@ -296,25 +289,25 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
                 return KVV_PLUGIN_ERR_USAGE;
         } else if (klen == 5 && strncmp(kv, "fault", klen) == 0) {
             if ((o->fault = name_index(fault_names, N_FAULTS, v)) < 0)
-                return fail(err, KVV_PLUGIN_ERR_USAGE,
+                return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE,
                             "option fault: '%s' is not none, recompute, decode, kv-read, segv, "
-                            "abort, hang, nan, short, wrong-size or leak", v);
+                            "abort, hang, nan, short, wrong-size, leak or seq-leak", v);
         } else if (klen == 8 && strncmp(kv, "fault_at", klen) == 0) {
             if ((o->fault_at = name_index(at_names, N_AT, v)) < 0)
-                return fail(err, KVV_PLUGIN_ERR_USAGE,
+                return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE,
                             "option fault_at: '%s' is not forward, kv or kv_from_residual", v);
         } else if (klen == 11 && strncmp(kv, "fault_layer", klen) == 0) {
             if (!parse_index(v, &o->fault_layer))
-                return fail(err, KVV_PLUGIN_ERR_USAGE, "option fault_layer: '%s' is not a layer", v);
+                return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE, "option fault_layer: '%s' is not a layer", v);
         } else if (klen == 9 && strncmp(kv, "fault_pos", klen) == 0) {
             if (!parse_index(v, &o->fault_pos))
-                return fail(err, KVV_PLUGIN_ERR_USAGE, "option fault_pos: '%s' is not a position",
+                return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE, "option fault_pos: '%s' is not a position",
                             v);
         } else
-            return fail(err, KVV_PLUGIN_ERR_USAGE,
+            return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE,
                         "unknown engine option '%s' (known: native_controls=0|1, "
                         "without=CAP[,CAP], fault=none|recompute|decode|kv-read|segv|abort|hang|"
-                        "nan|short|wrong-size|leak, fault_at=forward|kv|kv_from_residual, "
+                        "nan|short|wrong-size|leak|seq-leak, fault_at=forward|kv|kv_from_residual, "
                         "fault_layer=N, fault_pos=N)",
                         kv);
     }
@@ -327,6 +320,7 @@ static void ex_close(kvv_plugin_engine *e)
 {
     if (!e)
         return;
+    kvv_example_seqs_close(e);
     kvv_ref_close(e->ref);
     kvv_model_close(e->model);
     free(e);
@@ -341,17 +335,21 @@ static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     int code = parse_options(p, &o, err);
     if (code)
         return code;
+    if (p->n_seq_max > KVV_EXAMPLE_MAX_SEQS)
+        return kvv_example_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
+                                "open: %d sequences asked for, this plugin serves %d",
+                                p->n_seq_max, KVV_EXAMPLE_MAX_SEQS);
     if (p->device[0] && strcmp(p->device, "cpu") != 0)
-        return fail(err, KVV_PLUGIN_ERR_USAGE, "unknown device '%s' (this plugin has: cpu)",
+        return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE, "unknown device '%s' (this plugin has: cpu)",
                     p->device);
     if (strcmp(p->mode, "fast") == 0)
-        return fail(err, KVV_PLUGIN_ERR_USAGE,
+        return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE,
                     "mode '%s' not offered: the reference engine runs exact (which is also "
                     "batch-invariant) only",
                     p->mode);
     kvv_plugin_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return fail(err, KVV_PLUGIN_ERR_NOMEM, "open: out of memory for %s", p->model_path);
+        return kvv_example_fail(err, KVV_PLUGIN_ERR_NOMEM, "open: out of memory for %s", p->model_path);
     kvv_error kerr = {0};
     kvv_status s = kvv_model_open(p->model_path, &e->model, &kerr);
     if (!s) {
@@ -363,11 +361,13 @@ static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
                                                                          : 0u) |
                          ((p->controls & KVV_PLUGIN_CTL_PERTURB_WEIGHT) ? KVV_CTL_PERTURB_WEIGHT
                                                                         : 0u);
+        e->ref_opts = ro;
         s = kvv_ref_open(e->model, &ro, &e->ref, &kerr);
+        e->seq[0] = e->ref;
     }
     if (s) {
         ex_close(e);
-        return from_status(s, &kerr, err);
+        return kvv_example_from_status(s, &kerr, err);
     }
     const kvv_hparams *hp = &e->model->hp;
     e->n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : 0;
@@ -389,6 +389,8 @@ static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     info->n_threads = 1;
     info->n_ubatch = e->n_ubatch;
     info->controls = o.native_controls ? p->controls : 0u;
+    info->n_seq_max = KVV_EXAMPLE_MAX_SEQS;
+    info->kv_unified = 0; /* a cache per sequence */
     *out = e;
     return KVV_PLUGIN_OK;
 }
@@ -419,7 +421,7 @@ static void forward_output_fault(kvv_plugin_engine *e, float *out, float *comput
 static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                       const kvv_plugin_hooks *ph, int lm, float *logits, kvv_plugin_error *err)
 {
-    leak_write(e);
+    kvv_example_leak_write(e);
     fault_hook fh = {e, {0}};
     if (ph) { /* the same signatures: the host's hooks pass straight through */
         fh.inner.user = ph->user;
@@ -448,7 +450,7 @@ static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const 
     const bool out_fault = fire && count && !crashing(e->fault);
     float *host = logits;
     if (out_fault && e->fault == FAULT_SHORT && !(logits = malloc(count * sizeof *logits)))
-        return fail(err, KVV_PLUGIN_ERR_NOMEM, "forward: out of memory");
+        return kvv_example_fail(err, KVV_PLUGIN_ERR_NOMEM, "forward: out of memory");
     const int step = e->n_ubatch > 0 ? e->n_ubatch : n;
     kvv_error kerr = {0};
     for (int t0 = 0; t0 < n; t0 += step) {
@@ -465,7 +467,7 @@ static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const 
         if (s) {
             if (logits != host)
                 free(logits);
-            return from_status(s, &kerr, err);
+            return kvv_example_from_status(s, &kerr, err);
         }
     }
     if (out_fault)
@@ -478,7 +480,7 @@ static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const 
 static int ex_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const float *h,
                                const int32_t *pos, float *k, float *v, kvv_plugin_error *err)
 {
-    leak_write(e);
+    kvv_example_leak_write(e);
     const bool fire = fires(e, AT_RECOMPUTE, layer, pos[0], pos[n - 1]);
     if (fire)
         crash_now(e->fault);
@@ -487,7 +489,7 @@ static int ex_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const flo
     size_t vn = (size_t)n * hp->n_head_kv * hp->head_dim_v;
     float *vout = v;
     if (fire && e->fault == FAULT_SHORT && !(vout = malloc(vn * sizeof *vout)))
-        return fail(err, KVV_PLUGIN_ERR_NOMEM, "kv_from_residual: out of memory");
+        return kvv_example_fail(err, KVV_PLUGIN_ERR_NOMEM, "kv_from_residual: out of memory");
     kvv_error kerr = {0};
     kvv_status s = kvv_ref_kv_from_residual(e->ref, layer, n, h, pos, k, vout, &kerr);
     if (!s && e->fault == FAULT_RECOMPUTE && layer == 0)
@@ -502,7 +504,7 @@ static int ex_kv_from_residual(kvv_plugin_engine *e, int layer, int n, const flo
         memcpy(v, vout, (vn - 1) * sizeof *v);
         free(vout);
     }
-    return from_status(s, &kerr, err);
+    return kvv_example_from_status(s, &kerr, err);
 }
 
 /* ------------------------------------------------------------ the cache */
@@ -525,11 +527,9 @@ static int check_pos(const kvv_kv_cache *c, int layer, bool all_layers, int p0, 
     return KVV_PLUGIN_OK;
 }
 
-static int ex_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
-                      uint8_t *present, kvv_plugin_error *err)
+int kvv_example_kv_read(kvv_plugin_engine *e, kvv_kv_cache *c, int layer, int pos0, int n,
+                        void *k, void *v, uint8_t *present, kvv_plugin_error *err)
 {
-    leak_write(e);
-    kvv_kv_cache *c = kvv_ref_cache(e->ref);
     int code = check_pos(c, layer, false, pos0, n, err);
     if (code)
         return code;
@@ -558,9 +558,16 @@ static int ex_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k,
     return KVV_PLUGIN_OK;
 }
 
+static int ex_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
+                      uint8_t *present, kvv_plugin_error *err)
+{
+    kvv_example_leak_write(e);
+    return kvv_example_kv_read(e, kvv_ref_cache(e->ref), layer, pos0, n, k, v, present, err);
+}
+
 static int ex_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_plugin_error *err)
 {
-    leak_write(e);
+    kvv_example_leak_write(e);
     kvv_kv_cache *c = kvv_ref_cache(e->ref);
     int code = check_pos(c, layer, true, pos, 1, err);
     if (code)
@@ -574,7 +581,7 @@ static int ex_kv_evict(kvv_plugin_engine *e, int layer, int pos, int head, kvv_p
 static int ex_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, const void *v,
                        kvv_plugin_error *err)
 {
-    leak_write(e);
+    kvv_example_leak_write(e);
     kvv_kv_cache *c = kvv_ref_cache(e->ref);
     int code = check_pos(c, layer, false, pos, 1, err);
     if (code)
@@ -589,7 +596,7 @@ static int ex_kv_write(kvv_plugin_engine *e, int layer, int pos, const void *k, 
 
 static int ex_kv_clear(kvv_plugin_engine *e, kvv_plugin_error *err)
 {
-    leak_write(e);
+    kvv_example_leak_write(e);
     (void)err;
     kvv_kv_cache_clear(kvv_ref_cache(e->ref));
     return KVV_PLUGIN_OK;
@@ -618,6 +625,7 @@ static const kvv_plugin_table example_table = {
                     "without=CAP[,CAP]     leave these capabilities undeclared\n"
                     "fault=none|recompute|decode|kv-read   be wrong on purpose\n"
                     "fault=segv|abort|hang|nan|short|wrong-size|leak   break on purpose\n"
+                    "fault=seq-leak        a sequence's K/V row lands in another's cache\n"
                     "fault_at=forward|kv|kv_from_residual   where (default forward)\n"
                     "fault_layer=N, fault_pos=N   only at that layer / position\n",
     .open = ex_open,
@@ -629,6 +637,10 @@ static const kvv_plugin_table example_table = {
     .kv_read = ex_kv_read,
     .kv_evict = ex_kv_evict,
     .kv_write = ex_kv_write,
+    .decode = kvv_example_decode,
+    .seq_rm = kvv_example_seq_rm,
+    .seq_cp = kvv_example_seq_cp,
+    .kv_read_seq = kvv_example_kv_read_seq,
 };
 
 KVV_PLUGIN_EXPORT const kvv_plugin_table *kvv_plugin_entry(void)

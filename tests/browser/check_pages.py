@@ -68,6 +68,10 @@ def check_figures(c):
     elif name == "invariance" and d.get("ulp_by_layer"):
         out["invariance-ulp"] = sum(count_finite(v[t]) for v in d["ulp_by_layer"]
                                     for t in ("K", "V", "residual"))
+    elif name == "batch" and d.get("ulp_by_layer"):
+        out["batch-ulp"] = (sum(count_finite(v[t]) for v in d["ulp_by_layer"][:12]
+                                for t in ("K", "V"))
+                            + sum(1 for v in d["ulp_by_layer"][:12] if finite(v.get("logits"))))
     elif name == "compare":
         rows = [r for r in c.get("layers", []) if r["layer"] >= 0]
         if rows:

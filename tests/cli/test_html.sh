@@ -109,7 +109,7 @@ expect2 "other.json: not a kvverify report" "$T/other.json" --html "$T/x.html"
 expect2 "numerics.json: a trend is of check reports" "$T/audit.json" "$T/numerics.json" --html "$T/x.html"
 expect2 "suite.json: a suite, but .*audit.json is a report" "$T/audit.json" "$T/suite.json" --html "$T/x.html"
 expect2 "needs at least one FILE" --html "$T/x.html"
-"$KVV" report "$T/audit.json" > "$T/r.out" 2>&1 && grep -q "audit.json: report pass, 6 checks" "$T/r.out" ||
+"$KVV" report "$T/audit.json" > "$T/r.out" 2>&1 && grep -q "audit.json: report pass, 7 checks" "$T/r.out" ||
     { fail "report without --html: a summary"; cat "$T/r.out"; }
 
 # negative controls: doctored pages the checker must reject

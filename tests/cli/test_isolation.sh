@@ -35,7 +35,7 @@ audit_fault() {
     jq -e . "$T/a.json" >/dev/null || { fail "fault=$f: JSON does not parse"; return; }
     xmllint --noout "$T/a.xml" || { fail "fault=$f: JUnit does not parse"; return; }
     n=$(jq '.checks | length' "$T/a.json")
-    [ "$n" -eq 6 ] || { fail "fault=$f: $n checks in the JSON, expected all 6"; return; }
+    [ "$n" -eq 7 ] || { fail "fault=$f: $n checks in the JSON, expected all 7"; return; }
     nf=$(jq --arg w "$want" '[.checks[] | select(.fault == $w)] | length' "$T/a.json")
     [ "$nf" -ge 1 ] || { fail "fault=$f: no check with fault $want"; jq -c '.checks[] | [.name, .fault, .key_figure]' "$T/a.json"; return; }
     ne=$(grep -c "<error [^>]*type=\"$want\"" "$T/a.xml")

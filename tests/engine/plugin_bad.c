@@ -7,6 +7,10 @@
  *   dims   reads the model with one layer too many
  *   null   entry returns NULL
  *   nosym  exports no entry symbol at all
+ *   v10    a plugin built against ABI 1.0: its table ends before the 1.1
+ *          slots, and it sets caps bit 15 (unknown to 1.0, so ignored):
+ *          it loads and serves one sequence
+ *   seqs   ABI 1.1, declares seqs with n_seq_max 4 but has no decode slot
  * The engine behind it is a stub that can only fail: a bad plugin is
  * refused at open, before any forward.
  */
@@ -25,14 +29,23 @@
 #define EXTRA_LAYER 1
 #elif defined(BAD_null)
 #define KIND "null"
+#elif defined(BAD_v10)
+#define KIND "v10"
+#define MINOR 0u
+#elif defined(BAD_seqs)
+#define KIND "seqs"
+#define MINOR 1u
 #elif defined(BAD_nosym)
 #define KIND "nosym"
 #define kvv_plugin_entry kvv_plugin_entry_misspelt
 #else
-#error "build with -DBAD_abi, -DBAD_slot, -DBAD_dims, -DBAD_null or -DBAD_nosym"
+#error "build with -DBAD_abi, -DBAD_slot, -DBAD_dims, -DBAD_null, -DBAD_nosym, -DBAD_v10 or -DBAD_seqs"
 #endif
 #ifndef MAJOR
 #define MAJOR KVV_PLUGIN_ABI_MAJOR
+#endif
+#ifndef MINOR
+#define MINOR 0u
 #endif
 #ifndef EXTRA_LAYER
 #define EXTRA_LAYER 0
@@ -65,6 +78,12 @@ static int b_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     info->cache_type = p->cache_type;
     info->n_threads = 1;
     info->caps = KVV_PLUGIN_CAP_KV_READ;
+#if defined(BAD_v10) || defined(BAD_seqs)
+    info->caps |= 1u << 15; /* KVV_PLUGIN_CAP_SEQS in 1.1 */
+#endif
+#if defined(BAD_seqs) /* a 1.0 plugin never writes past its info struct */
+    info->n_seq_max = 4;
+#endif
     *out = &the_engine;
     return KVV_PLUGIN_OK;
 }
@@ -99,10 +118,36 @@ static int b_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, 
 }
 #endif
 
+#if defined(BAD_seqs)
+static int b_seq_rm(kvv_plugin_engine *e, int seq, int p0, int p1, kvv_plugin_error *err)
+{
+    (void)e, (void)seq, (void)p0, (void)p1, (void)err;
+    return KVV_PLUGIN_OK;
+}
+
+static int b_seq_cp(kvv_plugin_engine *e, int src, int dst, int p0, int p1,
+                    kvv_plugin_error *err)
+{
+    (void)e, (void)src, (void)dst, (void)p0, (void)p1, (void)err;
+    return KVV_PLUGIN_OK;
+}
+
+static int b_kv_read_seq(kvv_plugin_engine *e, int seq, int layer, int pos0, int n, void *k,
+                         void *v, uint8_t *present, kvv_plugin_error *err)
+{
+    (void)seq;
+    return b_kv_read(e, layer, pos0, n, k, v, present, err);
+}
+#endif
+
 static const kvv_plugin_table table = {
     .abi_major = MAJOR,
-    .abi_minor = 0,
+    .abi_minor = MINOR,
+#if defined(BAD_v10) /* the 1.0 table: everything before the 1.1 slots */
+    .struct_size = offsetof(kvv_plugin_table, decode),
+#else
     .struct_size = sizeof(kvv_plugin_table),
+#endif
     .name = "bad-" KIND,
     .version = "0",
     .devices = "cpu",
@@ -112,6 +157,11 @@ static const kvv_plugin_table table = {
     .kv_clear = b_kv_clear,
 #ifndef BAD_slot
     .kv_read = b_kv_read,
+#endif
+#if defined(BAD_seqs) /* every sequence slot but decode */
+    .seq_rm = b_seq_rm,
+    .seq_cp = b_seq_cp,
+    .kv_read_seq = b_kv_read_seq,
 #endif
 };
 

@@ -53,6 +53,35 @@ static inline const char *fx_plugin(const char *name)
     return buf[which];
 }
 
+/* "plugin:$O/tests/plugins/bad_KIND.so" (tests/engine/plugin_bad.c) in a
+ * static buffer. */
+static inline const char *fx_bad_plugin(const char *kind)
+{
+    static char buf[1200];
+    const char *o = getenv("O");
+    snprintf(buf, sizeof buf, "plugin:%s/tests/plugins/bad_%s.so", o && *o ? o : "build", kind);
+    return buf;
+}
+
+/* The options that tell a bad plugin model m's dimensions ("dI=N"), into
+ * buf, NULL-terminated in opts. */
+typedef struct {
+    char dims[7][32];
+    const char *opts[8];
+} fx_dims;
+
+static inline void fx_dims_of(const kvv_model *m, fx_dims *d)
+{
+    const kvv_hparams *hp = &m->hp;
+    const int v[7] = {hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv,
+                      hp->head_dim, hp->head_dim_v, hp->n_vocab};
+    for (int i = 0; i < 7; i++) {
+        snprintf(d->dims[i], sizeof d->dims[i], "d%d=%d", i, v[i]);
+        d->opts[i] = d->dims[i];
+    }
+    d->opts[7] = NULL;
+}
+
 /* ------------------------------------------------------------ the tape */
 
 typedef struct {

@@ -11,14 +11,6 @@
 #include "tests/engine/plugin_fixture.h"
 #include "model/tensor_types.h"
 
-static const char *bad(const char *kind)
-{
-    static char buf[1200];
-    const char *o = getenv("O");
-    snprintf(buf, sizeof buf, "plugin:%s/tests/plugins/bad_%s.so", o && *o ? o : "build", kind);
-    return buf;
-}
-
 /* open name with options opts (NULL-terminated); @return status, err filled */
 static kvv_status try_open(const fx_model *f, const char *name, const char *const *opts,
                            kvv_engine **e, kvv_error *err)
@@ -51,19 +43,14 @@ static void test_refused(void **state)
     fx_model f;
     fx_model_open(&f, "llama-tiny", KVV_TYPE_F32);
     const kvv_hparams *hp = &f.m->hp;
-    char dims[7][32];
-    const char *dopts[8] = {0};
-    const int v[7] = {hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv,
-                      hp->head_dim, hp->head_dim_v, hp->n_vocab};
-    for (int i = 0; i < 7; i++) {
-        snprintf(dims[i], sizeof dims[i], "d%d=%d", i, v[i]);
-        dopts[i] = dims[i];
-    }
-    expect_open(&f, bad("abi"), dopts, KVV_ERR_USAGE, "speaks plugin ABI 2.0, this kvverify speaks 1.1");
-    expect_open(&f, bad("null"), dopts, KVV_ERR_USAGE, "returned NULL");
-    expect_open(&f, bad("slot"), dopts, KVV_ERR_USAGE, "declares kv-read but its kv_read slot is NULL");
-    expect_open(&f, bad("dims"), dopts, KVV_ERR_FORMAT, "n_layer");
-    expect_open(&f, bad("nosym"), dopts, KVV_ERR_IO, "no symbol kvv_plugin_entry");
+    fx_dims dm;
+    fx_dims_of(f.m, &dm);
+    const char *const *dopts = dm.opts;
+    expect_open(&f, fx_bad_plugin("abi"), dopts, KVV_ERR_USAGE, "speaks plugin ABI 2.0, this kvverify speaks 1.1");
+    expect_open(&f, fx_bad_plugin("null"), dopts, KVV_ERR_USAGE, "returned NULL");
+    expect_open(&f, fx_bad_plugin("slot"), dopts, KVV_ERR_USAGE, "declares kv-read but its kv_read slot is NULL");
+    expect_open(&f, fx_bad_plugin("dims"), dopts, KVV_ERR_FORMAT, "n_layer");
+    expect_open(&f, fx_bad_plugin("nosym"), dopts, KVV_ERR_IO, "no symbol kvv_plugin_entry");
     expect_open(&f, "plugin:/nonexistent/x.so", NULL, KVV_ERR_IO, "cannot load");
     expect_open(&f, "plugin:", NULL, KVV_ERR_USAGE, "no plugin path");
     expect_open(&f, "nope", NULL, KVV_ERR_USAGE, "plugin:PATH.so");
@@ -150,7 +137,7 @@ static void test_capabilities(void **state)
     kvv_engine_opts o = kvv_engine_opts_default();
     kvv_engine *ref;
     assert_int_equal(kvv_engine_open(f.m, &o, &ref, &err), KVV_OK);
-    assert_int_equal(kvv_engine_caps(ref), KVV_ENGINE_CAP_BUILTIN);
+    assert_int_equal(kvv_engine_caps(ref), KVV_ENGINE_CAP_BUILTIN | KVV_ENGINE_CAP_SEQS);
     assert_int_equal(kvv_engine_require(ref, KVV_ENGINE_CAP_BUILTIN, "everything", &err), KVV_OK);
     expect_status(kvv_engine_require(ref, KVV_ENGINE_CAP_UBATCH, "micro-batches", &err), &err,
                   KVV_ERR_UNSUPPORTED, "engine ref does not offer ubatch (needed by micro-batches)");
@@ -158,7 +145,8 @@ static void test_capabilities(void **state)
     assert_int_equal(kvv_engine_caps(NULL), 0);
 
     kvv_engine *e = open_example(&f, NULL, 0);
-    assert_int_equal(kvv_engine_caps(e), KVV_ENGINE_CAP_ALL & ~KVV_ENGINE_CAP_THREADS);
+    assert_int_equal(kvv_engine_caps(e),
+                     (KVV_ENGINE_CAP_ALL | KVV_ENGINE_CAP_SEQS) & ~KVV_ENGINE_CAP_THREADS);
     expect_status(kvv_engine_require(e, KVV_ENGINE_CAP_THREADS, "invariance over threads", &err),
                   &err, KVV_ERR_UNSUPPORTED, "does not offer threads (needed by invariance over threads)");
     kvv_engine_close(e);

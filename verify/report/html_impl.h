@@ -149,6 +149,7 @@ void kvv_html_fig_kv(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_patch(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_greedy(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_invariance(kvv_sbuf *b, const json_t *check, const char *id_prefix);
+void kvv_html_fig_batch(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_compare(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_kvdirect(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_evict(kvv_sbuf *b, const json_t *check, const char *id_prefix);

@@ -19,6 +19,9 @@ json_t *kvv_engine_desc_to_json(const kvv_engine_desc *d)
     json_object_set_new(o, "variant", json_string(d->variant));
     json_object_set_new(o, "flash_attn", json_string(d->flash_attn));
     json_object_set_new(o, "n_ubatch", json_integer(d->n_ubatch));
+    /* sequences (issue 33): served at once, and whether their cache is one pool */
+    json_object_set_new(o, "n_seq_max", json_integer(d->n_seq_max));
+    json_object_set_new(o, "kv_unified", json_integer(d->kv_unified));
     /* the cpu engine's kernel table ("" for an engine without tables) */
     json_object_set_new(o, "isa", json_string(d->isa));
     return o;
@@ -117,6 +120,8 @@ json_t *kvv_workload_to_json(const kvv_workload *w)
         json_object_set_new(j, "batches", int_array(w->batches, w->n_batches));
         json_object_set_new(j, "repeats", json_integer(w->repeats));
     }
+    if (j && w->requests[0]) /* batch's requests */
+        json_object_set_new(j, "requests", json_string(w->requests));
     return j;
 }
 
@@ -152,6 +157,8 @@ void kvv_workload_from_json(const json_t *j, kvv_workload *w)
     w->below_floor = json_is_true(json_object_get(j, "below_floor"));
     w->n_batches = int_array_read(json_object_get(j, "batches"), w->batches, KVV_WORKLOAD_MAX);
     w->repeats = (int)json_integer_value(json_object_get(j, "repeats"));
+    const char *rq = json_string_value(json_object_get(j, "requests"));
+    snprintf(w->requests, sizeof w->requests, "%s", rq ? rq : "");
 }
 
 json_t *kvv_report_to_json(const kvv_report *rep)

@@ -223,6 +223,7 @@ typedef struct {
     int batches[KVV_WORKLOAD_MAX]; /* latency: the batch sizes measured (n_batches 0: none) */
     int n_batches;
     int repeats;               /* latency: repeats per measurement (0: none) */
+    char requests[256];        /* batch: the requests, lengths and steps it ran ("" none) */
 } kvv_workload;
 
 /* Set w->below_floor: a prompt below floor_prompt, or steps (when the run

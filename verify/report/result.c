@@ -76,6 +76,8 @@ char *kvv_workload_format(const kvv_workload *w, char *buf, size_t size)
         PUT(", threads ");
         int_list(buf, size, &off, w->threads, w->n_threads);
     }
+    if (w->requests[0])
+        PUT("; batch %s", w->requests);
     PUT("; kernel switches %s%s", strcmp(w->switches, "none") && strcmp(w->switches, "unknown")
                                       ? "at "
                                       : "",
