@@ -13,6 +13,7 @@
 #include "model/shapes.h"
 #include "model/synth.h"
 #include "tests/test_util.h"
+#include "verify/op_explain.h"
 #include "verify/oplocal.h"
 
 #define N_TOK 9
@@ -197,6 +198,58 @@ static void test_plant_named_exactly(void **state)
     kvv_model_close(m);
 }
 
+/* ------------------------------------------------------------ explanations */
+
+static const kvv_opl_hyp_result *find_hyp(const kvv_opl_explanation *x, const char *prefix)
+{
+    for (int k = 0; k < KVV_OPL_N_HYP; k++)
+        if (strncmp(x->h[k].name, prefix, strlen(prefix)) == 0)
+            return &x->h[k];
+    fail_msg("no hypothesis %s", prefix);
+    return NULL;
+}
+
+/* The reference emulating llama.cpp's rounding is a known engine: its
+ * first op beyond budget and the hypothesis that reproduces it. */
+static void expect_explained(const char *shape, kvv_type type, unsigned ggml, int op,
+                             const char *hyp)
+{
+    kvv_model *m = synth_model(shape, type);
+    kvv_engine_opts o = engine("ref", KVV_MODE_EXACT);
+    o.ggml = ggml;
+    int32_t tok[N_TOK];
+    tokens(m, tok);
+    kvv_opl_report rep;
+    kvv_error err = {0};
+    if (kvv_opl_run(m, &o, tok, N_TOK, &rep, &err))
+        fail_msg("ops: %s", err.msg);
+    if (rep.first < 0)
+        fail_msg("%s ggml %#x: no op beyond budget", shape, ggml);
+    const kvv_opl_row *r = &rep.rows[rep.first];
+    if (r->op != op || r->layer != 0)
+        fail_msg("%s ggml %#x: first beyond is %s L%d", shape, ggml, kvv_tap_name(r->op), r->layer);
+    kvv_opl_explanation x;
+    assert_true(kvv_opl_explain(&rep, r->layer, r->op, &x));
+    const kvv_opl_hyp_result *h = find_hyp(&x, hyp);
+    if (!h->explains)
+        fail_msg("%s: '%s' does not explain it (bits %.3f, resid %.3g)", shape, hyp,
+                 h->bits_equal, h->resid);
+    /* negative: output rounded to bf16 explains neither */
+    const kvv_opl_hyp_result *no = find_hyp(&x, "output rounded to bf16");
+    assert_false(no->explains);
+    kvv_opl_free(&rep);
+    kvv_model_close(m);
+}
+
+static void test_explanations(void **state)
+{
+    (void)state;
+    expect_explained("gemma2-tiny", KVV_TYPE_F32, KVV_GGML_GELU_FP16, KVV_TAP_ACT,
+                     "function from a 16-bit lookup table");
+    expect_explained("llama-tiny", KVV_TYPE_F16, KVV_GGML_ACT_QUANT, KVV_TAP_Q,
+                     "inputs rounded to f16");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_taps_change_no_bit),
         cmocka_unit_test(test_builtin_within_budget),
         cmocka_unit_test(test_plant_named_exactly),
+        cmocka_unit_test(test_explanations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
