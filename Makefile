@@ -124,7 +124,7 @@ $(PIC_MODEL) $(PIC_RUNTIME) $(PIC_REF):
 PLUGIN_EXAMPLE := $(O)/plugins/example.so
 PLUGINS := $(PLUGIN_EXAMPLE) $(O)/plugins/llama.cpp.so
 plugins: $(PLUGINS)
-$(PLUGIN_EXAMPLE): $(call PIC_OBJ,plugins/example/example_plugin.c) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) plugins/plugin.map
+$(PLUGIN_EXAMPLE): $(call PIC_OBJ,$(wildcard plugins/example/*.c)) $(PIC_REF) $(PIC_RUNTIME) $(PIC_MODEL) plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LIBS)
 

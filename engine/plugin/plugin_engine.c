@@ -92,6 +92,8 @@ static kvv_status check_call(kvv_engine *e, const kvv_hooks *h, kvv_logits_mode 
         s = need(e, KVV_ENGINE_CAP_ATTN_OUT, "the attention-output hook", err);
     if (!s && h && h->select)
         s = need(e, KVV_ENGINE_CAP_SELECT, "the key-selection hook", err);
+    if (!s && h && h->op)
+        s = need(e, KVV_ENGINE_CAP_OP_TAPS, "op taps", err);
     return s;
 }
 
@@ -221,6 +223,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
         ph.attn = hooks->attn;
         ph.attn_out = hooks->attn_out;
         ph.select = hooks->select;
+        kvv_plugin_ops_hooks(ps, hooks, &ph);
     }
     ps->violated_layer = -1;
     /* logits through a stage (plugin_guard.c): the plugin never writes ours */
@@ -240,6 +243,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
      * caller's memory unguarded (found by tests/fuzz/fuzz_plugin.c). */
     const kvv_plugin_hooks *relayed =
         kvv_plugin_crumb_hooks(&crumb, hooks ? &ph : NULL, ps, e->opts.n_ctx, n, pos);
+    kvv_plugin_ops_relay(&crumb, hooks ? &ph : NULL, ps, &e->model->hp);
     int code = ps->lib.t.forward(ps->pe, n, tokens, pos, relayed, (int)lm, n_out ? stage : NULL,
                                  &perr);
     kvv_status sg = n_out ? kvv_plugin_stage_end(ps, &ps->st_logits, KVV_STAGE_FLOATS, code == 0,
@@ -309,7 +313,7 @@ static double p_worker_cpu_seconds(kvv_engine *e)
 
 static unsigned p_caps(kvv_engine *e)
 {
-    return (unsigned)(ps_of(e)->info.caps & KVV_ENGINE_CAP_ALL);
+    return (unsigned)(ps_of(e)->info.caps & KVV_ENGINE_CAP_ALL) | kvv_plugin_ops_caps(ps_of(e));
 }
 
 /* With a mirror the next forward's push sees it empty and clears the
