@@ -7,6 +7,8 @@
  *   dims   reads the model with one layer too many
  *   null   entry returns NULL
  *   nosym  exports no entry symbol at all
+ *   old    a 1.0 plugin (abi_minor 0) whose caps carry bit 16 (op taps in
+ *          1.1): it loads, and op taps stay unsupported
  * The engine behind it is a stub that can only fail: a bad plugin is
  * refused at open, before any forward.
  */
@@ -25,14 +27,20 @@
 #define EXTRA_LAYER 1
 #elif defined(BAD_null)
 #define KIND "null"
+#elif defined(BAD_old)
+#define KIND "old"
+#define STRAY_CAPS (1u << 16)
 #elif defined(BAD_nosym)
 #define KIND "nosym"
 #define kvv_plugin_entry kvv_plugin_entry_misspelt
 #else
-#error "build with -DBAD_abi, -DBAD_slot, -DBAD_dims, -DBAD_null or -DBAD_nosym"
+#error "build with -DBAD_abi, -DBAD_slot, -DBAD_dims, -DBAD_null, -DBAD_nosym or -DBAD_old"
 #endif
 #ifndef MAJOR
 #define MAJOR KVV_PLUGIN_ABI_MAJOR
+#endif
+#ifndef STRAY_CAPS
+#define STRAY_CAPS 0u
 #endif
 #ifndef EXTRA_LAYER
 #define EXTRA_LAYER 0
@@ -64,7 +72,7 @@ static int b_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     info->n_ctx = p->n_ctx;
     info->cache_type = p->cache_type;
     info->n_threads = 1;
-    info->caps = KVV_PLUGIN_CAP_KV_READ;
+    info->caps = KVV_PLUGIN_CAP_KV_READ | STRAY_CAPS;
     *out = &the_engine;
     return KVV_PLUGIN_OK;
 }

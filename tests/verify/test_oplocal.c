@@ -198,6 +198,54 @@ static void test_plant_named_exactly(void **state)
     kvv_model_close(m);
 }
 
+/* The example plugin's planted op fault (fault=op:NAME:LN, inside the pass):
+ * named exactly, the only op beyond budget; without it, none. */
+static void test_plugin_fault_named(void **state)
+{
+    (void)state;
+    static const struct { const char *shape, *opt; int op, layer; } cases[] = {
+        {"gemma2-tiny", "fault=op:ffn_up:L1", KVV_TAP_UP, 1},
+        {"gemma2-tiny", "fault=op:attn_norm:L0", KVV_TAP_ATTN_NORM, 0},
+        {"gemma2-tiny", "fault=op:post_ffw_norm:L0", KVV_TAP_POST_FFW_NORM, 0},
+        {"qwen3-tiny", "fault=op:k_norm:L1", KVV_TAP_K_NORM, 1},
+        {"qwen3-tiny", "fault=op:attn_out:L0", KVV_TAP_ATTN_OUT, 0},
+        {"llama-tiny", "fault=op:head:L3", KVV_TAP_HEAD, 3},
+        {"llama-tiny", "fault=op:ffn_act:L2", KVV_TAP_ACT, 2},
+        {"llama-tiny", NULL, -1, -1},
+    };
+    char path[1200];
+    const char *o = getenv("O");
+    snprintf(path, sizeof path, "plugin:%s/plugins/example.so", o && *o ? o : "build");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        kvv_model *m = synth_model(cases[k].shape, KVV_TYPE_F32);
+        kvv_engine_opts eo = engine(path, KVV_MODE_EXACT);
+        const char *opts[1] = {cases[k].opt};
+        eo.engine_opts = cases[k].opt ? opts : NULL;
+        eo.n_engine_opts = cases[k].opt ? 1 : 0;
+        int32_t tok[N_TOK];
+        tokens(m, tok);
+        kvv_opl_report rep;
+        kvv_error err = {0};
+        if (kvv_opl_run(m, &eo, tok, N_TOK, &rep, &err))
+            fail_msg("%s: %s", cases[k].opt ? cases[k].opt : "example", err.msg);
+        if (cases[k].op < 0) {
+            assert_int_equal(rep.first, -1);
+        } else {
+            if (rep.first < 0)
+                fail_msg("%s: not found", cases[k].opt);
+            const kvv_opl_row *r = &rep.rows[rep.first];
+            if (r->op != cases[k].op || r->layer != cases[k].layer || rep.n_beyond != 1)
+                fail_msg("%s: first beyond %s L%d, %d beyond", cases[k].opt, kvv_tap_name(r->op),
+                         r->layer, rep.n_beyond);
+            kvv_opl_explanation x;
+            assert_true(kvv_opl_explain(&rep, r->layer, r->op, &x));
+            assert_int_equal(x.n_explained, 0); /* none of the known */
+        }
+        kvv_opl_free(&rep);
+        kvv_model_close(m);
+    }
+}
+
 /* ------------------------------------------------------------ explanations */
 
 static const kvv_opl_hyp_result *find_hyp(const kvv_opl_explanation *x, const char *prefix)
@@ -258,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_builtin_within_budget),
         cmocka_unit_test(test_plant_named_exactly),
         cmocka_unit_test(test_explanations),
+        cmocka_unit_test(test_plugin_fault_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
