@@ -40,8 +40,10 @@ static void cap_op(void *user, int layer, int op, int n, const int32_t *pos, int
                    const float *x)
 {
     opl_cap *c = user;
-    if (op == KVV_TAP_KQ || op == KVV_TAP_SOFTMAX)
-        return; /* not checked here: widths vary with the keys */
+    if (op == KVV_TAP_KQ || op == KVV_TAP_SOFTMAX) {
+        c->scores |= 1u << op; /* not checked here: widths vary with the keys */
+        return;
+    }
     const bool final = kvv_tap_is_final(op);
     const int want = kvv_tap_width(c->hp, op, 0);
     if (op < 0 || op >= KVV_TAP_COUNT || layer < 0 || layer > c->n_layer ||
@@ -587,7 +589,7 @@ void kvv_opl_check_all(kvv_opl_report *rep)
                 continue;
             }
             if (op == KVV_TAP_KQ || op == KVV_TAP_SOFTMAX) {
-                row->state = KVV_OPL_UNCHECKED;
+                row->state = (c->scores & (1u << op)) ? KVV_OPL_UNCHECKED : KVV_OPL_NOT_TAPPED;
                 continue;
             }
             if (!c->tap[slot(c, l, op)]) {

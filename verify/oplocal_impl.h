@@ -40,6 +40,7 @@ typedef struct {
     kvv_ops *w;          /* the reference's op set: tensor() weights */
     kvv_ops *orc;        /* the MPFR oracle's: rope */
     char bad[160];       /* first malformed tap seen, "" if none */
+    unsigned scores;     /* 1 << KVV_TAP_KQ / SOFTMAX when the engine tapped them */
 } opl_cap;
 
 /* The input rows of (layer, op) at position t: in[0..3] (NULL past the

@@ -109,7 +109,11 @@ static void run_control(kvv_opl_report *rep, kvv_check_result *r)
     kvv_check_add_control(r, "1% error planted in one element of one op", found,
                           "planted in %s L%d pos %d i 0; first beyond budget: %s L%d%s",
                           kvv_tap_name(op), layer, t, f ? kvv_tap_name(f->op) : "none",
-                          f ? f->layer : -1, found ? " (named exactly)" : " (NOT named)");
+                          f ? f->layer : -1,
+                          !found   ? " (NOT found)"
+                          : earlier ? " (an earlier op was beyond already; the planted op is "
+                                      "found beyond budget)"
+                                    : " (named exactly)");
 }
 
 kvv_status kvv_ops_check_run(const kvv_model *m, const kvv_engine_opts *b,
