@@ -117,6 +117,7 @@ struct kvv_plugin_engine {
         uint64_t seen;               /* KVV_PLUGIN_OP_* bits the probe found (info.ops) */
         unsigned bias;               /* ops whose product gets a bias added (the ADD is it) */
         int layer;                   /* layer of the last node named "X-L" */
+        int n_ff;                    /* feed_forward_length (-1: not in the file) */
         bool on;                     /* the host speaks ABI 1.1: op taps offered */
         float *rows;                 /* one op node read back */
         size_t cap;                  /* floats */

@@ -161,8 +161,40 @@ static void track_layer(kvv_plugin_engine *e, const struct ggml_tensor *t)
         e->ops.layer = atoi(dash + 1);
 }
 
+/* The row width of node t as op `op`: per-head ops are [head_dim, heads,
+ * rows], the others [width, rows]. */
+static int64_t node_width(int op, const struct ggml_tensor *t)
+{
+    const bool per_head = op == KVV_PLUGIN_OP_Q_NORM || op == KVV_PLUGIN_OP_K_NORM ||
+                          op == KVV_PLUGIN_OP_Q_ROPE || op == KVV_PLUGIN_OP_K_ROPE;
+    return per_head ? t->ne[0] * t->ne[1] : t->ne[0];
+}
+
+/* The vocabulary's width of op in this model (0: not known here). A node
+ * of another width (phi3's fused gate and up) is not that op. */
+static int64_t op_width(const kvv_plugin_engine *e, int op)
+{
+    switch (op) {
+    case KVV_PLUGIN_OP_Q: case KVV_PLUGIN_OP_Q_NORM: case KVV_PLUGIN_OP_Q_ROPE:
+        return (int64_t)e->n_head * e->head_dim;
+    case KVV_PLUGIN_OP_K: case KVV_PLUGIN_OP_K_NORM: case KVV_PLUGIN_OP_K_ROPE:
+        return e->kd;
+    case KVV_PLUGIN_OP_V: return e->vd;
+    case KVV_PLUGIN_OP_ATTN_OUT: return (int64_t)e->n_head * e->head_dim_v;
+    case KVV_PLUGIN_OP_GATE: case KVV_PLUGIN_OP_UP: case KVV_PLUGIN_OP_ACT: return e->ops.n_ff;
+    case KVV_PLUGIN_OP_HEAD: return e->n_vocab;
+    default: return e->n_embd;
+    }
+}
+
 void lp_ops_probe(kvv_plugin_engine *e, const struct ggml_tensor *t)
 {
+    if (!e->ops.n_ff) {
+        char key[96], buf[32];
+        snprintf(key, sizeof key, "%s.feed_forward_length", e->arch);
+        e->ops.n_ff = e->lib->llama_model_meta_val_str(e->model, key, buf, sizeof buf) > 0
+                          ? atoi(buf) : -1;
+    }
     int layer;
     track_layer(e, t);
     if (t->op == GGML_OP_ADD)
@@ -171,7 +203,7 @@ void lp_ops_probe(kvv_plugin_engine *e, const struct ggml_tensor *t)
                 if (match_blk_one(src_name(t, s), biases[i].suffix, &layer))
                     e->ops.bias |= 1u << biases[i].op;
     const int op = node_op(e, t, &layer);
-    if (op >= 0 && (layer == 0 || layer == e->n_layer))
+    if (op >= 0 && (layer == 0 || layer == e->n_layer) && node_width(op, t) == op_width(e, op))
         e->ops.seen |= 1ull << op;
 }
 
@@ -233,12 +265,9 @@ bool lp_ops_emit(kvv_plugin_engine *e, const struct ggml_tensor *t)
 {
     int layer;
     const int op = node_op(e, t, &layer);
-    if (op < 0 || !lp_ops_want(e, t))
-        return true;
-    /* per-head ops are [head_dim, heads, rows]; the others [width, rows] */
-    const bool per_head = op == KVV_PLUGIN_OP_Q_NORM || op == KVV_PLUGIN_OP_K_NORM ||
-                          op == KVV_PLUGIN_OP_Q_ROPE || op == KVV_PLUGIN_OP_K_ROPE;
-    const int64_t width = per_head ? t->ne[0] * t->ne[1] : t->ne[0];
+    if (op < 0 || !lp_ops_want(e, t) || node_width(op, t) != op_width(e, op))
+        return true; /* another node of that name (phi3's fused gate_up) */
+    const int64_t width = node_width(op, t);
     const int64_t n_el = e->lib->ggml_nelements(t);
     const bool contiguous = t->nb[0] == 4 && t->nb[1] == (size_t)t->ne[0] * 4 &&
                             t->nb[2] == t->nb[1] * (size_t)t->ne[1] &&
