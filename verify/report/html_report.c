@@ -21,6 +21,7 @@ static const struct {
     {"kv", kvv_html_fig_kv},           {"patch", kvv_html_fig_patch},
     {"greedy", kvv_html_fig_greedy},   {"invariance", kvv_html_fig_invariance},
     {"compare", kvv_html_fig_compare}, {"kvdirect", kvv_html_fig_kvdirect},
+    {"ops", kvv_html_fig_ops},
     {"evict", kvv_html_fig_evict},     {"memory", kvv_html_fig_memory},
     {"latency", kvv_html_fig_latency}, {"tables", kvv_html_fig_tables},
 };
