@@ -12,7 +12,6 @@
 #include "verify/parallel.h"
 #include "verify/patch.h"
 #include "verify/tables.h"
-#include "verify/ops_check.h"
 
 /* The audit, one line per check, in run order. */
 static const kvv_check_entry checks[] = {
@@ -85,42 +84,6 @@ static int cost_rank(const char *name)
     return 5;
 }
 
-/* The ops check as the audit's follow-up (one job, isolated like the rest). */
-static kvv_status ops_job(void *user, int job, kvv_check_result *r, kvv_error *err)
-{
-    (void)job;
-    return kvv_check_ops(user, r, err);
-}
-
-/* When compare or kv failed, which operation breaks (verify/ops_check.h):
- * engine B of compare (the cpu engine when the engine is the reference),
- * if it has op taps. */
-static void ops_after_failure(const kvv_check_opts *o, kvv_report *rep, int first)
-{
-    bool failed = false;
-    for (int i = first; i < rep->n_checks; i++)
-        failed |= rep->checks[i].verdict == KVV_VERDICT_FAIL &&
-                  (strcmp(rep->checks[i].name, "compare") == 0 ||
-                   strcmp(rep->checks[i].name, "kv") == 0);
-    if (!failed || (o->stop && *o->stop))
-        return;
-    kvv_check_opts oo = *o;
-    if (!oo.engine.name || strcmp(oo.engine.name, "ref") == 0) {
-        oo.engine.name = "cpu";
-        oo.engine.mode = KVV_MODE_INVARIANT;
-    }
-    kvv_check_result *r = kvv_report_add(rep, "ops");
-    if (!r)
-        return;
-    kvv_error e = {0};
-    if (kvv_isolate_wanted(&oo)) {
-        kvv_isolate_opts io = kvv_isolate_opts_for(&oo);
-        kvv_isolate_run_jobs(&io, 1, 1, ops_job, &oo, &r, &e);
-    } else {
-        kvv_check_ops(&oo, r, &e);
-    }
-}
-
 kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int n_names,
                          kvv_report *rep, kvv_error *err)
 {
@@ -172,7 +135,6 @@ kvv_status kvv_audit_run(const kvv_check_opts *o, const char *const *names, int 
     } else {
         kvv_parallel_for(ns, at_once, audit_job, &a);
     }
-    ops_after_failure(&inner, rep, first);
     for (int i = 0; i < ns && !rep->has_engine; i++) {
         const kvv_check_result *r = &rep->checks[first + i];
         if (r->has_engine) {

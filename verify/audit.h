@@ -14,11 +14,6 @@
  *   kvv_audit_run(&o, NULL, 0, &rep, &err);       // every check in the table
  *   int code = kvv_report_exit_code(&rep);
  *
- * When compare or kv FAILs, the audit then runs the ops check
- * (verify/ops_check.h) on the engine (the cpu engine when it is the
- * reference) to name the operation that breaks; an engine without op taps
- * gets it SKIPPED (unsupported).
- *
  * Adding a check to the audit is one line in the table in audit.c. How
  * big the workload is (the floor, the plan, the cost estimate) is
  * verify/audit_plan.h's.
