@@ -152,7 +152,7 @@ $(LLAMA_DIR)/include/llama.h:
 	@exit 1
 
 # Plugins that break the ABI on purpose (tests/engine/plugin_bad.c).
-TEST_PLUGINS := $(foreach k,abi slot dims null nosym v10 seqs,$(O)/tests/plugins/bad_$(k).so)
+TEST_PLUGINS := $(foreach k,abi slot dims null nosym v10 seqs old,$(O)/tests/plugins/bad_$(k).so)
 $(O)/tests/plugins/bad_%.so: tests/engine/plugin_bad.c include/kvverify/engine_plugin.h plugins/plugin.map
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PLUGIN_CFLAGS) -DBAD_$* $(LDFLAGS) $(PLUGIN_LDFLAGS) -o $@ $<

@@ -11,6 +11,7 @@
 #include "cli/check_cli.h"
 #include "engine/cpu/cpu_isa.h"
 #include "verify/compare.h"
+#include "verify/ops_check.h"
 
 /* compare's share of the check options: --engine is A, --mode and --threads B's. */
 static void compare_cli(kvv_check_cli *c)
@@ -43,7 +44,11 @@ static void help(FILE *f)
             "  --mode-a MODE       mode of engine A (default: its own default)\n"
             "  --isa-a NAME        kernel table of engine A when it is cpu (default: the\n"
             "                      widest this CPU runs; --isa is engine B's)\n"
-            "  --tol X             per-position relative logit tolerance (default %g)\n",
+            "  --tol X             per-position relative logit tolerance (default %g)\n"
+            "  --ops               also check engine B op by op (docs/ops.md): each tapped\n"
+            "                      op recomputed exactly on B's own inputs, its local error\n"
+            "                      against its fp32 budget; names the first op beyond\n"
+            "                      budget and the hypotheses that explain it\n",
             KVV_COMPARE_REL_TOL);
     kvv_check_cli c;
     compare_cli(&c);
@@ -55,6 +60,7 @@ typedef struct {
     const char *against, *mode_a, *isa_a;
     const kvv_engine_cli *engine; /* --engine (A) and --isa (B's) */
     double tol;
+    bool ops; /* --ops */
 } compare_args;
 
 static bool own_option(void *state, kvv_opts *o)
@@ -74,6 +80,8 @@ static bool own_option(void *state, kvv_opts *o)
             kvv_opts_error(o, "option --isa-a %s: no such kernel table (generic, avx2, avx512 "
                               "or auto)", o->value);
         a->isa_a = o->value;
+    } else if (kvv_opts_flag(o, "--ops")) {
+        a->ops = true;
     } else if (kvv_opts_value(o, "--tol")) {
         if (o->value && kvv_opts_double(o, "--tol", o->value, &a->tol) && !(a->tol >= 0))
             kvv_opts_error(o, "option --tol: %s is not a non-negative number", o->value);
@@ -95,6 +103,13 @@ static void own_finish(void *state, kvv_opts *o)
 static kvv_status compare_body(void *u, kvv_check_result *r, kvv_error *err)
 {
     return kvv_check_compare_engines(u, r, err);
+}
+
+/* --ops: engine B op by op (verify/ops_check.h). */
+static kvv_status ops_body(void *u, kvv_check_result *r, kvv_error *err)
+{
+    const kvv_compare_opts *co = u;
+    return kvv_ops_check_run(co->model, &co->b, co->tokens, co->n_tokens, co->controls, r, err);
 }
 
 int kvv_cmd_compare(int argc, char **argv)
@@ -140,6 +155,12 @@ int kvv_cmd_compare(int argc, char **argv)
         kvv_error err = {0};
         if (kvv_check_cli_run_body(&run, 1, compare_body, &co, r, &err) == KVV_ERR_USAGE)
             fprintf(stderr, "kvverify compare: %s\n", err.msg);
+    }
+    kvv_check_result *ro = a.ops ? kvv_check_cli_report(&run, "ops") : NULL;
+    if (ro) {
+        kvv_error err = {0};
+        if (kvv_check_cli_run_body(&run, 1, ops_body, &co, ro, &err) == KVV_ERR_USAGE)
+            fprintf(stderr, "kvverify compare --ops: %s\n", err.msg);
     }
     return kvv_check_cli_finish(&c, &run);
 }

@@ -86,6 +86,13 @@ static void r_select(void *u, int layer, int qpos, int head, const float *q, int
     in->select(in->user, layer, qpos, head, q, n_keys, key_pos, keep);
 }
 
+static void r_op(void *u, int layer, int op, int n, const int32_t *pos, int width, const float *x)
+{
+    const kvv_hooks *in = &((kvv_crumb_relay *)u)->inner;
+    kvv_breadcrumb_layer(layer, pos[0], pos[n - 1]);
+    in->op(in->user, layer, op, n, pos, width, x);
+}
+
 const kvv_hooks *kvv_breadcrumb_hooks(kvv_crumb_relay *r, const kvv_hooks *inner)
 {
     if (!crumb || !inner)
@@ -96,7 +103,8 @@ const kvv_hooks *kvv_breadcrumb_hooks(kvv_crumb_relay *r, const kvv_hooks *inner
                          .kv = inner->kv ? r_kv : NULL,
                          .attn = inner->attn ? r_attn : NULL,
                          .attn_out = inner->attn_out ? r_attn_out : NULL,
-                         .select = inner->select ? r_select : NULL};
+                         .select = inner->select ? r_select : NULL,
+                         .op = inner->op ? r_op : NULL};
     return &r->out;
 }
 

@@ -203,7 +203,8 @@ enum {
 };
 /* The capabilities of plugin ABI 1.0 (a 1.0 plugin can declare no others). */
 #define KVV_ENGINE_CAP_ALL 0x7fffu
-#define KVV_ENGINE_CAP_BUILTIN (KVV_ENGINE_CAP_ALL & ~(unsigned)KVV_ENGINE_CAP_UBATCH)
+#define KVV_ENGINE_CAP_BUILTIN \
+    ((KVV_ENGINE_CAP_ALL & ~(unsigned)KVV_ENGINE_CAP_UBATCH) | KVV_ENGINE_CAP_OP_TAPS)
 
 /* Where an engine's kernels change with the number of tokens n in one call
  * (forward, kv_from_residual): at each switch some product takes another

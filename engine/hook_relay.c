@@ -35,6 +35,12 @@ static void r_select(void *u, int layer, int qpos, int head, const float *q, int
     h->select(h->user, layer, qpos, head, q, n_keys, key_pos, keep);
 }
 
+static void r_op(void *u, int layer, int op, int n, const int32_t *pos, int width, const float *x)
+{
+    const kvv_hooks *h = ((kvv_hook_relay *)u)->inner;
+    h->op(h->user, layer, op, n, pos, width, x);
+}
+
 kvv_hooks kvv_hook_relay_hooks(kvv_hook_relay *r)
 {
     kvv_hooks h;
@@ -46,6 +52,7 @@ kvv_hooks kvv_hook_relay_hooks(kvv_hook_relay *r)
         h.attn = r->inner->attn ? r_attn : NULL;
         h.attn_out = r->inner->attn_out ? r_attn_out : NULL;
         h.select = r->inner->select ? r_select : NULL;
+        h.op = r->inner->op ? r_op : NULL;
     }
     return h;
 }

@@ -24,6 +24,15 @@
 #include <string.h>
 
 #include "reference/ref_internal.h"
+#include "runtime/op_taps.h"
+
+/* The op tap (runtime/op_taps.h) of rows x [n][width], when forward has one. */
+static void ref_tap(const kvv_ref *r, int layer, int op, int n, const int32_t *pos, int width,
+                    const float *x)
+{
+    if (r->tap && r->tap->op && x)
+        r->tap->op(r->tap->user, layer, op, n, pos, width, x);
+}
 
 /* ------------------------------------------------------------ attention inputs */
 
@@ -48,14 +57,20 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
     float *cs = r->rope_cs;                                 /* (n_rot) cos/sin pairs */
 
     ref_rmsnorm(xn, h, L->attn_norm, n, E, hp->norm_eps);  /* xn (n, E) */
+    ref_tap(r, layer, KVV_TAP_ATTN_NORM, n, pos, E, xn);
     if (q)
         ref_proj(r, q, xn, &L->wq, L->bq, n, reversed, g);  /* q (n, Q) */
     ref_proj(r, k, xn, &L->wk, L->bk, n, reversed, g);      /* k (n, K) */
     ref_proj(r, v, xn, &L->wv, L->bv, n, reversed, g);      /* v (n, V) */
+    ref_tap(r, layer, KVV_TAP_Q, n, pos, Q, q);
+    ref_tap(r, layer, KVV_TAP_K, n, pos, K, k);
+    ref_tap(r, layer, KVV_TAP_V, n, pos, V, v);
     if (hp->has_qk_norm) {                                  /* per head, before RoPE */
         if (q)
             ref_rmsnorm(q, q, L->q_norm, n * hp->n_head, hd, hp->norm_eps);
         ref_rmsnorm(k, k, L->k_norm, n * hp->n_head_kv, hd, hp->norm_eps);
+        ref_tap(r, layer, KVV_TAP_Q_NORM, n, pos, Q, q);
+        ref_tap(r, layer, KVV_TAP_K_NORM, n, pos, K, k);
     }
     for (int t = 0; t < n; t++) {
         ref_rope_angles(cs, pos[t], hp->n_rot, ts, hp->rope_freqs);
@@ -64,6 +79,8 @@ void ref_attn_inputs(kvv_ref *r, int layer, int n, const float *h, const int32_t
         for (int hh = 0; hh < hp->n_head_kv; hh++)
             ref_rope_apply(k + (size_t)t * K + (size_t)hh * hd, cs, hp->n_rot, hp->rope_type);
     }
+    ref_tap(r, layer, KVV_TAP_Q_ROPE, n, pos, Q, q);
+    ref_tap(r, layer, KVV_TAP_K_ROPE, n, pos, K, k);
     if (r->opts.cache_type != KVV_CACHE_F32) {              /* rounding at store */
         for (size_t i = 0; i < (size_t)n * (size_t)K; i++)
             k[i] = kvv_cache_round(r->opts.cache_type, k[i]);
@@ -328,15 +345,23 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
     attention_runs(r, l, n, pos, hooks, s);
     if (hooks && hooks->attn_out)
         hooks->attn_out(hooks->user, l, n, pos, s->att);
+    ref_tap(r, l, KVV_TAP_ATTN_OUT, n, pos, hp->n_head * hp->head_dim_v, s->att);
     ref_proj(r, s->proj, s->att, &L->wo, NULL, n, false, gs);  /* proj (n, E) */
-    if (L->post_attn_norm)
+    ref_tap(r, l, KVV_TAP_WO, n, pos, E, s->proj);
+    if (L->post_attn_norm) {
         ref_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, E, hp->norm_eps);
+        ref_tap(r, l, KVV_TAP_POST_ATTN_NORM, n, pos, E, s->proj);
+    }
     add_rows(s->x, s->proj, NE);
+    ref_tap(r, l, KVV_TAP_ATTN_RESID, n, pos, E, s->x);
 
     /* feed-forward block */
     ref_rmsnorm(s->xn, s->x, L->ffn_norm, n, E, hp->norm_eps);
+    ref_tap(r, l, KVV_TAP_FFN_NORM, n, pos, E, s->xn);
     ref_proj(r, s->gate, s->xn, &L->w_gate, NULL, n, false, gs); /* gate (n, F) */
     ref_proj(r, s->up, s->xn, &L->w_up, NULL, n, false, gs);     /* up (n, F) */
+    ref_tap(r, l, KVV_TAP_GATE, n, pos, F, s->gate);
+    ref_tap(r, l, KVV_TAP_UP, n, pos, F, s->up);
     const bool gelu16 = (r->opts.ggml & KVV_GGML_GELU_FP16) != 0;
     for (size_t i = 0; i < (size_t)n * (size_t)F; i++) {
         const float a = hp->act == KVV_ACT_SILU ? ref_silu(s->gate[i])
@@ -344,10 +369,15 @@ static void layer_forward(kvv_ref *r, int l, int n, const int32_t *pos, const kv
                                                 : ref_gelu_tanh(s->gate[i]);
         s->gate[i] = a * s->up[i];
     }
+    ref_tap(r, l, KVV_TAP_ACT, n, pos, F, s->gate);
     ref_proj(r, s->proj, s->gate, &L->w_down, NULL, n, false, gs); /* proj (n, E) */
-    if (L->post_ffw_norm)
+    ref_tap(r, l, KVV_TAP_DOWN, n, pos, E, s->proj);
+    if (L->post_ffw_norm) {
         ref_rmsnorm(s->proj, s->proj, L->post_ffw_norm, n, E, hp->norm_eps);
+        ref_tap(r, l, KVV_TAP_POST_FFW_NORM, n, pos, E, s->proj);
+    }
     add_rows(s->x, s->proj, NE);
+    ref_tap(r, l, KVV_TAP_FFN_RESID, n, pos, E, s->x);
 }
 
 /* ------------------------------------------------------------ forward */
@@ -394,6 +424,7 @@ static kvv_status run(kvv_ref *r, int n, const int32_t *tokens, const int32_t *p
             xt[i] = hp->embd_scale != 1.0f ? e[i] * hp->embd_scale : e[i];
     }
 
+    r->tap = hooks && hooks->op ? hooks : NULL;
     for (int l = 0; l < hp->n_layer; l++)
         layer_forward(r, l, n, pos, hooks, &s);
 
@@ -402,6 +433,8 @@ static kvv_status run(kvv_ref *r, int n, const int32_t *tokens, const int32_t *p
 
     /* output: logits rows for the requested tokens, normed into xn */
     int rows = 0;
+    const int32_t *row_pos = NULL; /* the rows' positions for the taps; a decode
+                                      call's picked rows are not tapped */
     if (want) {
         for (int t = 0; t < n; t++)
             if (want[t])
@@ -410,20 +443,26 @@ static kvv_status run(kvv_ref *r, int n, const int32_t *tokens, const int32_t *p
     } else if (lm != KVV_LOGITS_NONE) {
         const int first = lm == KVV_LOGITS_LAST ? n - 1 : 0;
         rows = n - first;
+        row_pos = pos + first;
         ref_rmsnorm(s.xn, s.x + (size_t)first * (size_t)E, r->w.output_norm, rows, E,
                     hp->norm_eps);
     }
     if (rows > 0) {
+        if (row_pos)
+            ref_tap(r, hp->n_layer, KVV_TAP_OUT_NORM, rows, row_pos, E, s.xn);
         /* logits (rows, n_vocab); KVV_GGML_Q40/Q80_ACT are the layers' only (runtime.h) */
         if (s.ggml_on)
             ref_matmul_ggml(logits, s.xn, &r->w.output, NULL, rows, false, r->wrow, &s.ggml,
                             r->opts.ggml & ~(unsigned)(KVV_GGML_Q40_ACT | KVV_GGML_Q80_ACT));
         else
             ref_proj(r, logits, s.xn, &r->w.output, NULL, rows, false, NULL);
+        if (row_pos)
+            ref_tap(r, hp->n_layer, KVV_TAP_HEAD, rows, row_pos, hp->n_vocab, logits);
         if (hp->final_softcap > 0.0f)
             for (size_t i = 0; i < (size_t)rows * (size_t)hp->n_vocab; i++)
                 logits[i] = ref_softcap(logits[i], hp->final_softcap);
     }
+    r->tap = NULL;
     scratch_free(&s);
     return KVV_OK;
 }

@@ -78,6 +78,7 @@ struct kvv_ref {
     kvv_kv_seqs seqs;          /* every sequence's (kvv_ref_decode); c[0] = cache */
     float theta_scale[2];      /* RoPE: powf(base, -2/n_rot) for [0] global, [1] local layers */
     float *rope_cs;            /* (n_rot) scratch: cos/sin of one position's angles */
+    const kvv_hooks *tap;      /* during forward: hooks whose op tap ref_tap calls; else NULL */
 };
 
 /* ------------------------------------------------------------ kernels (ref_ops.c) */

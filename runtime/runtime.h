@@ -92,7 +92,7 @@ typedef struct {
     void (*select)(void *user, int layer, int qpos, int head, const float *q, int n_keys,
                    const int32_t *key_pos, uint8_t *keep);
     /* Op taps (KVV_ENGINE_CAP_OP_TAPS): the output of operation `op`
-     * (KVV_OP_*, runtime/op_taps.h: the plugin ABI's KVV_PLUGIN_OP_* values)
+     * (KVV_TAP_*, runtime/op_taps.h: the plugin ABI's KVV_PLUGIN_OP_* values)
      * of layer `layer` (n_layer for the final norm and the head), x
      * [n][width], once per op per layer in data-flow order. Read-only:
      * observing must not change a bit of the pass. */

@@ -27,6 +27,15 @@
 
 #include "engine/cpu/cpu_impl.h"
 #include "model/tensor_types.h"
+#include "runtime/op_taps.h"
+
+/* The op tap (runtime/op_taps.h) of rows x [n][width], when forward has one. */
+static void cpu_tap(const kvv_cpu *c, int layer, int op, int n, const int32_t *pos, int width,
+                    const float *x)
+{
+    if (c->tap && c->tap->op && x)
+        c->tap->op(c->tap->user, layer, op, n, pos, width, x);
+}
 
 static bool grow(float **p, size_t n)
 {
@@ -108,18 +117,23 @@ static void add_bias(int n, int width, float *y, const float *b)
             y[(size_t)t * width + i] = y[(size_t)t * width + i] + b[i];
 }
 
-/* Per-head norm and RoPE of n rows of n_heads*hd values. */
+/* Per-head norm and RoPE of n rows of n_heads*hd values (each row on its
+ * own: all norms, then all rotations, give the same bits), with the taps of
+ * op_norm and op_rope. */
 static void qk_finish(const kvv_cpu *c, int layer, int n, const int32_t *pos, int n_heads,
-                      float *rows, const float *norm_w)
+                      float *rows, const float *norm_w, int op_norm, int op_rope)
 {
     int hd = c->hp->head_dim;
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; norm_w && t < n; t++) {
         float *row = rows + (size_t)t * n_heads * hd;
-        if (norm_w)
-            kvv_cpu_rmsnorm(c, n_heads, hd, row, (size_t)hd, norm_w, c->hp->norm_eps, row,
-                            (size_t)hd);
-        kvv_cpu_rope(c, layer, n_heads, hd, pos[t], row);
+        kvv_cpu_rmsnorm(c, n_heads, hd, row, (size_t)hd, norm_w, c->hp->norm_eps, row,
+                        (size_t)hd);
     }
+    if (norm_w)
+        cpu_tap(c, layer, op_norm, n, pos, n_heads * hd, rows);
+    for (int t = 0; t < n; t++)
+        kvv_cpu_rope(c, layer, n_heads, hd, pos[t], rows + (size_t)t * n_heads * hd);
+    cpu_tap(c, layer, op_rope, n, pos, n_heads * hd, rows);
 }
 
 /* K/V of layer l from the normed input xn [n][n_embd] into k, v (cache
@@ -144,15 +158,18 @@ static void project_qkv(kvv_cpu *c, int l, int n, const int32_t *pos, const floa
     }
     add_bias(n, kw, k, L->bk);
     add_bias(n, vw, v, L->bv);
-    qk_finish(c, l, n, pos, hp->n_head_kv, k, L->k_norm);
+    if (q)
+        add_bias(n, qw, q, L->bq);
+    cpu_tap(c, l, KVV_TAP_Q, n, pos, qw, q);
+    cpu_tap(c, l, KVV_TAP_K, n, pos, kw, k);
+    cpu_tap(c, l, KVV_TAP_V, n, pos, vw, v);
+    if (q)
+        qk_finish(c, l, n, pos, hp->n_head, q, L->q_norm, KVV_TAP_Q_NORM, KVV_TAP_Q_ROPE);
+    qk_finish(c, l, n, pos, hp->n_head_kv, k, L->k_norm, KVV_TAP_K_NORM, KVV_TAP_K_ROPE);
     for (size_t i = 0; i < (size_t)n * kw; i++)
         k[i] = kvv_cache_round(c->cache_type, k[i]);
     for (size_t i = 0; i < (size_t)n * vw; i++)
         v[i] = kvv_cache_round(c->cache_type, v[i]);
-    if (q) {
-        add_bias(n, qw, q, L->bq);
-        qk_finish(c, l, n, pos, hp->n_head, q, L->q_norm);
-    }
 }
 
 static void add_rows(size_t count, float *x, const float *y)
@@ -174,6 +191,7 @@ static void layer_forward(kvv_cpu *c, int l, int n, const int32_t *pos, const kv
 
     /* attention block */
     kvv_cpu_rmsnorm(c, n, E, c->x, (size_t)E, L->attn_norm, hp->norm_eps, c->xn, (size_t)E);
+    cpu_tap(c, l, KVV_TAP_ATTN_NORM, n, pos, E, c->xn);
     project_qkv(c, l, n, pos, c->xn, c->q, c->kk, c->vv, false);
     for (int t = 0; t < n; t++)
         kvv_kv_cache_store(kvv_cpu_row_cache(c, t), l, pos[t], c->kk + (size_t)t * kw,
@@ -183,32 +201,45 @@ static void layer_forward(kvv_cpu *c, int l, int n, const int32_t *pos, const kv
     kvv_cpu_attention_runs(c, l, n, pos, hooks);
     if (hooks && hooks->attn_out)
         hooks->attn_out(hooks->user, l, n, pos, c->o);
+    cpu_tap(c, l, KVV_TAP_ATTN_OUT, n, pos, ow, c->o);
     kvv_cpu_mm_out wo = {.w = &L->wo, .y = c->y, .ldy = (size_t)E};
     kvv_cpu_matmul(c, n, c->o, (size_t)ow, 1, &wo, true);
-    if (L->post_attn_norm)
+    cpu_tap(c, l, KVV_TAP_WO, n, pos, E, c->y);
+    if (L->post_attn_norm) {
         kvv_cpu_rmsnorm(c, n, E, c->y, (size_t)E, L->post_attn_norm, hp->norm_eps, c->y,
                         (size_t)E);
+        cpu_tap(c, l, KVV_TAP_POST_ATTN_NORM, n, pos, E, c->y);
+    }
     add_rows((size_t)n * E, c->x, c->y);
+    cpu_tap(c, l, KVV_TAP_ATTN_RESID, n, pos, E, c->x);
 
     /* feed-forward block */
     kvv_cpu_rmsnorm(c, n, E, c->x, (size_t)E, L->ffn_norm, hp->norm_eps, c->xn, (size_t)E);
+    cpu_tap(c, l, KVV_TAP_FFN_NORM, n, pos, E, c->xn);
     kvv_cpu_mm_out gu[2] = {
         {.w = &L->wg, .y = c->g, .ldy = (size_t)F},
         {.w = &L->wu, .y = c->u, .ldy = (size_t)F},
     };
     kvv_cpu_matmul(c, n, c->xn, (size_t)E, 2, gu, true);
+    cpu_tap(c, l, KVV_TAP_GATE, n, pos, F, c->g);
+    cpu_tap(c, l, KVV_TAP_UP, n, pos, F, c->u);
     size_t nf = (size_t)n * F;
     if (hp->act == KVV_ACT_GELU_TANH)
         for (size_t i = 0; i < nf; i++)
             c->g[i] = kvv_cpu_gelu_tanh(c->g[i]) * c->u[i];
     else
         c->k->silu_mul((int)nf, c->g, c->u);
+    cpu_tap(c, l, KVV_TAP_ACT, n, pos, F, c->g);
     kvv_cpu_mm_out wd = {.w = &L->wd, .y = c->y, .ldy = (size_t)E};
     kvv_cpu_matmul(c, n, c->g, (size_t)F, 1, &wd, true);
-    if (L->post_ffw_norm)
+    cpu_tap(c, l, KVV_TAP_DOWN, n, pos, E, c->y);
+    if (L->post_ffw_norm) {
         kvv_cpu_rmsnorm(c, n, E, c->y, (size_t)E, L->post_ffw_norm, hp->norm_eps, c->y,
                         (size_t)E);
+        cpu_tap(c, l, KVV_TAP_POST_FFW_NORM, n, pos, E, c->y);
+    }
     add_rows((size_t)n * E, c->x, c->y);
+    cpu_tap(c, l, KVV_TAP_FFN_RESID, n, pos, E, c->x);
 }
 
 static void embed(const kvv_cpu *c, int n, const int32_t *tokens)
@@ -271,12 +302,15 @@ kvv_status kvv_cpu_run(kvv_cpu *c, int n, const int32_t *tokens, const int32_t *
     }
 
     embed(c, n, tokens);
+    c->tap = hooks && hooks->op ? hooks : NULL;
     for (int l = 0; l < hp->n_layer; l++)
         layer_forward(c, l, n, pos, hooks);
     if (hooks && hooks->residual)
         hooks->residual(hooks->user, hp->n_layer, n, pos, c->x);
 
     int E = hp->n_embd, rows = 0;
+    const int32_t *row_pos = NULL; /* the rows' positions for the taps; a decode
+                                      call's picked rows are not tapped */
     if (want) { /* the flagged rows, normed one by one (a row's bits are its own) */
         for (int t = 0; t < n; t++)
             if (want[t])
@@ -285,13 +319,21 @@ kvv_status kvv_cpu_run(kvv_cpu *c, int n, const int32_t *tokens, const int32_t *
     } else if (lm != KVV_LOGITS_NONE) {
         int first = lm == KVV_LOGITS_LAST ? n - 1 : 0;
         rows = n - first;
+        row_pos = pos + first;
         kvv_cpu_rmsnorm(c, rows, E, c->x + (size_t)first * E, (size_t)E, c->output_norm,
                         hp->norm_eps, c->xn, (size_t)E);
     }
-    if (rows == 0)
+    if (rows == 0) {
+        c->tap = NULL;
         return KVV_OK;
+    }
+    if (row_pos)
+        cpu_tap(c, hp->n_layer, KVV_TAP_OUT_NORM, rows, row_pos, E, c->xn);
     kvv_cpu_mm_out out = {.w = &c->output, .y = logits, .ldy = (size_t)hp->n_vocab};
     kvv_cpu_matmul(c, rows, c->xn, (size_t)E, 1, &out, true);
+    if (row_pos)
+        cpu_tap(c, hp->n_layer, KVV_TAP_HEAD, rows, row_pos, hp->n_vocab, logits);
+    c->tap = NULL;
     if (hp->final_softcap > 0.0f) {
         float cap = hp->final_softcap;
         for (size_t i = 0; i < (size_t)rows * hp->n_vocab; i++)

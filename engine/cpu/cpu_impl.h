@@ -146,6 +146,7 @@ typedef struct {
     int32_t *key_pos;    /* [n_ctx] positions reported to the attn hook */
     int32_t *key_idx;    /* [n_ctx] index of a position in key_pos, or -1 */
     kvv_cpu_scratch *ts; /* [n_threads] */
+    const kvv_hooks *tap;/* during forward: hooks whose op tap cpu_tap calls; else NULL */
     char kernels[192];
 } kvv_cpu;
 

@@ -93,6 +93,8 @@ static kvv_status check_call(kvv_engine *e, const kvv_hooks *h, kvv_logits_mode 
         s = need(e, KVV_ENGINE_CAP_ATTN_OUT, "the attention-output hook", err);
     if (!s && h && h->select)
         s = need(e, KVV_ENGINE_CAP_SELECT, "the key-selection hook", err);
+    if (!s && h && h->op)
+        s = need(e, KVV_ENGINE_CAP_OP_TAPS, "op taps", err);
     return s;
 }
 
@@ -222,6 +224,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
         ph.attn = hooks->attn;
         ph.attn_out = hooks->attn_out;
         ph.select = hooks->select;
+        kvv_plugin_ops_hooks(ps, hooks, &ph);
     }
     ps->violated_layer = -1;
     /* logits through a stage (plugin_guard.c): the plugin never writes ours */
@@ -241,6 +244,7 @@ static kvv_status p_forward(kvv_engine *e, int n, const int32_t *tokens, const i
      * caller's memory unguarded (found by tests/fuzz/fuzz_plugin.c). */
     const kvv_plugin_hooks *relayed =
         kvv_plugin_crumb_hooks(&crumb, hooks ? &ph : NULL, ps, e->opts.n_ctx, n, pos);
+    kvv_plugin_ops_relay(&crumb, hooks ? &ph : NULL, ps, &e->model->hp);
     int code = ps->lib.t.forward(ps->pe, n, tokens, pos, relayed, (int)lm, n_out ? stage : NULL,
                                  &perr);
     kvv_status sg = n_out ? kvv_plugin_stage_end(ps, &ps->st_logits, KVV_STAGE_FLOATS, code == 0,
@@ -310,9 +314,11 @@ static double p_worker_cpu_seconds(kvv_engine *e)
 
 static unsigned p_caps(kvv_engine *e)
 {
-    /* the 1.0 bits as declared; sequences only as plugin_seqs.c found them */
+    /* the 1.0 bits as declared; sequences only as plugin_seqs.c found them,
+     * op taps as plugin_ops.c did */
     kvv_plugin_state *ps = ps_of(e);
-    return (unsigned)(ps->info.caps & KVV_ENGINE_CAP_ALL) | (ps->seqs ? KVV_ENGINE_CAP_SEQS : 0u);
+    return (unsigned)(ps->info.caps & KVV_ENGINE_CAP_ALL) | (ps->seqs ? KVV_ENGINE_CAP_SEQS : 0u) |
+           kvv_plugin_ops_caps(ps);
 }
 
 /* With a mirror the next forward's push sees it empty and clears the

@@ -225,6 +225,17 @@ static bool keys_ok(kvv_plugin_crumb *c, const char *hook, int n_keys, const int
     return true;
 }
 
+bool kvv_plugin_crumb_rows_ok(kvv_plugin_crumb *c, const char *hook, int layer, int max, int n,
+                              const int32_t *pos)
+{
+    return rows_ok(c, hook, layer, max, n, pos);
+}
+
+bool kvv_plugin_crumb_refuse(kvv_plugin_crumb *c, const char *msg)
+{
+    return refuse(c, "%s", msg);
+}
+
 static bool buf_ok(kvv_plugin_crumb *c, const char *hook, const void *p, bool needed)
 {
     return p || !needed || refuse(c, "forward: %s hook called with a NULL buffer", hook);

@@ -50,6 +50,8 @@ typedef struct {
     int n;                     /* the forward call's rows and (increasing) positions */
     const int32_t *pos;
     char bad[200];             /* the first hook call refused; "" = none */
+    const kvv_hparams *hp;     /* op taps: the widths (plugin_ops.c) */
+    uint64_t ops;              /* op taps the plugin declared (info.ops) */
 } kvv_plugin_crumb;
 
 typedef struct {
@@ -148,5 +150,25 @@ kvv_status kvv_plugin_seq_rm(kvv_engine *e, int seq, int p0, int p1, kvv_error *
 kvv_status kvv_plugin_seq_cp(kvv_engine *e, int src, int dst, int p0, int p1, kvv_error *err);
 kvv_status kvv_plugin_seq_kv(kvv_engine *e, int seq, int layer, int pos0, int n, float *k,
                              float *v, uint8_t *present, kvv_error *err);
+
+/* ------------------------------------------------------------ plugin_ops.c
+ *
+ * Op taps (ABI 1.1, runtime/op_taps.h): read only from a plugin built
+ * for 1.1 or later that declares KVV_PLUGIN_CAP_OP_TAPS; a 1.0 plugin
+ * loads as before and op taps are listed unsupported. */
+
+/* KVV_ENGINE_CAP_OP_TAPS when ps's plugin offers op taps, else 0. */
+unsigned kvv_plugin_ops_caps(const kvv_plugin_state *ps);
+/* Hand hooks->op to the plugin's hooks ph (when the engine offers taps). */
+void kvv_plugin_ops_hooks(const kvv_plugin_state *ps, const kvv_hooks *hooks,
+                          kvv_plugin_hooks *ph);
+/* Relay inner->op through c (checked: an op the plugin declared, its
+ * layer, rows among the call's, the vocabulary's width for the model hp). */
+void kvv_plugin_ops_relay(kvv_plugin_crumb *c, const kvv_plugin_hooks *inner,
+                          const kvv_plugin_state *ps, const kvv_hparams *hp);
+/* For plugin_ops.c: plugin_guard.c's argument checks. */
+bool kvv_plugin_crumb_rows_ok(kvv_plugin_crumb *c, const char *hook, int layer, int max, int n,
+                              const int32_t *pos);
+bool kvv_plugin_crumb_refuse(kvv_plugin_crumb *c, const char *msg);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "kvverify/engine_plugin.h"
 #include "model/arch.h"
+#include "plugins/example/example_ops.h"
 #include "reference/ref.h"
 
 enum {
@@ -36,6 +37,7 @@ struct kvv_plugin_engine {
     int fault_pos;     /* -1 = any */
     unsigned char *leaked; /* FAULT_LEAK: a host buffer kept past its call */
     uint64_t caps;
+    ex_ops ops;        /* op taps and fault=op:NAME:LN (example_ops.h) */
 };
 
 /* err->msg = the formatted message; @return code. */

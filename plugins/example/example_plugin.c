@@ -34,6 +34,10 @@
  *                         call is replaced by that sequence's: its attention
  *                         then reads another request's position (the
  *                         negative control of the batch check's isolation)
+ *   fault=op:NAME:LN      plant an error in one op: op NAME (docs/ops.md) of
+ *                         layer N is 1% off in one element per row, inside
+ *                         the pass (example_ops.h); `compare --ops` must
+ *                         name exactly it
  *   fault_at=forward|kv|kv_from_residual
  *                         the call that breaks (default forward; kv = kv_read)
  *   fault_layer=N         only at layer N (forward: inside the pass, after
@@ -57,8 +61,9 @@
 
 #include "kvverify/engine_plugin.h"
 #include "model/arch.h"
-#include "reference/ref.h"
 #include "plugins/example/example_impl.h"
+#include "plugins/example/example_ops.h"
+#include "reference/ref.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -212,6 +217,7 @@ static const struct { const char *name; uint64_t cap; } cap_names[] = {
     {"ubatch", KVV_PLUGIN_CAP_UBATCH},
     {"overwrite", KVV_PLUGIN_CAP_OVERWRITE},
     {"seqs", KVV_PLUGIN_CAP_SEQS},
+    {"op-taps", KVV_PLUGIN_CAP_OP_TAPS},
 };
 #define N_CAP_NAMES (sizeof cap_names / sizeof cap_names[0])
 #define ALL_CAPS                                                                          \
@@ -248,6 +254,7 @@ typedef struct {
     uint64_t without;
     int fault;
     int fault_at, fault_layer, fault_pos;
+    const char *op_fault;  /* fault=op:NAME:LN, parsed once the model is read */
 } options;
 
 /* index of v in names[n], or -1 */
@@ -277,6 +284,7 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
     o->fault = FAULT_NONE;
     o->fault_at = AT_FORWARD;
     o->fault_layer = o->fault_pos = -1;
+    o->op_fault = NULL;
     for (int i = 0; i < p->n_options; i++) {
         const char *kv = p->options[i], *eq = strchr(kv, '=');
         const char *v = eq ? eq + 1 : "";
@@ -287,6 +295,8 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
         else if (klen == 7 && strncmp(kv, "without", klen) == 0) {
             if (!parse_caps(v, &o->without, err))
                 return KVV_PLUGIN_ERR_USAGE;
+        } else if (klen == 5 && strncmp(kv, "fault", klen) == 0 && strncmp(v, "op:", 3) == 0) {
+            o->op_fault = v;
         } else if (klen == 5 && strncmp(kv, "fault", klen) == 0) {
             if ((o->fault = name_index(fault_names, N_FAULTS, v)) < 0)
                 return kvv_example_fail(err, KVV_PLUGIN_ERR_USAGE,
@@ -375,7 +385,17 @@ static int ex_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->fault_at = o.fault_at;
     e->fault_layer = o.fault_layer;
     e->fault_pos = o.fault_pos;
+    e->ops.op = -1;
+    if (o.op_fault && ex_ops_parse_fault(o.op_fault, hp, &e->ops, err->msg, sizeof err->msg) < 0) {
+        ex_close(e);
+        return KVV_PLUGIN_ERR_USAGE;
+    }
     e->caps = ALL_CAPS & ~o.without;
+    if (info->struct_size >= offsetof(kvv_plugin_info, ops) + sizeof info->ops &&
+        !(o.without & KVV_PLUGIN_CAP_OP_TAPS)) { /* a 1.1 host */
+        e->caps |= KVV_PLUGIN_CAP_OP_TAPS;
+        info->ops = ex_ops_mask(hp);
+    }
     info->caps = e->caps;
     info->n_layer = hp->n_layer;
     info->n_embd = hp->n_embd;
@@ -443,7 +463,8 @@ static int ex_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const 
         h.attn_out = fh.inner.attn_out ? fault_attn_out : NULL;
         h.select = fh.inner.select ? fault_select : NULL;
     }
-    const bool any_hook = h.residual || h.kv || h.attn || h.attn_out || h.select;
+    ex_ops_hooks(&e->ops, e->caps & KVV_PLUGIN_CAP_OP_TAPS ? ph : NULL, &h);
+    const bool any_hook = h.residual || h.kv || h.attn || h.attn_out || h.select || h.op;
     const int V = e->model->hp.n_vocab;
     const size_t count = !logits ? 0 : lm == KVV_PLUGIN_LOGITS_ALL ? (size_t)n * V
                                      : lm == KVV_PLUGIN_LOGITS_LAST ? (size_t)V : 0;

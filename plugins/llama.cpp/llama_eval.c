@@ -320,10 +320,14 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
             if (k == N_VSTORE)
                 p->sv_trans = t->ne[0] == 1;
         }
-        return !p->status && wanted(e, k, layer);
+        if (p->kind == LP_PASS_PROBE)
+            lp_ops_probe(e, t);
+        return !p->status && (wanted(e, k, layer) || lp_ops_want(e, t));
     }
-    if (p->status)
+    if (p->status || !lp_ops_emit(e, t))
         return false;
+    if (!wanted(e, k, layer))
+        return true; /* asked for as an op tap only */
     switch (k) {
     case N_IN0:
         p->done += p->ub;

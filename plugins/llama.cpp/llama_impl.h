@@ -113,7 +113,24 @@ struct kvv_plugin_engine {
     size_t attn_cap;                 /* floats */
     int32_t *key_pos;                /* [n_ctx] the attention hook's keys */
     lp_state state;
+    struct {
+        uint64_t seen;               /* KVV_PLUGIN_OP_* bits the probe found (info.ops) */
+        unsigned bias;               /* ops whose product gets a bias added (the ADD is it) */
+        int layer;                   /* layer of the last node named "X-L" */
+        int n_ff;                    /* feed_forward_length (-1: not in the file) */
+        bool on;                     /* the host speaks ABI 1.1: op taps offered */
+        float *rows;                 /* one op node read back */
+        size_t cap;                  /* floats */
+    } ops;                           /* op taps (llama_ops.c) */
 };
+
+/* Op taps (llama_ops.c): the probe's look at node t (ask phase); whether
+ * a forward wants node t as an op tap; the tap of computed node t (false
+ * after recording an error in the pass); which ops were found, as text. */
+void lp_ops_probe(kvv_plugin_engine *e, const struct ggml_tensor *t);
+bool lp_ops_want(kvv_plugin_engine *e, const struct ggml_tensor *t);
+bool lp_ops_emit(kvv_plugin_engine *e, const struct ggml_tensor *t);
+void lp_ops_describe(const kvv_plugin_engine *e, char *buf, size_t size);
 
 /* The graph callback (ggml_backend_sched_eval_callback); user = the engine. */
 bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user);

@@ -171,6 +171,7 @@ static void lp_close(kvv_plugin_engine *e)
     lp_state_free(&e->state);
     lp_cells_free(&e->cells);
     free(e->attn);
+    free(e->ops.rows);
     free(e->key_pos);
     free(e->ub_start);
     free(e->scratch_cells);
@@ -326,6 +327,11 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     }
     if (e->fa_seen == 0)
         e->caps |= KVV_PLUGIN_CAP_ATTN;
+    if (e->ops.seen && info->struct_size >= offsetof(kvv_plugin_info, ops) + sizeof info->ops) {
+        e->caps |= KVV_PLUGIN_CAP_OP_TAPS; /* a 1.1 host */
+        e->ops.on = true;
+        info->ops = e->ops.seen;
+    }
     e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
     e->on_cpu = dev == NULL;
     if (!e->on_cpu) { /* the scratch without flash attention: see new_context */
@@ -419,8 +425,10 @@ static void lp_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
     /* the build flags that decide kernels: "LLAMAFILE = 1 | REPACK = 1 ..." */
     const char *sys = L->llama_print_system_info();
     const char *lf = strstr(sys, "LLAMAFILE"), *rp = strstr(sys, "REPACK");
-    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d",
-             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts);
+    char ops[120];
+    lp_ops_describe(e, ops, sizeof ops);
+    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d; %s",
+             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts, ops);
 }
 
 static const kvv_plugin_table llama_table = {

@@ -11,6 +11,8 @@
  *          slots, and it sets caps bit 15 (unknown to 1.0, so ignored):
  *          it loads and serves one sequence
  *   seqs   ABI 1.1, declares seqs with n_seq_max 4 but has no decode slot
+ *   old    a 1.0 plugin (abi_minor 0) whose caps carry bit 16 (op taps in
+ *          1.1): it loads, and op taps stay unsupported
  * The engine behind it is a stub that can only fail: a bad plugin is
  * refused at open, before any forward.
  */
@@ -35,17 +37,24 @@
 #elif defined(BAD_seqs)
 #define KIND "seqs"
 #define MINOR 1u
+#elif defined(BAD_old)
+#define KIND "old"
+#define MINOR 0u
+#define STRAY_CAPS (1u << 16)
 #elif defined(BAD_nosym)
 #define KIND "nosym"
 #define kvv_plugin_entry kvv_plugin_entry_misspelt
 #else
-#error "build with -DBAD_abi, -DBAD_slot, -DBAD_dims, -DBAD_null, -DBAD_nosym, -DBAD_v10 or -DBAD_seqs"
+#error "build with -DBAD_abi, -DBAD_slot, -DBAD_dims, -DBAD_null, -DBAD_nosym, -DBAD_v10, -DBAD_seqs or -DBAD_old"
 #endif
 #ifndef MAJOR
 #define MAJOR KVV_PLUGIN_ABI_MAJOR
 #endif
 #ifndef MINOR
 #define MINOR 0u
+#endif
+#ifndef STRAY_CAPS
+#define STRAY_CAPS 0u
 #endif
 #ifndef EXTRA_LAYER
 #define EXTRA_LAYER 0
@@ -77,7 +86,7 @@ static int b_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     info->n_ctx = p->n_ctx;
     info->cache_type = p->cache_type;
     info->n_threads = 1;
-    info->caps = KVV_PLUGIN_CAP_KV_READ;
+    info->caps = KVV_PLUGIN_CAP_KV_READ | STRAY_CAPS;
 #if defined(BAD_v10) || defined(BAD_seqs)
     info->caps |= 1u << 15; /* KVV_PLUGIN_CAP_SEQS in 1.1 */
 #endif

@@ -73,7 +73,7 @@ static void test_open(void **state)
                           KVV_ENGINE_CAP_KV_READ | KVV_ENGINE_CAP_KV_FROM_RESIDUAL |
                           KVV_ENGINE_CAP_ATTN_OUT | KVV_ENGINE_CAP_KV_EVICT |
                           KVV_ENGINE_CAP_KV_WRITE | KVV_ENGINE_CAP_THREADS |
-                          KVV_ENGINE_CAP_UBATCH;
+                          KVV_ENGINE_CAP_UBATCH | KVV_ENGINE_CAP_OP_TAPS;
     assert_int_equal(kvv_engine_caps(e), have);
     kvv_engine_close(e);
     /* the softmax is a node only with flash attention off */

@@ -152,6 +152,8 @@ void kvv_html_fig_invariance(kvv_sbuf *b, const json_t *check, const char *id_pr
 void kvv_html_fig_batch(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_compare(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_kvdirect(kvv_sbuf *b, const json_t *check, const char *id_prefix);
+/* html_ops.c: the ops check's layer × op heat map (error / budget). */
+void kvv_html_fig_ops(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_evict(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_memory(kvv_sbuf *b, const json_t *check, const char *id_prefix);
 void kvv_html_fig_latency(kvv_sbuf *b, const json_t *check, const char *id_prefix);

@@ -22,6 +22,7 @@ static const struct {
     {"greedy", kvv_html_fig_greedy},   {"invariance", kvv_html_fig_invariance},
     {"batch", kvv_html_fig_batch},
     {"compare", kvv_html_fig_compare}, {"kvdirect", kvv_html_fig_kvdirect},
+    {"ops", kvv_html_fig_ops},
     {"evict", kvv_html_fig_evict},     {"memory", kvv_html_fig_memory},
     {"latency", kvv_html_fig_latency}, {"tables", kvv_html_fig_tables},
 };
