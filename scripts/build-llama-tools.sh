@@ -3,9 +3,10 @@
 # as llama-bench) from the llama.cpp source that node-llama-cpp's npm package
 # ships (the pins of scripts/llama-cpp-pins.sh, the same source the plugin's
 # prebuilt libraries and headers come from): Release, tuned for this CPU
-# (GGML_NATIVE), static, into deps/llama.cpp/build/ (ignored by git). On
-# request only: no test and no CI job runs it. The source is unpacked there
-# too, never into the repository.
+# (GGML_NATIVE), static, CPU only, into deps/llama.cpp/build/ (ignored by
+# git). scripts/install-deps.sh runs it for llama-server (the real server of
+# tests/cli/test_serve.sh); other targets (llama-bench) on request. The
+# source is unpacked there too, never into the repository.
 #
 #   sh scripts/build-llama-tools.sh [options] TARGET...
 #
