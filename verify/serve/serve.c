@@ -254,15 +254,6 @@ void kvv_serve_set_failed(kvv_serve *s, kvv_check_result *r, const kvv_error *er
     kvv_check_set_message(r, "%s", err->msg);
 }
 
-void kvv_serve_plant(kvv_serve_completion *c, int step)
-{
-    if (c->n == 0 || c->k == 0)
-        return;
-    step = step < c->n ? step : c->n - 1;
-    float *v = &c->top_lp[(size_t)step * c->k];
-    *v = kvv_f32_from_bits(kvv_f32_bits(*v) ^ 1u);
-}
-
 int32_t *kvv_serve_prompt(const kvv_serve *s, uint64_t seed, int n)
 {
     int32_t *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);

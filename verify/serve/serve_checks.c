@@ -59,7 +59,7 @@ static void control(kvv_serve *s, kvv_check_result *r, const kvv_serve_completio
         return;
     }
     int step = p.n / 2;
-    kvv_serve_plant(&p, step);
+    kvv_serve_completion_plant(&p, step);
     int at = kvv_serve_completion_diff(a, &p, NULL);
     kvv_check_add_control(r, "one logprob changed by one ULP", at >= 0,
                           at >= 0 ? "seen at step %d" : "not seen (planted at step %d)",
@@ -101,7 +101,7 @@ void kvv_serve_check_repeat(kvv_serve *s, kvv_check_result *r)
         cs[i] = &jobs[i].c;
     }
     if (o->force_fail)
-        kvv_serve_plant(&jobs[n - 1].c, s->o.n_predict / 2);
+        kvv_serve_completion_plant(&jobs[n - 1].c, s->o.n_predict / 2);
     for (int i = 1; i < n; i++) {
         char what[48];
         snprintf(what, sizeof what, "request %d vs 1", i + 1);
@@ -212,7 +212,7 @@ void kvv_serve_check_concurrent(kvv_serve *s, kvv_check_result *r)
         }
     }
     if (o->force_fail)
-        kvv_serve_plant(&res[n_res - 1], s->o.n_predict / 2);
+        kvv_serve_completion_plant(&res[n_res - 1], s->o.n_predict / 2);
     /* per mode: its rounds against the request alone */
     spread all = spread_of(cs, n_res);
     bool differs = all.n_diff > 0;
@@ -308,7 +308,7 @@ void kvv_serve_check_prefix(kvv_serve *s, kvv_check_result *r)
             goto done;
         }
     if (o->force_fail)
-        kvv_serve_plant(&j[4].c, s->o.n_predict / 2);
+        kvv_serve_completion_plant(&j[4].c, s->o.n_predict / 2);
     static const int cmp[] = {1, 2, 4};
     static const char *const names[] = {"cache on vs off", "cache on again vs off",
                                         "after shared prefix vs off"};

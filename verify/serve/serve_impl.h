@@ -45,10 +45,6 @@ void kvv_serve_jobs_free(kvv_serve_job *jobs, int n);
 /* r := ERROR with the request's failure (err), as every check reports it. */
 void kvv_serve_set_failed(kvv_serve *s, kvv_check_result *r, const kvv_error *err);
 
-/* Change c's logprob at step `step`, top entry 0, by one ULP (a planted
- * control). */
-void kvv_serve_plant(kvv_serve_completion *c, int step);
-
 /* A pseudo-random prompt of n tokens (kvv_prompt_random; its first token is
  * the prompt's first, the BOS when the model has one), malloc'ed. NULL on
  * OOM. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "verify/compare_stats.h"
+
 const char *kvv_serve_api_name(kvv_serve_api a)
 {
     return a == KVV_SERVE_API_OPENAI ? "openai" : "llama";
@@ -104,6 +106,15 @@ kvv_status kvv_serve_completion_copy(kvv_serve_completion *dst, const kvv_serve_
     memcpy(dst->top_lp, src->top_lp, nk * sizeof *dst->top_lp);
     dst->n_cached = src->n_cached;
     return KVV_OK;
+}
+
+void kvv_serve_completion_plant(kvv_serve_completion *c, int step)
+{
+    if (c->n == 0 || c->k == 0)
+        return;
+    step = step < c->n ? step : c->n - 1;
+    float *v = &c->top_lp[(size_t)step * c->k];
+    *v = kvv_f32_from_bits(kvv_f32_bits(*v) ^ 1u);
 }
 
 static bool same_bits(float a, float b)

@@ -84,4 +84,8 @@ kvv_status kvv_serve_completion_copy(kvv_serve_completion *dst, const kvv_serve_
 int kvv_serve_completion_diff(const kvv_serve_completion *a, const kvv_serve_completion *b,
                               int *token_step);
 
+/* Change c's top-1 logprob at step `step` (the last step when past it) by
+ * one ULP: the control every bit-level check must see. */
+void kvv_serve_completion_plant(kvv_serve_completion *c, int step);
+
 #endif
