@@ -2,6 +2,7 @@
 """serve_peer.py — the misbehaving server of tests/cli/test_serve.sh.
 
     python3 tests/cli/serve_peer.py --mode MODE --port-file F [--upstream URL] [--die-after N]
+                                    [--model F.gguf] [--kvverify PATH]
 
 Listens on 127.0.0.1 (a free port, written to F once it listens). GET
 /v1/models and /props are forwarded to --upstream when given (else a model
@@ -21,11 +22,17 @@ list of one "peer" model and a 404). The completion endpoints (/completion,
               return_tokens_as_token_ids does
   shiftids    forwarded, every token id in the answer moved by one (a server
               that serves another model with the same vocabulary size)
+  ref         answered by `kvverify run` on --model (kvverify's reference
+              engine: greedy ids, then a teacher-forced pass for the
+              logprobs), in llama-server's form: a server that is the
+              reference, one request at a time
 """
 import argparse
 import json
+import math
 import os
 import socket
+import subprocess
 import struct
 import sys
 import time
@@ -42,6 +49,31 @@ def forward(path, body=None):
                                  method="POST" if body is not None else "GET")
     with urllib.request.urlopen(req, timeout=120) as r:
         return r.status, r.read()
+
+
+def run_json(args):
+    out = subprocess.run([A.kvverify, "run", A.model] + args + ["--json", "-"],
+                         check=True, capture_output=True).stdout
+    return json.loads(out)
+
+
+def ref_answer(q):
+    ids = [int(t) for t in q["prompt"]]
+    n = int(q.get("n_predict", q.get("max_tokens", 16)))
+    k = int(q.get("n_probs", 5))
+    gen = run_json(["--tokens", ",".join(map(str, ids)), "-n", str(n)])["generated_tokens"]
+    seq = ids + gen[:-1]
+    rows = run_json(["--tokens", ",".join(map(str, seq)), "--teacher", "--all-logits"])["logits_all"]
+    probs = []
+    for s, tok in enumerate(gen):
+        row = rows[len(ids) - 1 + s]
+        mx = max(row)
+        lse = mx + math.log(sum(math.exp(x - mx) for x in row))
+        lp = [x - lse for x in row]
+        top = sorted(range(len(row)), key=lambda i: (-lp[i], i))[:k]
+        probs.append({"id": tok, "logprob": lp[tok],
+                      "top_logprobs": [{"id": i, "logprob": lp[i]} for i in top]})
+    return {"content": "", "tokens": gen, "tokens_cached": 0, "completion_probabilities": probs}
 
 
 def legacy(ans, n_probs):
@@ -107,6 +139,8 @@ class H(BaseHTTPRequestHandler):
         if A.die_after is not None and count["n"] > A.die_after:
             os._exit(3)  # the server dies: the connection closes unanswered
         q = json.loads(body)
+        if m == "ref":
+            return self.send(200, json.dumps(ref_answer(q)))
         if m == "legacy":
             k = q.get("logprobs", 5)
             q = dict(q, n_predict=q.get("max_tokens", 16), n_probs=k)
@@ -130,6 +164,8 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--upstream")
     ap.add_argument("--die-after", type=int)
+    ap.add_argument("--model")
+    ap.add_argument("--kvverify", default="./kvverify")
     A = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
     srv.daemon_threads = True

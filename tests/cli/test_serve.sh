@@ -25,10 +25,6 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 
-if [ ! -x "$SERVER" ]; then
-    echo "FAIL: $SERVER missing: run scripts/install-deps.sh (it builds llama-server with scripts/build-llama-tools.sh)"
-    exit 1
-fi
 command -v python3 >/dev/null || { echo "FAIL: python3 missing: run scripts/install-deps.sh"; exit 1; }
 S=${KVV_SHARED:-../shared}/models/stories260K-f32.gguf
 if [ ! -r "$S" ]; then
@@ -102,7 +98,32 @@ for mode in reset http500 http404 notjson nologprobs hang; do
         fail "$mode: exit $rc (want 2, the request named, no pass): $(head -n 2 "$T/e")"
     fi
 done
-grep -q "HTTP 500" "$T/e" 2>/dev/null; true
+
+# ---- a server that is the reference (kvverify run behind HTTP): every
+# check passes but the prefix one, which has no cache to exercise
+start_peer ref ref --model "$S" --kvverify "$KVV"
+"$KVV" serve "$PEER" --model "$S" --parallel 2 --rounds 1 --repeats 2 -n 8 --json "$T/ref.json" >"$T/o" 2>"$T/e"; rc=$?
+if [ $rc -eq 0 ] && [ "$(jq -r '[.checks[].verdict] | join(" ")' "$T/ref.json")" = "pass pass pass skipped pass" ]; then
+    ok "the reference behind HTTP: exit 0, $(jq -r '.checks[4].key_figure' "$T/ref.json")"
+else
+    fail "the reference behind HTTP: exit $rc: $(jq -c '[.checks[] | [.name, .verdict, .key_figure]]' "$T/ref.json" 2>/dev/null) $(cat "$T/e")"
+fi
+
+# ---- a server that dies mid-run: the request named, exit 2, no pass after it
+start_peer die ref --model "$S" --kvverify "$KVV" --die-after 3
+"$KVV" serve "$PEER" --model "$S" --json "$T/die.json" >/dev/null 2>"$T/e"; rc=$?
+if [ $rc -eq 2 ] && grep -q "serve-repeat request 3 of 4" "$T/e" &&
+   [ "$(verdict "$T/die.json" serve-repeat)" = error ] && [ "$(verdict "$T/die.json" serve-reference)" = error ]; then
+    ok "the server dies mid-run: exit 2, $(grep -m1 "request 3 of 4" "$T/e" | cut -c1-150)"
+else
+    fail "the server dies mid-run: exit $rc: $(cat "$T/e")"
+fi
+
+if [ ! -x "$SERVER" ]; then
+    fail "$SERVER missing: run scripts/install-deps.sh (it builds llama-server with scripts/build-llama-tools.sh)"
+    echo "test_serve: $fails failed"
+    exit 1
+fi
 
 # ---- the real llama-server, 4 slots
 start_server np4 -np 4
@@ -164,16 +185,6 @@ start_peer shift shiftids --upstream "$SRV4"
 "$KVV" serve "$PEER" --model "$S" --json "$T/sh.json" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 1 ] && [ "$(verdict "$T/sh.json" serve-model)" = fail ] && ok "ids moved by one: serve-model fails" ||
     fail "ids moved by one: exit $rc"
-
-# ---- a server that dies mid-run: the request named, exit 2, no pass after it
-start_peer die proxy --upstream "$SRV4" --die-after 3
-"$KVV" serve "$PEER" --model "$S" --json "$T/die.json" >/dev/null 2>"$T/e"; rc=$?
-if [ $rc -eq 2 ] && grep -q "serve-repeat request 3 of 4" "$T/e" &&
-   [ "$(verdict "$T/die.json" serve-repeat)" = error ] && [ "$(verdict "$T/die.json" serve-reference)" = error ]; then
-    ok "the server dies mid-run: exit 2, $(grep -m1 "request 3 of 4" "$T/e" | cut -c1-150)"
-else
-    fail "the server dies mid-run: exit $rc: $(cat "$T/e")"
-fi
 
 # ---- 1 slot: concurrent requests are queued, and the report says so
 start_server np1 -np 1

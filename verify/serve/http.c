@@ -47,6 +47,11 @@ kvv_status kvv_http_global_init(kvv_error *err)
     return KVV_OK;
 }
 
+void kvv_http_global_cleanup(void)
+{
+    curl_global_cleanup();
+}
+
 /* The body's first bytes, printable, for a message. */
 static void snippet(const body_buf *b, char *out, size_t size)
 {

@@ -3,7 +3,7 @@
  * one JSON answer, under a time limit, every failure a message naming the
  * request. Thread-safe after kvv_http_global_init (one easy handle per call).
  *
- *   kvv_http_global_init();                       // once, before any thread
+ *   kvv_http_global_init(&err);                   // once, before any thread
  *   json_t *ans = NULL;
  *   if (kvv_http_json(base, "POST", "/completion", body, 30, "repeat #2", &ans, &err))
  *       ... err.msg: "POST http://127.0.0.1:8080/completion (repeat #2): HTTP 500: ..."
@@ -24,6 +24,8 @@
 /* curl_global_init, once per process (not thread-safe itself).
  * @return KVV_OK or KVV_ERR_INTERNAL. */
 kvv_status kvv_http_global_init(kvv_error *err);
+/* Its pair (curl_global_cleanup), once no request is in flight. */
+void kvv_http_global_cleanup(void);
 
 /* Send `method` ("GET" or "POST") to base+path with body (a JSON object,
  * borrowed; NULL for GET), wait at most timeout seconds for the whole

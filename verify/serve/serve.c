@@ -58,8 +58,10 @@ kvv_status kvv_serve_open(const kvv_serve_opts *o, kvv_serve **out, kvv_error *e
     if ((st = kvv_http_global_init(err)))
         return st;
     kvv_serve *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        kvv_http_global_cleanup();
         return kvv_error_set(err, KVV_ERR_NOMEM, "serve: out of memory");
+    }
     s->o = *o;
     s->n_vocab = o->check->model->hp.n_vocab;
     s->slots = s->n_ctx = -1;
@@ -113,6 +115,7 @@ void kvv_serve_close(kvv_serve *s)
         return;
     json_decref(s->info);
     free(s);
+    kvv_http_global_cleanup();
 }
 
 bool kvv_serve_faulted(const kvv_serve *s)
