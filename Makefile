@@ -24,7 +24,7 @@ WARN     = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wvla -Wformat=2 $(WERROR)
 CFLAGS   = -std=c11 $(WARN) $(OPT) $(SAN) -ffp-contract=off -fno-math-errno \
            -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I. -MMD -MP
 LDFLAGS += $(SAN)
-LIBS     = -lopenblas -lmpfr -lgmp -lz -lnettle -ljansson -lpcre2-8 -lutf8proc -lpthread -ldl -lm
+LIBS     = -lcurl -lopenblas -lmpfr -lgmp -lz -lnettle -ljansson -lpcre2-8 -lutf8proc -lpthread -ldl -lm
 TESTLIBS = -lcmocka
 
 # Per-ISA kernels of the cpu engine are compiled with their ISA flags and

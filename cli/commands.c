@@ -19,6 +19,7 @@ static const kvv_command commands[] = {
     {"evict", kvv_cmd_evict, "cache policies and KV-Direct against the full cache, by budget and bytes"},
     {"memory", kvv_cmd_memory, "bytes held over a multi-turn conversation: full cache vs KV-Direct"},
     {"latency", kvv_cmd_latency, "read cached K/V vs recompute them from residuals, per batch size"},
+    {"serve", kvv_cmd_serve, "certify a running server over HTTP: repeat, concurrent, prefix cache, reference"},
     {"run", kvv_cmd_run, "greedy decoding or a teacher-forced pass: token ids, text, logits"},
     {"synth", kvv_cmd_synth, "write a random-weight GGUF model of a supported architecture"},
     {"tokenize", kvv_cmd_tokenize, "text to token ids (and --decode ids to text), as llama.cpp"},

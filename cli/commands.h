@@ -88,6 +88,12 @@ int kvv_cmd_memory(int argc, char **argv);
  * verdict. @return 0 measured, 2, 77. */
 int kvv_cmd_latency(int argc, char **argv);
 
+/* `serve URL --model F.gguf`: a running server's completions over HTTP,
+ * repeated, concurrent, prompt-cached and against the reference engine
+ * (verify/serve/serve.h). @return 0 all passed, 1 one failed, 2 bad usage
+ * or a request the server failed, 77. */
+int kvv_cmd_serve(int argc, char **argv);
+
 /* `run MODEL (-p TEXT | --tokens IDS)`: greedy decoding or a
  * teacher-forced pass of any engine: ids, text, logits, --hash.
  * @return 0 done, 2, 77. */

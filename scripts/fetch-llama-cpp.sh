@@ -23,11 +23,9 @@
 # @node-llama-cpp/linux-x64-cuda-ext carries them, another ~177 MB).
 set -e
 
-# ---- the pins: the one place the versions are written down ----
-NODE_LLAMA_CPP_VERSION=3.22.1
-LLAMA_CPP_RELEASE=v0.5.0    # llama/binariesGithubRelease.json of that version
-
 cd "$(dirname "$0")/.."
+# the pins (NODE_LLAMA_CPP_VERSION, LLAMA_CPP_RELEASE) and llama_cpp_bundle
+. scripts/llama-cpp-pins.sh
 D=deps/llama.cpp
 stamp="node-llama-cpp=$NODE_LLAMA_CPP_VERSION llama.cpp=$LLAMA_CPP_RELEASE"
 want_cuda=0
@@ -63,18 +61,7 @@ if [ $want_cuda -eq 0 ] || ! have; then
     pack @node-llama-cpp/linux-x64-vulkan linux-x64-vulkan
 
     echo "llama.cpp: headers from node-llama-cpp@$NODE_LLAMA_CPP_VERSION llama/gitRelease.bundle"
-    (cd "$tmp" && npm pack --silent "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" >/dev/null)
-    mkdir -p "$tmp/nlc"
-    tar -xzf "$tmp"/node-llama-cpp-"$NODE_LLAMA_CPP_VERSION".tgz -C "$tmp/nlc" \
-        package/llama/gitRelease.bundle package/llama/binariesGithubRelease.json
-    release=$(sed -n 's/.*"release": *"\([^"]*\)".*/\1/p' "$tmp/nlc/package/llama/binariesGithubRelease.json")
-    if [ "$release" != "$LLAMA_CPP_RELEASE" ]; then
-        echo "fetch-llama-cpp: node-llama-cpp $NODE_LLAMA_CPP_VERSION carries llama.cpp $release, the pin says $LLAMA_CPP_RELEASE" >&2
-        exit 1
-    fi
-    git init -q --bare "$tmp/src.git"
-    git -C "$tmp/src.git" fetch -q "$tmp/nlc/package/llama/gitRelease.bundle"
-    rev=$(git -C "$tmp/src.git" rev-parse FETCH_HEAD)
+    rev=$(llama_cpp_bundle "$tmp") || exit 1
     rm -rf "$D/include" "$D/ggml"
     git -C "$tmp/src.git" archive "$rev" include/llama.h ggml/include | tar -x -C "$D"
 fi

@@ -104,6 +104,32 @@ static const kvv_check_entry checks[] = {
      "--force-fail=resid:L:P flips one residual bit, --force-fail (weight) one weight: the "
      "check must diverge", true,
      NULL, NULL, 0, 0},
+    {"serve-model", "kvverify serve URL --model F.gguf",
+     "the server serves the GGUF: its vocabulary size and first-step logprobs can be the "
+     "reference engine's on that file (checked first; the other serve checks need it)",
+     "the server's answer with every token id shifted by one must be caught", true,
+     NULL, NULL, 0, 0},
+    {"serve-repeat", "kvverify serve URL --model F.gguf --checks serve-repeat",
+     "the same greedy request sent N times, one at a time, gives the same tokens and "
+     "bit-identical top-k logprobs",
+     "one logprob of a copy changed by one ULP must be found", true,
+     NULL, NULL, 0, 0},
+    {"serve-concurrent", "kvverify serve URL --model F.gguf --checks serve-concurrent",
+     "a request gives the same tokens and logprob bits alone and among other requests of "
+     "other lengths in flight, sent at once or while they decode, round after round",
+     "one logprob of a copy changed by one ULP must be found", true,
+     NULL, NULL, 0, 0},
+    {"serve-prefix", "kvverify serve URL --model F.gguf --checks serve-prefix",
+     "prompt caching (cache_prompt) changes no bit: the request again, and after another "
+     "request sharing its prefix, equals the request with the cache off",
+     "one logprob of a copy changed by one ULP must be found", true,
+     NULL, NULL, 0, 0},
+    {"serve-reference", "kvverify serve URL --model F.gguf --checks serve-reference",
+     "the server's greedy tokens equal kvverify's reference engine on the GGUF, with "
+     "logprobs within --tol; a divergence at a near-tie (top-1/top-2 gap within twice the "
+     "measured error) is told apart from a bug",
+     "one logprob moved by 10 x --tol + 1 nats must fail the comparison", true,
+     NULL, NULL, 0, 0},
 };
 #define N_CHECKS ((int)(sizeof checks / sizeof checks[0]))
 

@@ -307,6 +307,8 @@ bool lp_eval_cb(struct ggml_tensor *t, bool ask, void *user)
     lp_pass *p = &e->pass;
     int layer;
     node_kind k = classify(e, t, &layer);
+    if (e->bench && p->kind == LP_PASS_FORWARD) /* bench's context has no callback */
+        return pass_fail(e, "bench=1: the graph callback ran on the engine's context");
     if (ask) {
         if (t->op == GGML_OP_FLASH_ATTN_EXT)
             e->fa_seen = 1;
@@ -468,6 +470,49 @@ static void fill_batch(kvv_plugin_engine *e, int n, const int32_t *tokens, const
     }
 }
 
+/* Copies the logits rows the call asked for (rows of one llama_decode:
+ * batch row i is the call's row first + i). */
+static int copy_logits(kvv_plugin_engine *e, int first, int m, int n, int lm, float *logits,
+                       kvv_plugin_error *err)
+{
+    for (int i = lm == KVV_PLUGIN_LOGITS_ALL ? 0 : m - 1;
+         lm != KVV_PLUGIN_LOGITS_NONE && i < m && (lm == KVV_PLUGIN_LOGITS_ALL || first + i == n - 1);
+         i++) {
+        const float *row = e->lib->llama_get_logits_ith(e->ctx, i);
+        if (!row)
+            return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "forward: no logits for row %d", first + i);
+        float *dst = logits + (lm == KVV_PLUGIN_LOGITS_ALL ? (size_t)(first + i) * e->n_vocab : 0);
+        memcpy(dst, row, (size_t)e->n_vocab * sizeof *dst);
+    }
+    return KVV_PLUGIN_OK;
+}
+
+/* bench=1: the call as llama-bench makes it, llama_decode on n_batch tokens
+ * at a time without a graph callback; logits of the rows asked only. */
+static int forward_bench(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+                         int lm, float *logits, kvv_plugin_error *err)
+{
+    const lp_lib *L = e->lib;
+    for (int s = 0; s < n; s += e->n_batch) {
+        int m = n - s < e->n_batch ? n - s : e->n_batch;
+        fill_batch(e, m, tokens + s, pos + s, lm == KVV_PLUGIN_LOGITS_ALL);
+        if (lm == KVV_PLUGIN_LOGITS_NONE || (lm == KVV_PLUGIN_LOGITS_LAST && s + m < n))
+            e->batch.logits[m - 1] = 0;
+        memset(&e->pass, 0, sizeof e->pass);
+        e->pass.kind = LP_PASS_FORWARD;
+        e->lib->last_error[0] = '\0';
+        e->gen++;
+        int rc = L->llama_decode(e->ctx, e->batch);
+        L->llama_synchronize(e->ctx);
+        if (rc != 0 || e->pass.status)
+            return decode_error(e, rc, err);
+        int code = copy_logits(e, s, m, n, lm, logits, err);
+        if (code)
+            return code;
+    }
+    return KVV_PLUGIN_OK;
+}
+
 int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
                const kvv_plugin_hooks *hooks, int lm, float *logits, kvv_plugin_error *err)
 {
@@ -491,6 +536,12 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
         return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
                        "forward: llama.cpp continues its sequence at position %d (asked: %d)",
                        last + 1, pos[0]);
+    if (e->bench) {
+        if (hooks && (hooks->residual || hooks->kv || hooks->attn || hooks->attn_out || hooks->select))
+            return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
+                           "forward: bench=1 observes nothing (no graph callback): no hooks");
+        return forward_bench(e, n, tokens, pos, lm, logits, err);
+    }
     fill_batch(e, n, tokens, pos, lm == KVV_PLUGIN_LOGITS_ALL);
     memset(&e->pass, 0, sizeof e->pass);
     e->pass.kind = LP_PASS_FORWARD;
@@ -512,15 +563,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
         if (code)
             return code;
     }
-    for (int i = lm == KVV_PLUGIN_LOGITS_ALL ? 0 : n - 1; lm != KVV_PLUGIN_LOGITS_NONE && i < n;
-         i++) {
-        const float *row = L->llama_get_logits_ith(e->ctx, i);
-        if (!row)
-            return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "forward: no logits for row %d", i);
-        float *dst = logits + (lm == KVV_PLUGIN_LOGITS_ALL ? (size_t)i * e->n_vocab : 0);
-        memcpy(dst, row, (size_t)e->n_vocab * sizeof *dst);
-    }
-    return KVV_PLUGIN_OK;
+    return copy_logits(e, 0, n, n, lm, logits, err);
 }
 
 /* One run of consecutive positions through the scratch context. */

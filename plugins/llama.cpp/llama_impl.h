@@ -90,6 +90,11 @@ struct kvv_plugin_engine {
     int kd, vd;                      /* n_head_kv * head_dim(_v) */
     int cache_type;                  /* KVV_PLUGIN_DTYPE_* */
     int n_threads, n_ubatch;
+    bool bench;                      /* bench=1: the engine's context as llama-bench makes it:
+                                        no graph callback (nothing observed), n_batch 2048,
+                                        swa_full off, a ggml thread pool attached; no hooks */
+    struct ggml_threadpool *threadpool; /* bench on the CPU: the pool the context computes on */
+    int n_batch;                     /* tokens per llama_decode (bench: 2048, capped by n_ctx) */
     uint64_t caps;
     const char *layer0_name;         /* the node holding the residual entering layer 0 */
     uint64_t gen;                    /* bumps whenever the cache may have changed */

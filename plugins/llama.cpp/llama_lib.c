@@ -102,16 +102,33 @@ static int load(lp_lib *lib, char *msg, size_t size)
     LP_SYM(llama_batch_init); LP_SYM(llama_batch_free); LP_SYM(llama_decode);
     LP_SYM(llama_synchronize);
     LP_SYM(llama_get_logits_ith); LP_SYM(llama_n_threads); LP_SYM(llama_print_system_info);
+    LP_SYM(llama_attach_threadpool); LP_SYM(llama_detach_threadpool);
     LP_SYM(ggml_version); LP_SYM(ggml_commit); LP_SYM(ggml_nbytes); LP_SYM(ggml_nelements);
     LP_SYM(ggml_fp16_to_fp32_row); LP_SYM(ggml_bf16_to_fp32_row);
     LP_SYM(ggml_backend_tensor_get); LP_SYM(ggml_backend_tensor_set);
     LP_SYM(ggml_backend_load_all_from_path); LP_SYM(ggml_backend_dev_count);
     LP_SYM(ggml_backend_dev_get); LP_SYM(ggml_backend_dev_name);
     LP_SYM(ggml_backend_dev_description); LP_SYM(ggml_backend_dev_type);
+    LP_SYM(ggml_backend_dev_backend_reg); LP_SYM(ggml_backend_reg_get_proc_address);
+    LP_SYM(ggml_threadpool_params_default);
 #undef LP_SYM
     lib->llama_log_set(on_log, lib); /* before loading backends: they log too */
     lib->ggml_backend_load_all_from_path(lib->dir);
     lib->llama_backend_init();
+    /* the CPU backend's thread pool, as llama-bench reaches it */
+    for (size_t i = 0; i < lib->ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t d = lib->ggml_backend_dev_get(i);
+        if (lib->ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_CPU)
+            continue;
+        ggml_backend_reg_t reg = lib->ggml_backend_dev_backend_reg(d);
+        void *fn = lib->ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+        void *fr = lib->ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+        if (fn && fr) {
+            memcpy(&lib->ggml_threadpool_new, &fn, sizeof fn);
+            memcpy(&lib->ggml_threadpool_free, &fr, sizeof fr);
+        }
+        break;
+    }
     dl_iterate_phdr(find_variant, lib);
     return 0;
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "ggml.h"
 #include "llama.h"
 
@@ -61,6 +62,8 @@ typedef struct {
     LP_FN(llama_get_logits_ith);
     LP_FN(llama_n_threads);
     LP_FN(llama_print_system_info);
+    LP_FN(llama_attach_threadpool);
+    LP_FN(llama_detach_threadpool);
     /* ggml.h, ggml-backend.h */
     LP_FN(ggml_version);
     LP_FN(ggml_commit);
@@ -76,6 +79,12 @@ typedef struct {
     LP_FN(ggml_backend_dev_name);
     LP_FN(ggml_backend_dev_description);
     LP_FN(ggml_backend_dev_type);
+    LP_FN(ggml_backend_dev_backend_reg);
+    LP_FN(ggml_backend_reg_get_proc_address);
+    LP_FN(ggml_threadpool_params_default);
+    /* ggml-cpu.h, from the CPU backend's registry (NULL where it offers none) */
+    LP_FN(ggml_threadpool_new);
+    LP_FN(ggml_threadpool_free);
 } lp_lib;
 #undef LP_FN
 

@@ -21,6 +21,14 @@
  *   lib_dir=PATH            the deps/llama.cpp folder (default: $KVV_LLAMA_CPP_DIR,
  *                           else the one this plugin was built with)
  *   verbose=0|1             print llama.cpp's log on stderr
+ *   bench=0|1               run as llama-bench does (default 0; `kvverify bench` sets
+ *                           1): the engine's context without a graph callback, so
+ *                           ggml computes each graph whole, n_batch 2048, swa_full
+ *                           off, and on the CPU a ggml thread pool attached (without
+ *                           one ggml starts and joins its threads in every graph
+ *                           compute). Nothing is observed: no hooks, no
+ *                           kv_from_residual, no kv_write; logits and cache control
+ *                           only
  *
  * Offered beyond the hooks: cache read-back (llama_state.c; for a split
  * sliding-window cache through the cache tensors, llama_cells.c), cache
@@ -55,6 +63,7 @@ typedef struct {
     int n_gpu_layers;       /* -1: all */
     char lib_dir[1024];
     int verbose;
+    int bench;
 } options;
 
 static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_error *err)
@@ -85,10 +94,13 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
             snprintf(o->lib_dir, sizeof o->lib_dir, "%s", v);
         else if (KEY("verbose") && is_num && (num == 0 || num == 1))
             o->verbose = (int)num;
+        else if (KEY("bench") && is_num && (num == 0 || num == 1))
+            o->bench = (int)num;
         else
             return lp_fail(err, KVV_PLUGIN_ERR_USAGE,
                            "engine option '%s' not understood (known: flash_attn=auto|on|off, "
-                           "extra_bufts=0|1, n_gpu_layers=N, lib_dir=PATH, verbose=0|1)",
+                           "extra_bufts=0|1, n_gpu_layers=N, lib_dir=PATH, verbose=0|1, "
+                           "bench=0|1)",
                            kv);
 #undef KEY
     }
@@ -165,6 +177,8 @@ static void lp_close(kvv_plugin_engine *e)
             e->lib->llama_free(e->scratch);
         if (e->ctx)
             e->lib->llama_free(e->ctx);
+        if (e->threadpool) /* after the context that computed on it */
+            e->lib->ggml_threadpool_free(e->threadpool);
         if (e->model)
             e->lib->llama_model_free(e->model);
     }
@@ -208,32 +222,63 @@ static int model_dims(kvv_plugin_engine *e, kvv_plugin_error *err)
     return KVV_PLUGIN_OK;
 }
 
+/* llama-bench's default logical batch (cmd_params_defaults.n_batch). */
+#define LP_BENCH_N_BATCH 2048
+
+/* Which context new_context makes. */
+typedef enum {
+    CTX_ENGINE,  /* the engine's */
+    CTX_PROBE,   /* the engine's settings with the graph callback: the open's probe, and
+                    on the CPU kv_from_residual's scratch */
+    CTX_SCRATCH  /* kv_from_residual's off the CPU */
+} ctx_kind;
+
 /* The engine's context, or (scratch) the one kv_from_residual decodes in.
  * Off the CPU the scratch context runs without flash attention: its K/V
  * rows do not depend on how attention is computed (they are stored before
  * it), and lavapipe's flash-attention shaders crash on the scratch's
  * decodes at positions past an empty cache (kvdirect on Vulkan, SIGSEGV in
- * libvulkan_lvp's worker thread). */
-static struct llama_context *new_context(kvv_plugin_engine *e, bool scratch)
+ * libvulkan_lvp's worker thread). With bench=1 the engine's context is
+ * llama-bench's (to_llama_cparams in tools/llama-bench/llama-bench.cpp):
+ * no callback, n_batch 2048, swa_full off. */
+static struct llama_context *new_context(kvv_plugin_engine *e, ctx_kind kind)
 {
     static const enum ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    const bool bench = e->bench && kind != CTX_SCRATCH, observed = !e->bench || kind != CTX_ENGINE;
     struct llama_context_params cp = e->lib->llama_context_default_params();
     cp.n_ctx = (uint32_t)e->n_ctx;
-    cp.n_batch = (uint32_t)e->n_ctx;   /* any forward is one llama_decode */
+    /* normally any forward is one llama_decode; bench splits longer ones */
+    cp.n_batch = (uint32_t)(bench ? LP_BENCH_N_BATCH : e->n_ctx);
     cp.n_ubatch = (uint32_t)e->n_ubatch;
     cp.n_seq_max = 1;
     cp.n_threads = cp.n_threads_batch = e->n_threads;
     cp.flash_attn_type = strcmp(e->fa, "on") == 0    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                          : strcmp(e->fa, "off") == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
                                                      : LLAMA_FLASH_ATTN_TYPE_AUTO;
-    if (scratch && !e->on_cpu)
+    if (kind == CTX_SCRATCH)
         cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = cp.type_v = types[e->cache_type];
-    cp.cb_eval = lp_eval_cb;
-    cp.cb_eval_user_data = e;
-    cp.swa_full = true;
+    cp.cb_eval = observed ? lp_eval_cb : NULL;
+    cp.cb_eval_user_data = observed ? e : NULL;
+    cp.swa_full = !bench;
     cp.no_perf = true;
     return e->lib->llama_init_from_model(e->model, cp);
+}
+
+/* bench on the CPU: a ggml thread pool for the engine's context, made as
+ * llama-bench makes it (ggml_threadpool_params_default: poll 50, no CPU
+ * mask, normal priority). @return false when the CPU backend offers none
+ * (ggml then makes one per graph compute, as without bench). */
+static bool attach_threadpool(kvv_plugin_engine *e)
+{
+    const lp_lib *L = e->lib;
+    if (!L->ggml_threadpool_new)
+        return false;
+    struct ggml_threadpool_params tpp = L->ggml_threadpool_params_default(e->n_threads);
+    e->threadpool = L->ggml_threadpool_new(&tpp);
+    if (e->threadpool)
+        L->llama_attach_threadpool(e->ctx, e->threadpool, NULL);
+    return e->threadpool != NULL;
 }
 
 static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
@@ -287,13 +332,15 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
         return code;
     }
     snprintf(e->fa, sizeof e->fa, "%s", o.fa);
+    e->bench = o.bench != 0;
     e->cache_type = p->cache_type;
     e->n_ctx = p->n_ctx;
     e->n_threads = p->n_threads > 0 ? p->n_threads : 1;
+    /* bench: llama-bench's 512, which llama.cpp caps by n_batch */
     e->n_ubatch = p->n_ubatch > 0 && p->n_ubatch < e->n_ctx ? p->n_ubatch
-                  : e->n_ctx < 512 ? e->n_ctx : 512;
-    e->ctx = new_context(e, false);
-    e->scratch = e->ctx ? new_context(e, false) : NULL; /* as the engine's, for the probe */
+                  : e->n_ctx < 512 && !e->bench ? e->n_ctx : 512;
+    e->ctx = new_context(e, CTX_ENGINE);
+    e->scratch = e->ctx ? new_context(e, CTX_PROBE) : NULL;
     size_t width = (size_t)e->n_embd * 2; /* a residual and its copy, or attention output */
     if ((size_t)e->n_head * e->head_dim_v > width)
         width = (size_t)e->n_head * e->head_dim_v;
@@ -320,7 +367,8 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
               KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_KV_WRITE | KVV_PLUGIN_CAP_THREADS |
               KVV_PLUGIN_CAP_UBATCH;
     /* the softmax exists as a node only without flash attention; what auto
-     * chose shows in the graph of one token */
+     * chose shows in the graph of one token (the scratch context, which
+     * has the callback in bench mode too) */
     if ((code = lp_probe(e, err))) {
         lp_close(e);
         return code;
@@ -334,9 +382,23 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     }
     e->split_cache = e->lib->llama_model_n_swa(e->model) > 0;
     e->on_cpu = dev == NULL;
-    if (!e->on_cpu) { /* the scratch without flash attention: see new_context */
+    e->n_batch = (int)e->lib->llama_n_ctx(e->ctx);
+    if (e->bench) {
+        /* nothing is observed: the scratch context goes, and with it every
+         * capability that needs the graph callback */
         e->lib->llama_free(e->scratch);
-        if (!(e->scratch = new_context(e, true))) {
+        e->scratch = NULL;
+        e->caps = KVV_PLUGIN_CAP_LOGITS_ALL | KVV_PLUGIN_CAP_KV_EVICT | KVV_PLUGIN_CAP_THREADS |
+                  KVV_PLUGIN_CAP_UBATCH | (e->split_cache ? 0 : KVV_PLUGIN_CAP_KV_READ);
+        if (e->n_batch > LP_BENCH_N_BATCH)
+            e->n_batch = LP_BENCH_N_BATCH;
+        if (e->n_ubatch > e->n_batch)
+            e->n_ubatch = e->n_batch; /* as llama.cpp caps it */
+        if (e->on_cpu)
+            attach_threadpool(e);
+    } else if (!e->on_cpu) { /* the scratch without flash attention: see new_context */
+        e->lib->llama_free(e->scratch);
+        if (!(e->scratch = new_context(e, CTX_SCRATCH))) {
             lp_close(e);
             return lp_fail(err, KVV_PLUGIN_ERR_NOMEM, "llama.cpp: cannot make the scratch context");
         }
@@ -427,8 +489,13 @@ static void lp_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
     const char *lf = strstr(sys, "LLAMAFILE"), *rp = strstr(sys, "REPACK");
     char ops[120];
     lp_ops_describe(e, ops, sizeof ops);
-    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d; %s",
-             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts, ops);
+    int n = snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d; %s",
+                     lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts, ops);
+    if (e->bench && n > 0 && (size_t)n < sizeof d->kernels)
+        snprintf(d->kernels + n, sizeof d->kernels - (size_t)n,
+                 " bench=1 (llama-bench's context: no eval callback, n_batch %d, n_ubatch %d, "
+                 "swa_full=0, threadpool=%s)",
+                 e->n_batch, e->n_ubatch, e->threadpool ? "ggml" : "per-graph");
 }
 
 static const kvv_plugin_table llama_table = {
@@ -442,7 +509,9 @@ static const kvv_plugin_table llama_table = {
                     "extra_bufts=1|0         weight repacking (default 1)\n"
                     "n_gpu_layers=N          layers offloaded on vulkan/cuda (default all)\n"
                     "lib_dir=PATH            the deps/llama.cpp folder\n"
-                    "verbose=0|1             llama.cpp's log on stderr\n",
+                    "verbose=0|1             llama.cpp's log on stderr\n"
+                    "bench=0|1               run as llama-bench does: no graph callback, no\n"
+                    "                        hooks (default 0; kvverify bench sets 1)\n",
     .open = lp_open,
     .close = lp_close,
     .forward = lp_forward,

@@ -102,12 +102,15 @@ void kvv_report_print_console(FILE *f, const kvv_report *rep, unsigned flags)
         char w[512];
         fprintf(f, "workload %s\n", kvv_workload_format(&rep->workload, w, sizeof w));
     }
-    fprintf(f, "%-12s %-8s %9s  %s\n", "check", "verdict", "time", "key figure");
+    int nw = 12; /* the name column: as wide as the longest name (serve-concurrent) */
+    for (int i = 0; i < rep->n_checks; i++)
+        nw = (int)strlen(rep->checks[i].name) > nw ? (int)strlen(rep->checks[i].name) : nw;
+    fprintf(f, "%-*s %-8s %9s  %s\n", nw, "check", "verdict", "time", "key figure");
     for (int i = 0; i < rep->n_checks; i++) {
         const kvv_check_result *r = &rep->checks[i];
         char v[16];
         upper(v, sizeof v, r->unproven ? "unproven" : kvv_verdict_name(r->verdict));
-        fprintf(f, "%-12s %-8s %8.2fs  %s\n", r->name, v, r->seconds, r->key_figure);
+        fprintf(f, "%-*s %-8s %8.2fs  %s\n", nw, r->name, v, r->seconds, r->key_figure);
     }
     int code = kvv_report_exit_code(rep), n_skipped = 0, n_stopped = 0, n_unproven = 0;
     for (int i = 0; i < rep->n_checks; i++) {
