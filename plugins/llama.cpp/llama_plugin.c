@@ -21,6 +21,13 @@
  *   lib_dir=PATH            the deps/llama.cpp folder (default: $KVV_LLAMA_CPP_DIR,
  *                           else the one this plugin was built with)
  *   verbose=0|1             print llama.cpp's log on stderr
+ *   kv_unified=0|1          with several sequences (params.n_seq_max > 1): one cell
+ *                           pool shared by every sequence (1) or a stream per
+ *                           sequence (0, llama.cpp's default)
+ *
+ * Sequences (ABI 1.1, llama_seqs.c): params.n_seq_max sequences in one
+ * context, each holding n_ctx positions; decode is one llama_decode of a
+ * llama_batch with sequence ids. Not for a split sliding-window cache.
  *
  * Offered beyond the hooks: cache read-back (llama_state.c; for a split
  * sliding-window cache through the cache tensors, llama_cells.c), cache
@@ -55,6 +62,7 @@ typedef struct {
     int n_gpu_layers;       /* -1: all */
     char lib_dir[1024];
     int verbose;
+    int kv_unified;
 } options;
 
 static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_error *err)
@@ -65,6 +73,7 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
     o->n_gpu_layers = -1;
     snprintf(o->lib_dir, sizeof o->lib_dir, "%s", env && *env ? env : KVV_LLAMA_CPP_DIR);
     o->verbose = getenv("KVV_PLUGIN_VERBOSE") != NULL;
+    o->kv_unified = 0; /* llama_context_default_params' */
     for (int i = 0; i < p->n_options; i++) {
         const char *kv = p->options[i], *eq = strchr(kv, '=');
         if (!eq)
@@ -85,10 +94,13 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
             snprintf(o->lib_dir, sizeof o->lib_dir, "%s", v);
         else if (KEY("verbose") && is_num && (num == 0 || num == 1))
             o->verbose = (int)num;
+        else if (KEY("kv_unified") && is_num && (num == 0 || num == 1))
+            o->kv_unified = (int)num;
         else
             return lp_fail(err, KVV_PLUGIN_ERR_USAGE,
                            "engine option '%s' not understood (known: flash_attn=auto|on|off, "
-                           "extra_bufts=0|1, n_gpu_layers=N, lib_dir=PATH, verbose=0|1)",
+                           "extra_bufts=0|1, n_gpu_layers=N, lib_dir=PATH, verbose=0|1, "
+                           "kv_unified=0|1)",
                            kv);
 #undef KEY
     }
@@ -222,6 +234,11 @@ static struct llama_context *new_context(kvv_plugin_engine *e, bool scratch)
     cp.n_batch = (uint32_t)e->n_ctx;   /* any forward is one llama_decode */
     cp.n_ubatch = (uint32_t)e->n_ubatch;
     cp.n_seq_max = 1;
+    if (!scratch && !e->ctx && e->n_seq_max > 1) { /* the engine's: its sequences */
+        cp.n_seq_max = (uint32_t)e->n_seq_max;
+        cp.n_ctx = (uint32_t)e->n_ctx * (uint32_t)e->n_seq_max; /* n_ctx each */
+        cp.kv_unified = e->kv_unified != 0;
+    }
     cp.n_threads = cp.n_threads_batch = e->n_threads;
     cp.flash_attn_type = strcmp(e->fa, "on") == 0    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                          : strcmp(e->fa, "off") == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -290,6 +307,14 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->cache_type = p->cache_type;
     e->n_ctx = p->n_ctx;
     e->n_threads = p->n_threads > 0 ? p->n_threads : 1;
+    e->n_seq_max = p->n_seq_max > 1 ? p->n_seq_max : 1;
+    e->kv_unified = o.kv_unified;
+    lp_copies_done(e);
+    if (e->n_seq_max > KVV_LP_MAX_SEQS) {
+        lp_close(e);
+        return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED, "open: %d sequences asked for, this "
+                       "plugin serves up to %d", p->n_seq_max, KVV_LP_MAX_SEQS);
+    }
     e->n_ubatch = p->n_ubatch > 0 && p->n_ubatch < e->n_ctx ? p->n_ubatch
                   : e->n_ctx < 512 ? e->n_ctx : 512;
     e->ctx = new_context(e, false);
@@ -349,11 +374,15 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     info->head_dim = e->head_dim;
     info->head_dim_v = e->head_dim_v;
     info->n_vocab = e->n_vocab;
-    info->n_ctx = (int)e->lib->llama_n_ctx(e->ctx);
+    info->n_ctx = (int)e->lib->llama_n_ctx(e->ctx) / e->n_seq_max; /* each sequence's */
     info->cache_type = e->cache_type;
     info->n_threads = e->n_threads;
     info->n_ubatch = e->n_ubatch;
     info->controls = 0; /* llama.cpp's kernels cannot plant them: the host does */
+    if (!e->split_cache) /* a split cache is read through its tensors: sequence 0 only */
+        info->caps |= KVV_PLUGIN_CAP_SEQS;
+    info->n_seq_max = e->n_seq_max;
+    info->kv_unified = e->kv_unified;
     *out = e;
     return KVV_PLUGIN_OK;
 }
@@ -427,8 +456,9 @@ static void lp_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
     const char *lf = strstr(sys, "LLAMAFILE"), *rp = strstr(sys, "REPACK");
     char ops[120];
     lp_ops_describe(e, ops, sizeof ops);
-    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d; %s",
-             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts, ops);
+    snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d%s; %s",
+             lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts,
+             e->n_seq_max > 1 ? (e->kv_unified ? " kv_unified=1" : " kv_unified=0") : "", ops);
 }
 
 static const kvv_plugin_table llama_table = {
@@ -442,7 +472,8 @@ static const kvv_plugin_table llama_table = {
                     "extra_bufts=1|0         weight repacking (default 1)\n"
                     "n_gpu_layers=N          layers offloaded on vulkan/cuda (default all)\n"
                     "lib_dir=PATH            the deps/llama.cpp folder\n"
-                    "verbose=0|1             llama.cpp's log on stderr\n",
+                    "verbose=0|1             llama.cpp's log on stderr\n"
+                    "kv_unified=0|1          sequences share one cell pool (default 0)\n",
     .open = lp_open,
     .close = lp_close,
     .forward = lp_forward,
@@ -452,6 +483,10 @@ static const kvv_plugin_table llama_table = {
     .kv_read = lp_kv_read,
     .kv_evict = lp_kv_evict,
     .kv_write = lp_kv_write,
+    .decode = lp_decode,
+    .seq_rm = lp_seq_rm,
+    .seq_cp = lp_seq_cp,
+    .kv_read_seq = lp_kv_read_seq,
 };
 
 KVV_PLUGIN_EXPORT const kvv_plugin_table *kvv_plugin_entry(void)
