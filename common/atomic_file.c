@@ -277,6 +277,13 @@ kvv_status kvv_atomic_writer_open(const char *path, kvv_atomic_writer **out, kvv
         return st;
     }
     if (w->t.kind == KVV_TARGET_STDOUT) {
+        char *name = strdup("standard output"); /* what the messages call "-" */
+        if (!name) {
+            writer_free(w);
+            return kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", path);
+        }
+        free(w->path);
+        w->path = name;
         w->f = stdout;
     } else if (w->t.kind == KVV_TARGET_STREAM) {
         int fd = kvv_file_target_open_stream(&w->t, err);
@@ -378,8 +385,7 @@ kvv_status kvv_atomic_writer_commit(kvv_atomic_writer *w, kvv_error *err)
         w->f = NULL;
     }
     if (e) {
-        kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s",
-                      w->t.kind == KVV_TARGET_STDOUT ? "standard output" : w->path, strerror(e));
+        kvv_error_set(err, KVV_ERR_IO, "%s: cannot write: %s", w->path, strerror(e));
         kvv_atomic_writer_abort(w);
         return KVV_ERR_IO;
     }

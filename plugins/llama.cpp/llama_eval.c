@@ -104,7 +104,7 @@ static node_kind classify(const kvv_plugin_engine *e, const struct ggml_tensor *
 static bool wanted(const kvv_plugin_engine *e, node_kind k, int layer)
 {
     const lp_pass *p = &e->pass;
-    if (p->kind == LP_PASS_PROBE)
+    if (p->kind == LP_PASS_PROBE || p->kind == LP_PASS_DECODE)
         return false;
     if (p->kind == LP_PASS_SCRATCH)
         return k == N_IN0 || (k == N_LOUT && layer == p->layer - 1) ||
@@ -551,6 +551,7 @@ int lp_forward(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t
     e->pass.n = n;
     e->lib->last_error[0] = '\0';
     e->gen++;
+    lp_copies_done(e); /* llama_decode applies pending stream copies first */
     int rc = L->llama_decode(e->ctx, e->batch);
     L->llama_synchronize(e->ctx); /* a device may still be computing: the cache is read next */
     if (rc != 0 || e->pass.status)

@@ -14,11 +14,15 @@
 #include "kvverify/engine_plugin.h"
 #include "plugins/llama.cpp/llama_lib.h"
 
+/* Sequences one engine serves at most (params.n_seq_max). */
+#define KVV_LP_MAX_SEQS 64
+
 /* What the graph callback does during one llama_decode. */
 typedef enum {
     LP_PASS_FORWARD,   /* hooks of kvverify's forward */
     LP_PASS_SCRATCH,   /* kv_from_residual: inject h, capture K/V, stop */
-    LP_PASS_PROBE      /* open: one token through the scratch context, to see the graph */
+    LP_PASS_PROBE,     /* open: one token through the scratch context, to see the graph */
+    LP_PASS_DECODE     /* several sequences (llama_seqs.c): nothing watched */
 } lp_pass_kind;
 
 typedef struct {
@@ -65,6 +69,7 @@ typedef struct {
     uint8_t *blob;
     size_t size, cap;
     uint64_t gen;                    /* == engine gen when current */
+    int seq;                         /* the sequence serialized */
     int n_cells;
     const uint8_t *cells;            /* n_cells x {i32 pos; u32 n_seq; i32 seq[n_seq]} */
     int32_t *cell_pos;               /* [n_cells] */
@@ -95,6 +100,15 @@ struct kvv_plugin_engine {
                                         swa_full off, a ggml thread pool attached; no hooks */
     struct ggml_threadpool *threadpool; /* bench on the CPU: the pool the context computes on */
     int n_batch;                     /* tokens per llama_decode (bench: 2048, capped by n_ctx) */
+    int n_seq_max;                   /* sequences the context serves (params.n_seq_max) */
+    int kv_unified;                  /* llama_context_params.kv_unified as opened (0/1) */
+    /* kv_unified 0: llama.cpp copies a seq_cp's rows between streams at its
+     * next decode; until then the destination's state reads its old rows, so
+     * kv_read_seq reads them from the source: copy_src[dst] (-1: no copy
+     * pending, -2: pending but changed since, not readable), positions below
+     * copy_end[dst] */
+    int copy_src[KVV_LP_MAX_SEQS];
+    int copy_end[KVV_LP_MAX_SEQS];
     uint64_t caps;
     const char *layer0_name;         /* the node holding the residual entering layer 0 */
     uint64_t gen;                    /* bumps whenever the cache may have changed */
@@ -154,6 +168,21 @@ int lp_probe(kvv_plugin_engine *e, kvv_plugin_error *err);
 int lp_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
                uint8_t *present, kvv_plugin_error *err);
 void lp_state_free(lp_state *s);
+/* kv_read of sequence seq (the same serialization; not for a split cache's
+ * sequences other than 0). */
+int lp_kv_read_seq(kvv_plugin_engine *e, int seq, int layer, int pos0, int n, void *k, void *v,
+                   uint8_t *present, kvv_plugin_error *err);
+
+/* Sequences (llama_seqs.c): one llama_batch with sequence ids per decode
+ * call, llama_memory_seq_rm / llama_memory_seq_cp. Positions of sequence 0
+ * a call stores or receives lose their cell in the maps (their cells are
+ * not watched): kv_write refuses them rather than write a stale cell. */
+int lp_decode(kvv_plugin_engine *e, int n, const int32_t *tokens, const int32_t *pos,
+              const int32_t *seq, const uint8_t *want, float *logits, kvv_plugin_error *err);
+int lp_seq_rm(kvv_plugin_engine *e, int seq, int p0, int p1, kvv_plugin_error *err);
+int lp_seq_cp(kvv_plugin_engine *e, int src, int dst, int p0, int p1, kvv_plugin_error *err);
+/* No stream copy pending (open, and every llama_decode: it applies them). */
+void lp_copies_done(kvv_plugin_engine *e);
 
 /* The cache as tensors (llama_cells.c). lp_cells_init sizes the maps (all
  * empty); lp_cells_seen records layer's cache tensors from a cache write

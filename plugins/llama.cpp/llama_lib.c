@@ -98,6 +98,7 @@ static int load(lp_lib *lib, char *msg, size_t size)
     LP_SYM(llama_model_n_head_kv); LP_SYM(llama_model_n_swa); LP_SYM(llama_model_meta_val_str);
     LP_SYM(llama_model_get_vocab); LP_SYM(llama_vocab_n_tokens); LP_SYM(llama_get_memory);
     LP_SYM(llama_memory_clear); LP_SYM(llama_memory_seq_rm); LP_SYM(llama_memory_seq_pos_max);
+    LP_SYM(llama_memory_seq_cp);
     LP_SYM(llama_state_seq_get_size); LP_SYM(llama_state_seq_get_data);
     LP_SYM(llama_batch_init); LP_SYM(llama_batch_free); LP_SYM(llama_decode);
     LP_SYM(llama_synchronize);

@@ -52,6 +52,7 @@ typedef struct {
     LP_FN(llama_get_memory);
     LP_FN(llama_memory_clear);
     LP_FN(llama_memory_seq_rm);
+    LP_FN(llama_memory_seq_cp);
     LP_FN(llama_memory_seq_pos_max);
     LP_FN(llama_state_seq_get_size);
     LP_FN(llama_state_seq_get_data);

@@ -21,6 +21,9 @@
  *   lib_dir=PATH            the deps/llama.cpp folder (default: $KVV_LLAMA_CPP_DIR,
  *                           else the one this plugin was built with)
  *   verbose=0|1             print llama.cpp's log on stderr
+ *   kv_unified=0|1          with several sequences (params.n_seq_max > 1): one cell
+ *                           pool shared by every sequence (1) or a stream per
+ *                           sequence (0, llama.cpp's default)
  *   bench=0|1               run as llama-bench does (default 0; `kvverify bench` sets
  *                           1): the engine's context without a graph callback, so
  *                           ggml computes each graph whole, n_batch 2048, swa_full
@@ -29,6 +32,10 @@
  *                           compute). Nothing is observed: no hooks, no
  *                           kv_from_residual, no kv_write; logits and cache control
  *                           only
+ *
+ * Sequences (ABI 1.1, llama_seqs.c): params.n_seq_max sequences in one
+ * context, each holding n_ctx positions; decode is one llama_decode of a
+ * llama_batch with sequence ids. Not for a split sliding-window cache.
  *
  * Offered beyond the hooks: cache read-back (llama_state.c; for a split
  * sliding-window cache through the cache tensors, llama_cells.c), cache
@@ -64,6 +71,7 @@ typedef struct {
     char lib_dir[1024];
     int verbose;
     int bench;
+    int kv_unified;
 } options;
 
 static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_error *err)
@@ -74,6 +82,7 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
     o->n_gpu_layers = -1;
     snprintf(o->lib_dir, sizeof o->lib_dir, "%s", env && *env ? env : KVV_LLAMA_CPP_DIR);
     o->verbose = getenv("KVV_PLUGIN_VERBOSE") != NULL;
+    o->kv_unified = 0; /* llama_context_default_params' */
     for (int i = 0; i < p->n_options; i++) {
         const char *kv = p->options[i], *eq = strchr(kv, '=');
         if (!eq)
@@ -96,11 +105,13 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
             o->verbose = (int)num;
         else if (KEY("bench") && is_num && (num == 0 || num == 1))
             o->bench = (int)num;
+        else if (KEY("kv_unified") && is_num && (num == 0 || num == 1))
+            o->kv_unified = (int)num;
         else
             return lp_fail(err, KVV_PLUGIN_ERR_USAGE,
                            "engine option '%s' not understood (known: flash_attn=auto|on|off, "
                            "extra_bufts=0|1, n_gpu_layers=N, lib_dir=PATH, verbose=0|1, "
-                           "bench=0|1)",
+                           "bench=0|1, kv_unified=0|1)",
                            kv);
 #undef KEY
     }
@@ -251,6 +262,11 @@ static struct llama_context *new_context(kvv_plugin_engine *e, ctx_kind kind)
     cp.n_batch = (uint32_t)(bench ? LP_BENCH_N_BATCH : e->n_ctx);
     cp.n_ubatch = (uint32_t)e->n_ubatch;
     cp.n_seq_max = 1;
+    if (kind == CTX_ENGINE && e->n_seq_max > 1) { /* the engine's: its sequences */
+        cp.n_seq_max = (uint32_t)e->n_seq_max;
+        cp.n_ctx = (uint32_t)e->n_ctx * (uint32_t)e->n_seq_max; /* n_ctx each */
+        cp.kv_unified = e->kv_unified != 0;
+    }
     cp.n_threads = cp.n_threads_batch = e->n_threads;
     cp.flash_attn_type = strcmp(e->fa, "on") == 0    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                          : strcmp(e->fa, "off") == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -337,6 +353,14 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     e->n_ctx = p->n_ctx;
     e->n_threads = p->n_threads > 0 ? p->n_threads : 1;
     /* bench: llama-bench's 512, which llama.cpp caps by n_batch */
+    e->n_seq_max = p->n_seq_max > 1 ? p->n_seq_max : 1;
+    e->kv_unified = o.kv_unified;
+    lp_copies_done(e);
+    if (e->n_seq_max > KVV_LP_MAX_SEQS) {
+        lp_close(e);
+        return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED, "open: %d sequences asked for, this "
+                       "plugin serves up to %d", p->n_seq_max, KVV_LP_MAX_SEQS);
+    }
     e->n_ubatch = p->n_ubatch > 0 && p->n_ubatch < e->n_ctx ? p->n_ubatch
                   : e->n_ctx < 512 && !e->bench ? e->n_ctx : 512;
     e->ctx = new_context(e, CTX_ENGINE);
@@ -411,11 +435,15 @@ static int lp_open(const kvv_plugin_host *host, const kvv_plugin_params *p,
     info->head_dim = e->head_dim;
     info->head_dim_v = e->head_dim_v;
     info->n_vocab = e->n_vocab;
-    info->n_ctx = (int)e->lib->llama_n_ctx(e->ctx);
+    info->n_ctx = (int)e->lib->llama_n_ctx(e->ctx) / e->n_seq_max; /* each sequence's */
     info->cache_type = e->cache_type;
     info->n_threads = e->n_threads;
     info->n_ubatch = e->n_ubatch;
     info->controls = 0; /* llama.cpp's kernels cannot plant them: the host does */
+    if (!e->split_cache) /* a split cache is read through its tensors: sequence 0 only */
+        info->caps |= KVV_PLUGIN_CAP_SEQS;
+    info->n_seq_max = e->n_seq_max;
+    info->kv_unified = e->kv_unified;
     *out = e;
     return KVV_PLUGIN_OK;
 }
@@ -489,8 +517,10 @@ static void lp_describe(kvv_plugin_engine *e, kvv_plugin_desc *d)
     const char *lf = strstr(sys, "LLAMAFILE"), *rp = strstr(sys, "REPACK");
     char ops[120];
     lp_ops_describe(e, ops, sizeof ops);
-    int n = snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d; %s",
-                     lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts, ops);
+    int n = snprintf(d->kernels, sizeof d->kernels, "llamafile=%c repack=%c extra_bufts=%d%s; %s",
+                     lf ? lf[12] : '?', rp ? rp[9] : '?', e->extra_bufts,
+                     e->n_seq_max > 1 ? (e->kv_unified ? " kv_unified=1" : " kv_unified=0") : "",
+                     ops);
     if (e->bench && n > 0 && (size_t)n < sizeof d->kernels)
         snprintf(d->kernels + n, sizeof d->kernels - (size_t)n,
                  " bench=1 (llama-bench's context: no eval callback, n_batch %d, n_ubatch %d, "
@@ -511,7 +541,8 @@ static const kvv_plugin_table llama_table = {
                     "lib_dir=PATH            the deps/llama.cpp folder\n"
                     "verbose=0|1             llama.cpp's log on stderr\n"
                     "bench=0|1               run as llama-bench does: no graph callback, no\n"
-                    "                        hooks (default 0; kvverify bench sets 1)\n",
+                    "                        hooks (default 0; kvverify bench sets 1)\n"
+                    "kv_unified=0|1          sequences share one cell pool (default 0)\n",
     .open = lp_open,
     .close = lp_close,
     .forward = lp_forward,
@@ -521,6 +552,10 @@ static const kvv_plugin_table llama_table = {
     .kv_read = lp_kv_read,
     .kv_evict = lp_kv_evict,
     .kv_write = lp_kv_write,
+    .decode = lp_decode,
+    .seq_rm = lp_seq_rm,
+    .seq_cp = lp_seq_cp,
+    .kv_read_seq = lp_kv_read_seq,
 };
 
 KVV_PLUGIN_EXPORT const kvv_plugin_table *kvv_plugin_entry(void)

@@ -1,6 +1,7 @@
 /*
  * llama_state.c — reading llama.cpp's KV cache back, as it holds it, through
- * its own serialization (llama_state_seq_get_data of sequence 0), not
+ * its own serialization (llama_state_seq_get_data of sequence 0, or of the
+ * sequence kv_read_seq names), not
  * through the graph: what kv_read returns is an independent path to the
  * same bytes the kv hook saw being written.
  *
@@ -8,7 +9,9 @@
  * src/llama-kv-cache.cpp state_write*, little-endian):
  *
  *   u32 magic 0xaf143cd8; i32 seq_id
- *   u32 n_stream                       (1: one sequence, unified cache)
+ *   u32 n_stream                       (1 with a unified cache; else one per
+ *                                      sequence, each but the sequence's own
+ *                                      with cell_count 0 and nothing more)
  *   u32 cell_count
  *   cell_count x { i32 pos; u32 n_seq_id; i32 seq_id[n_seq_id] }
  *   u32 v_trans; u32 n_layer
@@ -80,13 +83,16 @@ static int parse(kvv_plugin_engine *e, lp_state *s, kvv_plugin_error *err)
     if (s->size == 0)
         return KVV_PLUGIN_OK; /* nothing cached */
     uint32_t magic = u32(&r), seq = u32(&r);
-    if (r.bad || magic != 0xaf143cd8u || seq != 0)
+    if (r.bad || magic != 0xaf143cd8u || seq != (uint32_t)s->seq)
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL,
-                       "kv_read: llama.cpp's state starts with %08x %u, not af143cd8 0", magic, seq);
+                       "kv_read: llama.cpp's state starts with %08x %u, not af143cd8 %d", magic,
+                       seq, s->seq);
     uint32_t n_stream = u32(&r);
-    if (n_stream != 1)
-        return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED, "kv_read: %u cache streams", n_stream);
-    uint32_t cells = u32(&r);
+    if (n_stream < 1 || n_stream > 256)
+        return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "kv_read: %u cache streams", n_stream);
+    uint32_t cells = 0;
+    for (uint32_t st = 0; st < n_stream && cells == 0; st++) /* the sequence's own stream */
+        cells = u32(&r);
     if (cells == 0)
         return r.bad ? lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "kv_read: truncated state") : KVV_PLUGIN_OK;
     if (cells > (uint32_t)e->n_ctx * 2u)
@@ -142,12 +148,15 @@ static int parse(kvv_plugin_engine *e, lp_state *s, kvv_plugin_error *err)
     return KVV_PLUGIN_OK;
 }
 
-/* Serialize and index the cache when it changed since the last read. */
-static int refresh(kvv_plugin_engine *e, kvv_plugin_error *err)
+/* Serialize and index sequence seq's cache when it changed since the last
+ * read (or another sequence was read). */
+static int refresh(kvv_plugin_engine *e, int seq, kvv_plugin_error *err)
 {
     lp_state *s = &e->state;
-    if (s->gen == e->gen && s->k_data)
+    if (s->gen == e->gen && s->seq == seq && s->k_data)
         return KVV_PLUGIN_OK;
+    s->seq = seq;
+    s->gen = e->gen - 1; /* not current until parsed */
     const lp_lib *L = e->lib;
     if (!s->k_data) {
         s->k_data = calloc((size_t)e->n_layer, sizeof *s->k_data);
@@ -155,7 +164,7 @@ static int refresh(kvv_plugin_engine *e, kvv_plugin_error *err)
         if (!s->k_data || !s->v_data)
             return lp_fail(err, KVV_PLUGIN_ERR_NOMEM, "kv_read: out of memory");
     }
-    size_t size = L->llama_state_seq_get_size(e->ctx, 0);
+    size_t size = L->llama_state_seq_get_size(e->ctx, seq);
     if (size > s->cap) {
         uint8_t *b = realloc(s->blob, size);
         if (!b)
@@ -163,7 +172,7 @@ static int refresh(kvv_plugin_engine *e, kvv_plugin_error *err)
         s->blob = b;
         s->cap = size;
     }
-    s->size = size ? L->llama_state_seq_get_data(e->ctx, s->blob, size, 0) : 0;
+    s->size = size ? L->llama_state_seq_get_data(e->ctx, s->blob, size, seq) : 0;
     if (s->size != size)
         return lp_fail(err, KVV_PLUGIN_ERR_INTERNAL, "kv_read: state of %zu bytes, got %zu",
                        size, s->size);
@@ -177,13 +186,33 @@ static int refresh(kvv_plugin_engine *e, kvv_plugin_error *err)
 int lp_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *v,
                uint8_t *present, kvv_plugin_error *err)
 {
-    if (layer < 0 || layer >= e->n_layer || pos0 < 0 || n < 1 || pos0 + n > e->n_ctx)
-        return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "kv_read: layer %d positions %d..%d", layer,
-                       pos0, pos0 + n - 1);
+    return lp_kv_read_seq(e, 0, layer, pos0, n, k, v, present, err);
+}
+
+int lp_kv_read_seq(kvv_plugin_engine *e, int seq, int layer, int pos0, int n, void *k, void *v,
+                   uint8_t *present, kvv_plugin_error *err)
+{
+    if (layer < 0 || layer >= e->n_layer || pos0 < 0 || n < 1 || pos0 + n > e->n_ctx ||
+        seq < 0 || seq >= e->n_seq_max)
+        return lp_fail(err, KVV_PLUGIN_ERR_USAGE, "kv_read: sequence %d layer %d positions "
+                       "%d..%d", seq, layer, pos0, pos0 + n - 1);
     lp_cells_flush(e);
+    if (e->copy_src[seq] == -2)
+        return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED,
+                       "kv_read: sequence %d was copied (seq_cp) and changed since; with "
+                       "kv_unified=0 llama.cpp copies the rows at its next decode: read after one",
+                       seq);
+    /* a pending copy's rows are the source's, bit for bit (llama.cpp copies
+     * the buffer) */
+    const int end = e->copy_src[seq] >= 0 ? e->copy_end[seq] : e->n_ctx;
+    if (e->copy_src[seq] >= 0)
+        seq = e->copy_src[seq];
+    if (e->split_cache && seq != 0)
+        return lp_fail(err, KVV_PLUGIN_ERR_UNSUPPORTED, "kv_read_seq: a split sliding-window "
+                       "cache is read through its tensors, for sequence 0 only");
     if (e->split_cache)
         return lp_cells_read(e, layer, pos0, n, k, v, present, err);
-    int code = refresh(e, err);
+    int code = refresh(e, seq, err);
     if (code)
         return code;
     const lp_state *s = &e->state;
@@ -192,7 +221,7 @@ int lp_kv_read(kvv_plugin_engine *e, int layer, int pos0, int n, void *k, void *
     memset(present, 0, (size_t)n * e->n_head_kv);
     for (int c = 0; c < s->n_cells; c++) {
         int p = s->cell_pos[c] - pos0;
-        if (p < 0 || p >= n)
+        if (p < 0 || p >= n || s->cell_pos[c] >= end)
             continue;
         memset(present + (size_t)p * e->n_head_kv, 1, (size_t)e->n_head_kv);
         memcpy((uint8_t *)k + (size_t)p * krow, s->k_data[layer] + (size_t)c * krow, krow);

@@ -52,7 +52,7 @@ audit_fault nan contract
 audit_fault short contract
 audit_fault wrong-size contract
 audit_fault leak contract
-audit_fault nan contract --engine-opt fault_at=kv_from_residual --checks kv,kvdirect,patch,greedy,invariance,compare
+audit_fault nan contract --engine-opt fault_at=kv_from_residual --checks kv,kvdirect,patch,greedy,invariance,compare,batch
 audit_fault short contract --engine-opt fault_at=kv
 audit_fault wrong-size contract --no-isolate   # the guards do not need a child
 

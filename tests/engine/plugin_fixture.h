@@ -82,6 +82,39 @@ static inline void fx_dims_of(const kvv_model *m, fx_dims *d)
     d->opts[7] = NULL;
 }
 
+/* ------------------------------------------------------------ batches */
+
+/* A decode call of up to 48 tokens of several sequences, built by fx_add. */
+typedef struct {
+    int n;
+    int32_t tok[48], pos[48], seq[48];
+    uint8_t want[48];
+} fx_batch;
+
+static inline void fx_add(fx_batch *b, int seq, int pos, int32_t tok, int want)
+{
+    assert_true(b->n < 48);
+    b->seq[b->n] = seq;
+    b->pos[b->n] = pos;
+    b->tok[b->n] = tok;
+    b->want[b->n++] = (uint8_t)want;
+}
+
+static inline kvv_status fx_decode(kvv_engine *e, const fx_batch *b, float *logits,
+                                   kvv_error *err)
+{
+    kvv_batch kb = {b->n, b->tok, b->pos, b->seq, b->want};
+    memset(err, 0, sizeof *err);
+    return kvv_engine_decode(e, &kb, logits, err);
+}
+
+static inline void fx_must_decode(kvv_engine *e, const fx_batch *b, float *logits)
+{
+    kvv_error err;
+    if (fx_decode(e, b, logits, &err))
+        fail_msg("decode: %s", err.msg);
+}
+
 /* ------------------------------------------------------------ the tape */
 
 typedef struct {

@@ -35,33 +35,6 @@ static kvv_engine *must_open(const kvv_model *m, const char *name, int n_seq, kv
     return e;
 }
 
-typedef struct {
-    int n;
-    int32_t tok[32], pos[32], seq[32];
-    uint8_t want[32];
-} batch_b;
-
-static void add(batch_b *b, int seq, int pos, int32_t tok, int want)
-{
-    b->seq[b->n] = seq;
-    b->pos[b->n] = pos;
-    b->tok[b->n] = tok;
-    b->want[b->n++] = (uint8_t)want;
-}
-
-static kvv_status run(kvv_engine *e, const batch_b *b, float *logits, kvv_error *err)
-{
-    kvv_batch kb = {b->n, b->tok, b->pos, b->seq, b->want};
-    memset(err, 0, sizeof *err);
-    return kvv_engine_decode(e, &kb, logits, err);
-}
-
-static void must_run(kvv_engine *e, const batch_b *b, float *logits)
-{
-    kvv_error err;
-    if (run(e, b, logits, &err))
-        fail_msg("decode: %s", err.msg);
-}
 
 /* Rows pos0..pos0+n-1 of seq's layer l, K then V, as floats (malloc'd). */
 static float *rows(kvv_engine *e, int seq, int l, int pos0, int n)
@@ -136,15 +109,15 @@ static void run_seqs(const kvv_model *m, kvv_cache_type ct)
 
     /* A's first 6 tokens in sequence 2, interleaved with B (sequence 1) and
      * sequence 0: A's rows are the reference's for A alone */
-    batch_b b = {0};
+    fx_batch b = {0};
     for (int i = 0; i < 6; i++) {
-        add(&b, 2, i, a[i], 1);
+        fx_add(&b, 2, i, a[i], 1);
         if (i < 4)
-            add(&b, 1, i, (int32_t)((3 + 5 * i) % V), i == 3);
+            fx_add(&b, 1, i, (int32_t)((3 + 5 * i) % V), i == 3);
         if (i < 3)
-            add(&b, 0, i, (int32_t)((11 * i + 1) % V), 0);
+            fx_add(&b, 0, i, (int32_t)((11 * i + 1) % V), 0);
     }
-    must_run(e, &b, got);
+    fx_must_decode(e, &b, got);
     for (int i = 0, out = 0; i < b.n; i++) {
         if (b.seq[i] == 2 && memcmp(got + (size_t)out * V, want + (size_t)b.pos[i] * V,
                                     (size_t)V * sizeof *got) != 0)
@@ -168,9 +141,9 @@ static void run_seqs(const kvv_model *m, kvv_cache_type ct)
     }
     /* a decode step: A's token 6 beside B's token 4 */
     b.n = 0;
-    add(&b, 1, 4, 9 % V, 1);
-    add(&b, 2, 6, a[6], 1);
-    must_run(e, &b, got);
+    fx_add(&b, 1, 4, 9 % V, 1);
+    fx_add(&b, 2, 6, a[6], 1);
+    fx_must_decode(e, &b, got);
     assert_memory_equal(got + V, want + (size_t)6 * V, (size_t)V * sizeof *got);
     /* prefix: A's first 4 positions copied into sequence 3, the rest
      * computed there: the reference's bits */
@@ -178,22 +151,22 @@ static void run_seqs(const kvv_model *m, kvv_cache_type ct)
     if (kvv_engine_seq_cp(e, 2, 3, 0, 4, &err))
         fail_msg("seq_cp: %s", err.msg);
     b.n = 0;
-    add(&b, 3, 4, a[4], 1);
-    add(&b, 3, 5, a[5], 1);
-    must_run(e, &b, got);
+    fx_add(&b, 3, 4, a[4], 1);
+    fx_add(&b, 3, 5, a[5], 1);
+    fx_must_decode(e, &b, got);
     assert_memory_equal(got, want + (size_t)4 * V, (size_t)2 * V * sizeof *got);
     same_rows(e, 3, r, 0, 0, 6, true);
     /* removal to the end, then recomputing: the same bits again */
     if (kvv_engine_seq_rm(e, 2, 3, -1, &err))
         fail_msg("seq_rm: %s", err.msg);
     b.n = 0;
-    add(&b, 2, 3, a[3], 1);
-    must_run(e, &b, got);
+    fx_add(&b, 2, 3, a[3], 1);
+    fx_must_decode(e, &b, got);
     assert_memory_equal(got, want + (size_t)3 * V, (size_t)V * sizeof *got);
     /* the plugin refuses a gap in a sequence's positions, naming it */
     b.n = 0;
-    add(&b, 2, 9, a[3], 0);
-    assert_int_equal(run(e, &b, NULL, &err), KVV_ERR_USAGE);
+    fx_add(&b, 2, 9, a[3], 0);
+    assert_int_equal(fx_decode(e, &b, NULL, &err), KVV_ERR_USAGE);
     assert_non_null(strstr(err.msg, "expected 4"));
     /* copying into sequence 0 updates the mirror; clearing it too */
     if (kvv_engine_seq_rm(e, 0, 0, -1, &err) || kvv_engine_seq_cp(e, 3, 0, 0, -1, &err))
@@ -211,10 +184,10 @@ static void run_seqs(const kvv_model *m, kvv_cache_type ct)
             x[other] = must_open(m, fx_plugin("example"), 3, ct, leak ? opts : NULL);
             b.n = 0;
             for (int i = 0; i < 5; i++) {
-                add(&b, 0, i, a[i], 0);
-                add(&b, 1, i, (int32_t)((other * 17 + 3 * i + 1) % V), 0);
+                fx_add(&b, 0, i, a[i], 0);
+                fx_add(&b, 1, i, (int32_t)((other * 17 + 3 * i + 1) % V), 0);
             }
-            must_run(x[other], &b, NULL);
+            fx_must_decode(x[other], &b, NULL);
         }
         same_rows(x[0], 0, x[1], 0, 0, 5, !leak);
         same_rows(x[0], 0, r, 0, 0, 5, !leak);
@@ -269,10 +242,10 @@ static void test_versions(void **state)
     kvv_engine_describe(e, &d);
     assert_int_equal(d.n_seq_max, 1);
     assert_int_equal(d.kv_unified, -1);
-    batch_b b = {0};
-    add(&b, 1, 0, 1, 0);
+    fx_batch b = {0};
+    fx_add(&b, 1, 0, 1, 0);
     kvv_error err;
-    assert_int_equal(run(e, &b, NULL, &err), KVV_ERR_UNSUPPORTED);
+    assert_int_equal(fx_decode(e, &b, NULL, &err), KVV_ERR_UNSUPPORTED);
     assert_int_equal(kvv_engine_seq_cp(e, 0, 1, 0, -1, &err), KVV_ERR_UNSUPPORTED);
     kvv_engine_close(e);
     e = (kvv_engine *)1;
@@ -292,13 +265,13 @@ static void test_versions(void **state)
     e = must_open(f.m, fx_plugin("example"), 0, KVV_CACHE_F32, without);
     assert_false(kvv_engine_caps(e) & KVV_ENGINE_CAP_SEQS);
     b.n = 0;
-    add(&b, 0, 0, 1, 1);
+    fx_add(&b, 0, 0, 1, 1);
     float *lg = malloc((size_t)hp->n_vocab * sizeof *lg);
     assert_non_null(lg);
-    assert_int_equal(run(e, &b, lg, &err), KVV_OK);
+    assert_int_equal(fx_decode(e, &b, lg, &err), KVV_OK);
     b.seq[0] = 1;
     b.pos[0] = 0;
-    assert_int_equal(run(e, &b, lg, &err), KVV_ERR_UNSUPPORTED);
+    assert_int_equal(fx_decode(e, &b, lg, &err), KVV_ERR_UNSUPPORTED);
     free(lg);
     kvv_engine_close(e);
     /* asked for more than it serves: the plugin says so at open */
