@@ -35,7 +35,7 @@ wl "$T/a.json" 'w["kernel_switches"] == "4" and w["floor"]["n_prompt"] == 8 and 
 wl "$T/a.json" '3 in w["chunks"] and 4 in w["chunks"] and w["kv_chunk"] >= 4' ||
     fail "fast: chunkings do not straddle 4"
 wl "$T/a.json" 'not w["quick"] and not w["below_floor"] and w["threads"][0] == 1' || fail "fast: flags"
-grep -q '^workload prompt 32 tokens, 48 greedy steps, kv chunk 5, chunks 1,2,3,4,7, threads 1,2; kernel switches at 4 tokens; floor prompt 8, 32 steps$' "$T/out" ||
+grep -q '^workload prompt 32 tokens, 48 greedy steps, kv chunk 5, chunks 1,2,3,4,7, threads 1,2; batch 4 requests: A 32 tokens (sequence 2), others 35,17,39; decode 16 steps in 6 calls of 1,2,5 tokens per request; prefix 16 of 32 copied; isolation 3 steps; kernel switches at 4 tokens; floor prompt 8, 32 steps$' "$T/out" ||
     fail "fast: console workload line: $(grep workload "$T/out")"
 grep -q '<property name="workload" value="prompt 32 tokens, 48 greedy steps' "$T/a.xml" ||
     fail "fast: no JUnit workload property"
