@@ -96,7 +96,7 @@ static bool own_option(void *state, kvv_opts *o)
             a->so.repeats = (int)v;
     } else if (kvv_opts_value(o, "-n")) {
         if (o->value && kvv_opts_int(o, "-n", o->value, 1, 4096, &v))
-            a->so.n_predict = (int)(a->c->n_gen = v);
+            a->so.n_predict = (int)v;
     } else if (kvv_opts_value(o, "--top-k")) {
         if (o->value && kvv_opts_int(o, "--top-k", o->value, 2, 100, &v))
             a->so.n_probs = (int)v;
@@ -116,6 +116,13 @@ static bool own_option(void *state, kvv_opts *o)
         return false;
     }
     return true;
+}
+
+/* prepare checks that the prompt and -n steps fit the reference */
+static int own_opts(void *user, kvv_check_run *run)
+{
+    const serve_args *a = user;
+    return kvv_check_cli_steps(a->c, run, a->so.n_predict);
 }
 
 /* Is check `name` in the --checks list (NULL: all)? serve-model always is. */
@@ -159,6 +166,8 @@ int kvv_cmd_serve(int argc, char **argv)
     kvv_check_cli_init(&c, "serve");
     c.accepts = ACCEPTS;
     serve_args a = {.c = &c, .so = kvv_serve_opts_default()};
+    c.own_opts = own_opts;
+    c.own_user = &a;
     int code = kvv_check_cli_parse(&c, argc, argv, help,
                                    &(kvv_opt_group){own_option, NULL, &a});
     if (code != KVV_OPTS_RUN)
@@ -181,8 +190,6 @@ int kvv_cmd_serve(int argc, char **argv)
         a.so.timeout = c.timeout;
     c.timeout = 0; /* seconds per request, not an isolated check's limit */
     c.model_path = a.model;
-    if (c.n_gen == 0)
-        c.n_gen = a.so.n_predict; /* prepare checks the positions fit the reference */
     kvv_check_run run;
     if ((code = kvv_check_cli_prepare(&c, &run)))
         return code;

@@ -3,6 +3,8 @@
  * (greedy tokens and logprobs, near-ties told apart; see serve.h). */
 #include "verify/serve/serve_impl.h"
 
+#include "engine/greedy.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,16 @@ static void log_softmax(const float *l, int V, double *out)
         out[i] = (double)l[i] - lse;
 }
 
+/* kvv_greedy_row_fn: row i's log-softmax into the run */
+static kvv_status keep_row(void *user, int i, const float *row, int32_t argmax, kvv_error *err)
+{
+    (void)argmax;
+    (void)err;
+    ref_run *rr = user;
+    log_softmax(row, rr->V, &rr->lsm[(size_t)i * rr->V]);
+    return KVV_OK;
+}
+
 static kvv_status ref_greedy(const kvv_serve *s, int n, ref_run *rr, kvv_check_result *r,
                              kvv_error *err)
 {
@@ -57,24 +69,17 @@ static kvv_status ref_greedy(const kvv_serve *s, int n, ref_run *rr, kvv_check_r
     rr->V = V;
     rr->toks = malloc((size_t)n * sizeof *rr->toks);
     rr->lsm = malloc((size_t)n * V * sizeof *rr->lsm);
-    int32_t *pos = malloc((size_t)(T + n) * sizeof *pos);
     float *logits = malloc((size_t)V * sizeof *logits);
-    if (!rr->toks || !rr->lsm || !pos || !logits) {
+    if (!rr->toks || !rr->lsm || !logits) {
         st = kvv_error_set(err, KVV_ERR_NOMEM, "%s: out of memory", r->name);
         goto out;
     }
-    for (int i = 0; i < T + n; i++)
-        pos[i] = i;
-    st = kvv_engine_forward(e, T, o->tokens, pos, NULL, KVV_LOGITS_LAST, logits, err);
-    for (int i = 0; i < n && st == KVV_OK; i++) {
-        rr->toks[i] = kvv_argmax_f32(logits, V);
-        log_softmax(logits, V, &rr->lsm[(size_t)i * V]);
-        if (i + 1 < n)
-            st = kvv_engine_forward(e, 1, &rr->toks[i], &pos[T + i], NULL, KVV_LOGITS_LAST,
-                                    logits, err);
-    }
+    /* the one greedy decode (engine/greedy.h): row i's log-softmax kept */
+    kvv_greedy g = {.forward = kvv_greedy_engine_forward, .ctx = e, .n_vocab = V,
+                    .prompt = o->tokens, .n_prompt = T, .n_gen = n, .one_row = true,
+                    .on_row = keep_row, .user = rr};
+    st = kvv_greedy_decode(&g, logits, rr->toks, NULL, err);
 out:
-    free(pos);
     free(logits);
     kvv_engine_close(e);
     if (st)
