@@ -83,6 +83,7 @@ static int parse_options(const kvv_plugin_params *p, options *o, kvv_plugin_erro
     snprintf(o->lib_dir, sizeof o->lib_dir, "%s", env && *env ? env : KVV_LLAMA_CPP_DIR);
     o->verbose = getenv("KVV_PLUGIN_VERBOSE") != NULL;
     o->kv_unified = 0; /* llama_context_default_params' */
+    o->bench = 0;
     for (int i = 0; i < p->n_options; i++) {
         const char *kv = p->options[i], *eq = strchr(kv, '=');
         if (!eq)
