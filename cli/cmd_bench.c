@@ -281,6 +281,15 @@ static void print_table(const bench_args *a, const kvv_model *m, const kvv_bench
     }
 }
 
+/* Positions per sequence, and at least the largest call: --requests puts
+ * every prompt in one call, and a plugin host takes at most n_ctx tokens
+ * per call. */
+static int bench_n_ctx(const bench_args *a)
+{
+    long n = a->prompt + a->gen, call = a->requests > 1 ? a->requests * a->prompt : 0;
+    return (int)(call > n ? call : n);
+}
+
 /* The engine the options ask for (--isa is kvv_engine_opts.isa);
  * --dequant-all and --f32-act are its engine options dequant_all=1 and
  * f32_act=1. With --against, --device, --ubatch and --engine-opt belong to
@@ -289,7 +298,7 @@ static kvv_status open_engine(const bench_args *a, const kvv_model *m, kvv_engin
                               kvv_error *err)
 {
     kvv_engine_opts eo = kvv_engine_cli_opts(&a->engine);
-    eo.n_ctx = (int)(a->prompt + a->gen);
+    eo.n_ctx = bench_n_ctx(a);
     eo.n_seq_max = a->requests > 1 ? (int)a->requests : 0;
     if (a->against) {
         eo.device = NULL;
@@ -318,7 +327,7 @@ static kvv_status open_against(const bench_args *a, const kvv_model *m, kvv_engi
     kvv_engine_opts cli = kvv_engine_cli_opts(&a->engine);
     kvv_engine_opts eo = kvv_engine_opts_for(&cli, a->against);
     eo.cache_type = a->against_cache;
-    eo.n_ctx = (int)(a->prompt + a->gen);
+    eo.n_ctx = bench_n_ctx(a);
     eo.n_seq_max = a->requests > 1 ? (int)a->requests : 0;
     eo.isa = NULL; /* --isa is the engine under test's (--engine cpu) */
     eo.device = cli.device; /* --device, --ubatch and --engine-opt are --against's */
