@@ -76,6 +76,13 @@ expect 0 "" "$KVV" bench "$tmp/q3.gguf" --isa generic --dequant-all --prompt 8 -
 grep -q 'gemm=generic' "$tmp/b.json" || fail "bench --isa generic not recorded"
 expect 2 "" "$KVV" bench "$tmp/q3.gguf" --threads 0
 expect 2 "" "$KVV" bench "$tmp/q3.gguf" --mode quick
+# bench --requests: N sequences in one call, and an --against plugin whose
+# host takes at most n_ctx tokens per call (the context covers the call)
+expect 0 "" "$KVV" bench "$tmp/q3.gguf" --requests 4 --prompt 8 --gen 2 --repeats 1 \
+    --against "plugin:$O/plugins/example.so" --json
+grep -q '"requests":4' "$tmp/out" && grep -q '"n_seq_max":4' "$tmp/out" ||
+    fail "bench --requests 4 --against the example plugin: $(head -c 300 "$tmp/out")"
+expect 2 "" "$KVV" bench "$tmp/q3.gguf" --requests 0
 expect 2 "" "$KVV" bench "$tmp/q3.gguf" --prompt 0 --gen 0
 expect 2 "" "$KVV" bench "$tmp/q3.gguf" --engine ref --isa avx2
 expect 2 "" "$KVV" bench "$tmp/q3.gguf" --isa no-such-isa
