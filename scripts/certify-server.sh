@@ -64,7 +64,7 @@ build=$(jq -r '.checks[0].details.server.build_info // "unknown"' "$W/np4-off.js
     echo "Machine: $cpu, $(nproc) processors; llama-server $build (scripts/llama-cpp-pins.sh,"
     echo "CPU, Release) with \`-c 2048 -cb -t 2 -np N\`; stories260K-f32; \`kvverify serve URL"
     echo "--model stories260K-f32.gguf --parallel 4 --rounds 8 --cache-prompt off|on\`"
-    echo "(random 16-token... prompt of the audit's size, 16 steps, top-5 logprobs)."
+    echo "(a random prompt of the audit's size, 16 steps, top-5 logprobs; a step of -1 means none)."
     echo
     for np in 1 4; do
         for cache in off on; do

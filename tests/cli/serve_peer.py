@@ -73,7 +73,9 @@ def ref_answer(q):
         top = sorted(range(len(row)), key=lambda i: (-lp[i], i))[:k]
         probs.append({"id": tok, "logprob": lp[tok],
                       "top_logprobs": [{"id": i, "logprob": lp[i]} for i in top]})
-    return {"content": "", "tokens": gen, "tokens_cached": 0, "completion_probabilities": probs}
+    # the text holds a NUL, as llama-server's does on a byte-fallback vocabulary
+    return {"content": "\x00", "tokens": gen, "tokens_cached": 0,
+            "timings": {"prompt_n": len(ids), "cache_n": 0}, "completion_probabilities": probs}
 
 
 def legacy(ans, n_probs):

@@ -122,7 +122,9 @@ kvv_status kvv_http_json(const char *base, const char *method, const char *path,
                            status, snip[0] ? snip : "(empty body)");
     else {
         json_error_t je;
-        *out = b.buf ? json_loadb(b.buf, b.n, 0, &je) : NULL;
+        /* JSON_ALLOW_NUL: a token's text may be the byte 0 ("\u0000", llama-server
+         * on a byte-fallback vocabulary); only ids and logprobs are read */
+        *out = b.buf ? json_loadb(b.buf, b.n, JSON_ALLOW_NUL, &je) : NULL;
         if (!*out)
             st = kvv_error_set(err, KVV_ERR_IO,
                                "%s %s (%s): HTTP %ld, body is not JSON (%s): %s", method, url,

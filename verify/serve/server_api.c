@@ -289,8 +289,14 @@ kvv_status kvv_serve_parse(kvv_serve_api api, const json_t *ans, const kvv_serve
                                  "answer (not llama-server's /completion? try --api openai)",
                                  what);
         st = parse_llama_probs(p, "completion_probabilities", q, n_vocab, what, c, err);
+        /* timings.cache_n: the prompt tokens taken from the cache; tokens_cached
+         * is the slot's whole cache after the answer (prompt and generated),
+         * read only from a server that gives no timings */
+        const json_t *cn = json_object_get(json_object_get(ans, "timings"), "cache_n");
         const json_t *tc = json_object_get(ans, "tokens_cached");
-        if (json_is_integer(tc))
+        if (json_is_integer(cn))
+            c->n_cached = (int)json_integer_value(cn);
+        else if (json_is_integer(tc))
             c->n_cached = (int)json_integer_value(tc);
     } else {
         const json_t *ch = json_array_get(json_object_get(ans, "choices"), 0);
