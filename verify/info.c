@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_num.h"
 #include "verify/info_impl.h"
 
 #define ARRAY_SHOW_JSON 8 /* elements of a long array shown */
@@ -75,13 +76,6 @@ static void jset(json_t *o, const char *key, json_t *v)
     free(c);
 }
 
-static json_t *jreal(double v)
-{
-    if (isfinite(v))
-        return json_real(v);
-    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
 static json_t *jscalar(const kvv_gguf_kv *kv)
 {
     switch (kv->type) {
@@ -95,7 +89,7 @@ static json_t *jscalar(const kvv_gguf_kv *kv)
     case KVV_GGUF_INT8: case KVV_GGUF_INT16: case KVV_GGUF_INT32: case KVV_GGUF_INT64:
         return json_integer((json_int_t)kv->v.i64);
     case KVV_GGUF_FLOAT32: case KVV_GGUF_FLOAT64:
-        return jreal(kv->v.f64);
+        return kvv_json_number(kv->v.f64);
     case KVV_GGUF_BOOL:
         return json_boolean(kv->v.u64 != 0);
     case KVV_GGUF_STRING:
@@ -113,7 +107,7 @@ static json_t *jarray_elem(const kvv_gguf_kv *kv, uint64_t i)
         return json_boolean(kvv_gguf_arr_i64(kv, i) != 0);
     if (kvv_info_is_int_type(kv->arr_type))
         return json_integer((json_int_t)kvv_gguf_arr_i64(kv, i));
-    return jreal(kvv_gguf_arr_f64(kv, i));
+    return kvv_json_number(kvv_gguf_arr_f64(kv, i));
 }
 
 static json_t *json_metadata(const kvv_gguf *g)
@@ -172,7 +166,7 @@ static json_t *json_hparams(const kvv_hparams *hp, const float *freqs)
     if (freqs) {
         f = json_array();
         for (int i = 0; i < hp->n_rot / 2; i++)
-            json_array_append_new(f, jreal(freqs[i]));
+            json_array_append_new(f, kvv_json_number(freqs[i]));
     }
     json_t *o = json_pack("{s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "name",
                           hp->arch_name, "supported", 1, "n_layer", hp->n_layer, "n_embd",
@@ -181,14 +175,14 @@ static json_t *json_hparams(const kvv_hparams *hp, const float *freqs)
                           hp->n_vocab, "n_ctx_train", hp->n_ctx_train);
     json_object_set_new(o, "rope_type", json_string(hp->rope_type == KVV_ROPE_NORM ? "norm" : "neox"));
     json_object_set_new(o, "n_rot", json_integer(hp->n_rot));
-    json_object_set_new(o, "rope_base", jreal(hp->rope_base));
-    json_object_set_new(o, "rope_base_swa", jreal(hp->rope_base_swa));
+    json_object_set_new(o, "rope_base", kvv_json_number(hp->rope_base));
+    json_object_set_new(o, "rope_base_swa", kvv_json_number(hp->rope_base_swa));
     json_object_set_new(o, "rope_freqs", f);
-    json_object_set_new(o, "norm_eps", jreal(hp->norm_eps));
-    json_object_set_new(o, "attn_softcap", jreal(hp->attn_softcap));
-    json_object_set_new(o, "final_softcap", jreal(hp->final_softcap));
-    json_object_set_new(o, "query_scale", jreal(hp->query_scale));
-    json_object_set_new(o, "embd_scale", jreal(hp->embd_scale));
+    json_object_set_new(o, "norm_eps", kvv_json_number(hp->norm_eps));
+    json_object_set_new(o, "attn_softcap", kvv_json_number(hp->attn_softcap));
+    json_object_set_new(o, "final_softcap", kvv_json_number(hp->final_softcap));
+    json_object_set_new(o, "query_scale", kvv_json_number(hp->query_scale));
+    json_object_set_new(o, "embd_scale", kvv_json_number(hp->embd_scale));
     json_object_set_new(o, "n_swa", json_integer(hp->n_swa));
     json_object_set_new(o, "swa_period", json_integer(hp->swa_period));
     json_object_set_new(o, "swa_layers", local);

@@ -6,14 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json_num.h"
 #include "verify/op_explain.h"
 #include "verify/oplocal.h"
 #include "verify/ops_check.h"
-
-static json_t *num(double x)
-{
-    return isfinite(x) ? json_real(x) : json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
-}
 
 static json_t *row_json(const kvv_opl_row *w)
 {
@@ -27,15 +23,15 @@ static json_t *row_json(const kvv_opl_row *w)
     if (w->state == KVV_OPL_OK || w->state == KVV_OPL_BEYOND) {
         json_object_set_new(o, "n", json_integer(w->n));
         json_object_set_new(o, "n_diff", json_integer((json_int_t)w->n_diff));
-        json_object_set_new(o, "err_u", num(w->max_err));
-        json_object_set_new(o, "budget_u", num(w->budget));
-        json_object_set_new(o, "ratio", num(w->max_ratio));
+        json_object_set_new(o, "err_u", kvv_json_number(w->max_err));
+        json_object_set_new(o, "budget_u", kvv_json_number(w->budget));
+        json_object_set_new(o, "ratio", kvv_json_number(w->max_ratio));
         json_object_set_new(o, "max_ulp", json_integer((json_int_t)w->max_ulp));
-        json_object_set_new(o, "rel", num(w->max_rel));
+        json_object_set_new(o, "rel", kvv_json_number(w->max_rel));
         json_object_set_new(o, "pos", json_integer(w->where_pos));
         json_object_set_new(o, "i", json_integer(w->where_i));
-        json_object_set_new(o, "got", num(w->got));
-        json_object_set_new(o, "want", num(w->want));
+        json_object_set_new(o, "got", kvv_json_number(w->got));
+        json_object_set_new(o, "want", kvv_json_number(w->want));
     }
     return o;
 }
@@ -49,9 +45,9 @@ static json_t *explanation_json(const kvv_opl_explanation *x)
             continue;
         json_t *j = json_object();
         json_object_set_new(j, "name", json_string(h->name));
-        json_object_set_new(j, "bits_equal", num(h->bits_equal));
-        json_object_set_new(j, "resid_u", num(h->resid));
-        json_object_set_new(j, "hyp_err_u", num(h->hyp_err));
+        json_object_set_new(j, "bits_equal", kvv_json_number(h->bits_equal));
+        json_object_set_new(j, "resid_u", kvv_json_number(h->resid));
+        json_object_set_new(j, "hyp_err_u", kvv_json_number(h->hyp_err));
         json_object_set_new(j, "reproduces", json_boolean(h->reproduces));
         json_object_set_new(j, "explains", json_boolean(h->explains));
         json_array_append_new(hs, j);
