@@ -1,6 +1,7 @@
 /*
  * kv_seqs.c — per-sequence KV caches of one engine (runtime/kv_seqs.h).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/kv_seqs.h"
@@ -148,4 +149,34 @@ void kvv_kv_seqs_read(const kvv_kv_seqs *s, int seq, int layer, int pos0, int n,
             for (size_t h = 0; h < H; h++)
                 present[(size_t)i * H + h] = c && kvv_kv_cache_present(c, layer, pos0 + i, (int)h);
     }
+}
+
+bool kvv_kv_caches_leak(kvv_kv_cache *const *caches, const int *last, int n)
+{
+    if (n < 2)
+        return true;
+    const kvv_kv_cache *c0 = caches[0];
+    size_t es = c0->type == KVV_CACHE_F32 ? 4 : 2;
+    size_t kb = (size_t)c0->n_kv_head * c0->head_dim_k * es;
+    size_t vb = (size_t)c0->n_kv_head * c0->head_dim_v * es;
+    unsigned char *rows = malloc((size_t)n * (kb + vb));
+    int *at = malloc((size_t)n * sizeof *at);
+    if (!rows || !at) {
+        free(rows);
+        free(at);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        const int o = (i + 1) % n;
+        at[i] = last[o] < caches[i]->n_pos - 1 ? last[o] : caches[i]->n_pos - 1;
+        memcpy(rows + (size_t)i * (kb + vb), kvv_kv_cache_k_ptr(caches[o], 0, at[i]), kb);
+        memcpy(rows + (size_t)i * (kb + vb) + kb, kvv_kv_cache_v_ptr(caches[o], 0, at[i]), vb);
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(kvv_kv_cache_k_ptr(caches[i], 0, at[i]), rows + (size_t)i * (kb + vb), kb);
+        memcpy(kvv_kv_cache_v_ptr(caches[i], 0, at[i]), rows + (size_t)i * (kb + vb) + kb, vb);
+    }
+    free(rows);
+    free(at);
+    return true;
 }

@@ -70,4 +70,14 @@ kvv_status kvv_kv_seqs_cp(kvv_kv_seqs *s, int src, int dst, int p0, int p1, kvv_
 void kvv_kv_seqs_read(const kvv_kv_seqs *s, int seq, int layer, int pos0, int n, float *k,
                       float *v, uint8_t *present);
 
+/* A planted fault, for the batch check's negative control (the cpu
+ * engine's seq_leak=1, the example plugin's fault=seq-leak): after a call,
+ * with caches[0..n) its sequences in order of appearance and last[i] the
+ * last position sequence i computed in it, each one's layer-0 K/V row at
+ * the last position it shares with the next one (cyclically) becomes that
+ * one's, taken before any is changed: its attention then reads another
+ * request's row. n < 2 plants nothing. @return false when no memory was
+ * left (nothing planted: the control then shows it as not detected). */
+bool kvv_kv_caches_leak(kvv_kv_cache *const *caches, const int *last, int n);
+
 #endif

@@ -15,7 +15,7 @@
 
 kvv_cpu_opts kvv_cpu_opts_default(void)
 {
-    kvv_cpu_opts o = {.dequant_all = 0, .f32_act = 0};
+    kvv_cpu_opts o = {.dequant_all = 0, .f32_act = 0, .seq_leak = 0};
     return o;
 }
 
@@ -243,6 +243,7 @@ static kvv_status own_opts(const kvv_engine_opts *o, kvv_cpu_opts *co, kvv_error
         size_t n = eq ? (size_t)(eq - kv) : strlen(kv);
         int *field = n == 11 && strncmp(kv, "dequant_all", n) == 0 ? &co->dequant_all
                      : n == 7 && strncmp(kv, "f32_act", n) == 0    ? &co->f32_act
+                     : n == 8 && strncmp(kv, "seq_leak", n) == 0   ? &co->seq_leak
                                                                    : NULL;
         if (!field || !eq || (strcmp(eq + 1, "0") != 0 && strcmp(eq + 1, "1") != 0))
             return kvv_error_set(err, KVV_ERR_USAGE, "engine cpu: --engine-opt %s is not KEY=0 "

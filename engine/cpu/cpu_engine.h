@@ -61,14 +61,17 @@ typedef struct {
     int dequant_all;    /* 1: dequantize Q8_0/Q4_0 to F32 at open as well */
     int f32_act;        /* fast mode, 1: keep fp32 activations for Q8_0/Q4_0 weights
                          * (no Q8_0 activation rounding; for comparison) */
+    int seq_leak;       /* 1: a planted fault, the batch check's negative control:
+                         * after each decode call of several sequences, each one's
+                         * layer-0 K/V row is another's (runtime/kv_seqs.h) */
 } kvv_cpu_opts;
 
 kvv_cpu_opts kvv_cpu_opts_default(void);
 
 /* The cpu engine's own options through kvv_engine_opts.engine_opts
- * (--engine-opt KEY=VALUE; the registry's column): dequant_all=0|1 and
- * f32_act=0|1 set the fields above. */
-#define KVV_CPU_ENGINE_KEYS "dequant_all, f32_act"
+ * (--engine-opt KEY=VALUE; the registry's column): dequant_all=0|1,
+ * f32_act=0|1 and seq_leak=0|1 set the fields above. */
+#define KVV_CPU_ENGINE_KEYS "dequant_all, f32_act, seq_leak"
 
 /* Open the cpu engine on m (borrowed; must outlive the engine) with the
  * cpu-only options co, bypassing the registry (tests: kvv_engine_open with

@@ -40,6 +40,25 @@ void kvv_cpu_attention_runs(kvv_cpu *c, int layer, int n, const int32_t *pos,
     }
 }
 
+/* seq_leak=1: the planted leak of runtime/kv_seqs.h over the call's
+ * sequences in order of appearance. */
+static void plant_leak(kvv_cpu *c, const kvv_batch *b)
+{
+    kvv_kv_cache *caches[KVV_KV_MAX_SEQS];
+    int ids[KVV_KV_MAX_SEQS], last[KVV_KV_MAX_SEQS], n = 0;
+    for (int i = 0; i < b->n; i++) {
+        int j = 0;
+        while (j < n && ids[j] != b->seq[i])
+            j++;
+        if (j == n)
+            ids[n++] = b->seq[i];
+        last[j] = b->pos[i];
+    }
+    for (int j = 0; j < n; j++)
+        caches[j] = c->seqs.c[ids[j]];
+    kvv_kv_caches_leak(caches, last, n); /* no memory: no leak, the control shows it */
+}
+
 kvv_status kvv_cpu_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_error *err)
 {
     kvv_cpu *c = e->impl;
@@ -54,6 +73,8 @@ kvv_status kvv_cpu_decode(kvv_engine *e, const kvv_batch *b, float *logits, kvv_
     st = kvv_cpu_run(c, b->n, b->token, b->pos, NULL, KVV_LOGITS_NONE, any ? b->logits : NULL,
                      logits, err);
     c->seq = NULL;
+    if (!st && c->copts.seq_leak)
+        plant_leak(c, b);
     return st;
 }
 

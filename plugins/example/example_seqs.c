@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "plugins/example/example_impl.h"
+#include "runtime/kv_seqs.h"
 
 void kvv_example_seqs_close(kvv_plugin_engine *e)
 {
@@ -50,40 +51,14 @@ static int seq_ref(kvv_plugin_engine *e, const char *call, int seq, kvv_ref **ou
 
 /* ------------------------------------------------------------ decode */
 
-/* FAULT_SEQ_LEAK: with the sequences of the call in order of appearance
- * (ids[0..n_ids)), each one's layer-0 row at the last position it shares
- * with the next one (cyclically) becomes that one's, taken before any is
- * changed. last[i]: the last position sequence ids[i] computed in the call. */
+/* FAULT_SEQ_LEAK: the planted leak of runtime/kv_seqs.h over the call's
+ * sequences in order of appearance (ids[0..n_ids)). */
 static void seq_leak(kvv_plugin_engine *e, const int *ids, const int *last, int n_ids)
 {
-    if (n_ids < 2)
-        return;
-    kvv_kv_cache *c0 = kvv_ref_cache(e->seq[ids[0]]);
-    size_t es = c0->type == KVV_CACHE_F32 ? 4 : 2;
-    size_t kb = (size_t)c0->n_kv_head * c0->head_dim_k * es;
-    size_t vb = (size_t)c0->n_kv_head * c0->head_dim_v * es;
-    unsigned char *rows = malloc((size_t)n_ids * (kb + vb));
-    int *at = malloc((size_t)n_ids * sizeof *at);
-    if (!rows || !at) { /* no leak then: the control would show it as not planted */
-        free(rows);
-        free(at);
-        return;
-    }
-    for (int i = 0; i < n_ids; i++) {
-        kvv_kv_cache *c = kvv_ref_cache(e->seq[ids[i]]);
-        const int o = (i + 1) % n_ids;
-        at[i] = last[o] < c->n_pos - 1 ? last[o] : c->n_pos - 1;
-        kvv_kv_cache *co = kvv_ref_cache(e->seq[ids[o]]);
-        memcpy(rows + (size_t)i * (kb + vb), kvv_kv_cache_k_ptr(co, 0, at[i]), kb);
-        memcpy(rows + (size_t)i * (kb + vb) + kb, kvv_kv_cache_v_ptr(co, 0, at[i]), vb);
-    }
-    for (int i = 0; i < n_ids; i++) {
-        kvv_kv_cache *c = kvv_ref_cache(e->seq[ids[i]]);
-        memcpy(kvv_kv_cache_k_ptr(c, 0, at[i]), rows + (size_t)i * (kb + vb), kb);
-        memcpy(kvv_kv_cache_v_ptr(c, 0, at[i]), rows + (size_t)i * (kb + vb) + kb, vb);
-    }
-    free(rows);
-    free(at);
+    kvv_kv_cache *caches[KVV_EXAMPLE_MAX_SEQS];
+    for (int i = 0; i < n_ids; i++)
+        caches[i] = kvv_ref_cache(e->seq[ids[i]]);
+    kvv_kv_caches_leak(caches, last, n_ids); /* no memory: no leak, the control shows it */
 }
 
 /* The call's tokens of sequence ids[j], in call order, checked: positions

@@ -77,6 +77,15 @@ expect 1 "A differs among other requests in .*isolation" "$KVV" batch "$M" --eng
 jq -e '[.checks[0].details.modes[] | select(.mode == "isolation")][0].verdict == "fail"' \
     "$T/leak.json" >/dev/null && ok "seq-leak: isolation fails" || fail "seq-leak: isolation did not fail"
 
+# the cpu engine's planted leak (seq_leak=1) fails isolation in both modes;
+# isolation has the same shapes, so fast mode passes it without the leak
+for mode in invariant fast; do
+    expect 0 "" "$KVV" batch "$M" --engine cpu --mode $mode --modes isolation -q
+    expect 1 "A differs among other requests in isolation" "$KVV" batch "$M" --engine cpu \
+        --mode $mode --modes isolation --engine-opt seq_leak=1 -q
+done
+expect 2 "seq_leak" "$KVV" batch "$M" --engine cpu --engine-opt seq_leak=2
+
 # the audit runs it; the catalog lists it
 expect 0 "batch +PASS" "$KVV" audit "$M" --checks batch,kv -q
 "$KVV" checks --json | jq -e '[.checks[] | select(.name == "batch" and .in_audit)] | length == 1' \
