@@ -13,7 +13,7 @@
  *                     the built-in engines take only cpu)
  *   --ubatch N        micro-batch size (plugins with one; 0 = the engine's)
  *   --engine-opt K=V  an engine's own option, repeatable, passed in order
- *                     (plugins; cpu: dequant_all, f32_act; ref none)
+ *                     (plugins; cpu: dequant_all, f32_act, seq_leak; ref none)
  *   --isa NAME        the cpu engine's kernel table: generic, avx2, avx512 or
  *                     auto (default: the widest this CPU runs; cpu_isa.h);
  *                     refused, before anything runs, with another engine or

@@ -246,7 +246,7 @@ static void test_options(void **state)
     eo[1] = "f32=1";
     assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
     assert_string_equal(err.msg, "engine cpu does not take --engine-opt f32=1 (its keys: "
-                                 "dequant_all, f32_act)");
+                                 "dequant_all, f32_act, seq_leak)");
     o.n_engine_opts = 0;
     o.ggml = 1;
     assert_int_equal(kvv_engine_check_opts(&o, &err), KVV_ERR_USAGE);
